@@ -1,0 +1,160 @@
+# relibra - one non-recursive GNU Makefile.
+#
+#   make                 build relibra and librelibra.a
+#   make check           install missing packages, build, run every test
+#   make demo            install missing packages, build, run the quickstart
+#   make bench           run the benchmarks
+#   make install PREFIX=/usr/local
+#   make check-valgrind  the unit tests under valgrind
+#   make VARIANT=san     build with AddressSanitizer + UndefinedBehaviorSanitizer
+#
+# Required packages are found with pkg-config; CUDA and NCCL are probed under
+# CUDA_HOME and never required.
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PCDIR ?= $(LIBDIR)/pkgconfig
+DATADIR ?= $(PREFIX)/share/relibra
+DESTDIR ?=
+CUDA_HOME ?= /usr/local/cuda
+VARIANT ?=
+BUILD ?= build$(if $(VARIANT),-$(VARIANT))
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+STD := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+
+PKGS := libzstd yaml-0.1 jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+ifeq ($(VARIANT),san)
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+# CUDA + NCCL: detected, never required.
+HAVE_NVCC := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo yes || echo no)
+HAVE_NCCL := $(shell test -f $(CUDA_HOME)/include/nccl.h && echo yes || echo no)
+CUDA_SRCS := $(sort $(wildcard lib/*.cu))
+BUILD_CUDA := $(if $(and $(filter yes,$(HAVE_NVCC)),$(filter yes,$(HAVE_NCCL)),$(CUDA_SRCS)),1,0)
+
+ALL_CFLAGS := $(STD) $(WARN) $(CFLAGS) $(SAN) -Ilib -I$(BUILD) $(PKG_CFLAGS) \
+	-DRLB_BUILD_CUDA=$(BUILD_CUDA)
+ALL_LDFLAGS := $(LDFLAGS) $(SAN)
+LIBS := $(PKG_LIBS) -lm -lpthread
+
+LIB_SRCS := $(sort $(wildcard lib/*.c))
+CMD_SRCS := $(sort $(wildcard cmd/*.c))
+TEST_SRCS := $(sort $(wildcard tests/*.c))
+PRESETS := $(sort $(wildcard configs/models/*.yaml configs/clusters/*.yaml configs/*.yaml))
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/presets.o
+CMD_OBJS := $(CMD_SRCS:%.c=$(BUILD)/%.o)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
+
+BIN := relibra
+LIB := librelibra.a
+TEST_BIN := $(BUILD)/tests/check_relibra
+
+.PHONY: all deps deps-check deps-demo check check-run check-valgrind demo \
+	demo-run bench bench-run install uninstall clean lint-man config-info
+
+all: config-info $(BIN) $(LIB)
+
+config-info:
+	@if ! pkg-config --exists $(PKGS); then \
+		echo "relibra: missing libraries ($(PKGS)); run 'make deps' or 'make check'" >&2; \
+		exit 1; fi
+	@echo "relibra: zstd $$(pkg-config --modversion libzstd), libyaml $$(pkg-config --modversion yaml-0.1), jansson $$(pkg-config --modversion jansson); MPI $$(pkg-config --modversion ompi-c 2>/dev/null || echo no); CUDA nvcc $(HAVE_NVCC), NCCL $(HAVE_NCCL) (CUDA_HOME=$(CUDA_HOME))"
+
+deps:
+	@sh scripts/deps.sh build
+deps-check:
+	@sh scripts/deps.sh check
+deps-demo:
+	@sh scripts/deps.sh demo
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/presets.c: scripts/embed-presets.sh $(PRESETS)
+	@mkdir -p $(BUILD)
+	sh scripts/embed-presets.sh $(PRESETS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/presets.o: $(BUILD)/presets.c
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CMD_OBJS) $(LIB)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(CMD_OBJS) $(LIB) $(LIBS)
+
+$(TEST_BIN): $(TEST_OBJS) $(LIB)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(CHECK_LIBS) $(LIBS)
+
+# check and demo first install what is missing, then build in a fresh make
+# so that pkg-config sees the new packages.
+check: deps-check
+	@$(MAKE) --no-print-directory check-run
+
+check-run: all $(TEST_BIN)
+	@sh tests/run.sh $(TEST_BIN) ./$(BIN)
+
+check-valgrind: all $(TEST_BIN)
+	@RLB_VALGRIND=1 sh tests/run.sh $(TEST_BIN) ./$(BIN)
+
+demo: deps-demo
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: all
+	@sh examples/quickstart.sh ./$(BIN)
+
+bench: deps
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: all
+	@sh bench/run.sh ./$(BIN)
+
+lint-man:
+	mandoc -Tlint -W warning man/relibra.1 man/relibra.yaml.5 man/relibra-trace.5
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/relibra \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(PCDIR) \
+		$(DESTDIR)$(DATADIR)/configs/models $(DESTDIR)$(DATADIR)/configs/clusters
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 644 lib/*.h $(DESTDIR)$(INCDIR)/relibra/
+	install -m 644 man/relibra.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 man/relibra.yaml.5 man/relibra-trace.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 configs/*.yaml $(DESTDIR)$(DATADIR)/configs/
+	install -m 644 configs/models/*.yaml $(DESTDIR)$(DATADIR)/configs/models/
+	install -m 644 configs/clusters/*.yaml $(DESTDIR)$(DATADIR)/configs/clusters/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|'"$$(sed -n 's/^#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)"'|' \
+		relibra.pc.in > $(DESTDIR)$(PCDIR)/relibra.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/$(BIN) $(DESTDIR)$(LIBDIR)/$(LIB) $(DESTDIR)$(PCDIR)/relibra.pc \
+		$(DESTDIR)$(MANDIR)/man1/relibra.1 $(DESTDIR)$(MANDIR)/man5/relibra.yaml.5 \
+		$(DESTDIR)$(MANDIR)/man5/relibra-trace.5
+	rm -rf $(DESTDIR)$(INCDIR)/relibra $(DESTDIR)$(DATADIR)
+
+clean:
+	rm -rf build build-* $(BIN) $(LIB)
+
+-include $(DEPS)

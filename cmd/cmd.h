@@ -1,0 +1,54 @@
+/*
+ * cmd.h - the subcommands of the relibra CLI and the helpers they share
+ * (error printing, config options, progress line).
+ */
+#ifndef RLB_CMD_H
+#define RLB_CMD_H
+
+#include <stddef.h>
+
+#include "relibra.h"
+
+/* Exit statuses (man/relibra.1, EXIT STATUS). */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,
+	EXIT_USAGE = 2,
+};
+
+int cmd_capture(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+
+/* "relibra NAME: message" on stderr. */
+void cmd_error(const char *name, const struct rlb_err *err);
+void cmd_errorf(const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Print a usage error, the usage string, and return EXIT_USAGE. */
+int cmd_usage_error(const char *name, const char *usage, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The -c FILE and --set KEY=VALUE options every subcommand takes. */
+struct cmd_config_opts {
+	const char *path;
+	const char **sets;
+	size_t nsets;
+};
+
+/* Record one --set; returns -1 on allocation failure. */
+int cmd_config_add_set(struct cmd_config_opts *o, const char *assignment);
+/* Load the config (path may be NULL: defaults); prints the error on failure. */
+int cmd_config_load(const char *name, const struct cmd_config_opts *o,
+		    struct rlb_config *cfg);
+void cmd_config_release(struct cmd_config_opts *o);
+
+/*
+ * Progress callback for lib (rlb_progress_fn): a single updating line on
+ * stderr, only when stderr is a terminal.  ctx is the subcommand name.
+ */
+void cmd_progress(void *ctx, uint64_t done, uint64_t total, const char *unit);
+/* Clear the progress line if one was drawn. */
+void cmd_progress_done(void);
+
+#endif

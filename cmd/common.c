@@ -1,0 +1,102 @@
+/*
+ * common.c - helpers shared by the subcommands: error messages, the
+ * config options, the progress line.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+static int progress_drawn;
+static uint64_t progress_last_ns;
+
+void cmd_error(const char *name, const struct rlb_err *err)
+{
+	cmd_progress_done();
+	fprintf(stderr, "relibra %s: %s\n", name,
+		err && err->msg[0] ? err->msg : rlb_strerror(err ? err->code : 0));
+}
+
+void cmd_errorf(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	cmd_progress_done();
+	fprintf(stderr, "relibra %s: ", name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cmd_usage_error(const char *name, const char *usage, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "relibra %s: ", name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s", usage);
+	return EXIT_USAGE;
+}
+
+int cmd_config_add_set(struct cmd_config_opts *o, const char *assignment)
+{
+	const char **n = realloc(o->sets, (o->nsets + 1) * sizeof(*n));
+
+	if (!n)
+		return -1;
+	o->sets = n;
+	o->sets[o->nsets++] = assignment;
+	return 0;
+}
+
+int cmd_config_load(const char *name, const struct cmd_config_opts *o,
+		    struct rlb_config *cfg)
+{
+	struct rlb_err err = {0};
+
+	if (rlb_config_load(cfg, o->path, o->sets, o->nsets, &err) != 0) {
+		cmd_error(name, &err);
+		return -1;
+	}
+	return 0;
+}
+
+void cmd_config_release(struct cmd_config_opts *o)
+{
+	free(o->sets);
+	o->sets = NULL;
+	o->nsets = 0;
+}
+
+void cmd_progress(void *ctx, uint64_t done, uint64_t total, const char *unit)
+{
+	uint64_t now;
+
+	if (!isatty(STDERR_FILENO))
+		return;
+	now = rlb_now_ns();
+	if (progress_drawn && now - progress_last_ns < 100000000u && done != total)
+		return;
+	progress_last_ns = now;
+	if (total)
+		fprintf(stderr, "\rrelibra %s: %llu/%llu %s (%.0f%%)\033[K",
+			(const char *)ctx, (unsigned long long)done,
+			(unsigned long long)total, unit, 100.0 * done / total);
+	else
+		fprintf(stderr, "\rrelibra %s: %llu %s\033[K", (const char *)ctx,
+			(unsigned long long)done, unit);
+	progress_drawn = 1;
+}
+
+void cmd_progress_done(void)
+{
+	if (progress_drawn) {
+		fputs("\r\033[K", stderr);
+		progress_drawn = 0;
+	}
+}

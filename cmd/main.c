@@ -1,0 +1,96 @@
+/*
+ * main.c - relibra's entry point: global options and the command table.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "capture", cmd_capture, "record routing into a trace (.rrt)" },
+	{ "inspect", cmd_inspect, "print a trace's header, contents, integrity and load statistics" },
+	{ "config", cmd_config, "print the effective configuration as YAML" },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *fp)
+{
+	size_t i;
+
+	fprintf(fp, "usage: relibra [-hV] <command> [options] [args]\n\ncommands:\n");
+	for (i = 0; i < NCOMMANDS; i++)
+		fprintf(fp, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(fp, "\n'relibra help <command>' or 'relibra <command> -h' for a command's options;\n"
+		    "man relibra for everything.\n");
+}
+
+static void version(void)
+{
+	printf("relibra %s\n", RLB_VERSION);
+	printf("backends: cpu%s\n", RLB_BUILD_CUDA ? " cuda" : "");
+	printf("trace format: %d.%d\n", RLB_TRACE_VERSION_MAJOR,
+	       RLB_TRACE_VERSION_MINOR);
+}
+
+static const struct command *find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const struct command *c;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		version();
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "help")) {
+		char *hargv[] = { NULL, "-h", NULL };
+
+		if (argc < 3) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		c = find(argv[2]);
+		if (!c) {
+			fprintf(stderr, "relibra: unknown command '%s'\n", argv[2]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		hargv[0] = argv[2];
+		return c->fn(2, hargv);
+	}
+	if (argv[1][0] == '-') {
+		fprintf(stderr, "relibra: unknown option '%s'\n", argv[1]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	c = find(argv[1]);
+	if (!c) {
+		fprintf(stderr, "relibra: unknown command '%s'\n", argv[1]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	return c->fn(argc - 1, argv + 1);
+}

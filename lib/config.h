@@ -1,0 +1,150 @@
+/*
+ * config.h - the relibra configuration: model, cluster, parallel layout,
+ * balancer and synthetic workload, loaded from YAML (libyaml) into plain
+ * structs with documented defaults (man/relibra.yaml.5).
+ */
+#ifndef RLB_CONFIG_H
+#define RLB_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+
+#define RLB_NAME_MAX 64
+#define RLB_PATH_MAX 4096
+
+/* Micro-batch packing rules (lib/schedule.h). */
+enum rlb_pack {
+	RLB_PACK_IN_ORDER = 0,	/* consecutive windows of the rollout order */
+	RLB_PACK_FFD = 1,	/* first-fit-decreasing over the whole step */
+};
+
+struct rlb_model_config {
+	char name[RLB_NAME_MAX];
+	int experts;		/* routed experts per MoE layer */
+	int topk;		/* experts per token */
+	int hidden;		/* model width */
+	int expert_ffn;		/* routed expert intermediate size */
+	int moe_layers;		/* number of MoE layers */
+	int first_dense_layers;	/* dense layers before the first MoE layer */
+	int dense_ffn;		/* intermediate size of those dense layers */
+	int shared_experts;	/* always-active shared experts per MoE layer */
+	int shared_expert_ffn;	/* intermediate size of a shared expert */
+	int expert_groups;	/* routing groups (0: none) */
+	int topk_groups;	/* groups chosen per token (0: none) */
+	int q_heads;		/* attention query heads */
+	int kv_heads;		/* attention key/value heads */
+	int head_dim;		/* attention head dimension */
+};
+
+struct rlb_cluster_config {
+	char name[RLB_NAME_MAX];
+	int nodes;
+	int gpus_per_node;
+	double peak_tflops;	/* BF16 dense peak per GPU, TFLOP/s */
+	double hbm_gbps;	/* usable HBM bandwidth per GPU, GB/s */
+	double gemm_eff_max;	/* eta(m) = gemm_eff_max * m / (m + gemm_eff_half_rows) */
+	double gemm_eff_half_rows;
+	double nvlink_gbps;	/* per GPU per direction, GB/s */
+	double nvlink_latency_us;
+	double rdma_gbps;	/* inter-node, per GPU per direction, GB/s */
+	double rdma_latency_us;
+};
+
+struct rlb_parallel_config {
+	int ep_size;		/* expert-parallel ranks (GPUs) */
+	int micro_batch_tokens;	/* token budget per GPU per micro-batch */
+	int recompute;		/* 1: activations recomputed in backward */
+	enum rlb_pack pack;	/* micro-batch packing rule */
+};
+
+struct rlb_balancer_config {
+	char policy[RLB_NAME_MAX];	/* static, eplb, eplb-oracle, replicate, relibra, ideal */
+	int replica_slots;		/* spare expert slots per GPU per layer */
+	int min_tokens_per_replica;	/* a replica must carry at least this many */
+	int eplb_window;		/* steps of history fed to eplb */
+	int reorder;			/* relibra: cross-node reordering on/off */
+	int replicate;			/* relibra: intra-node replication on/off */
+	double migration_weight;	/* weight of migration time in the reorder objective */
+	double migration_bytes_per_param; /* bytes moved per expert parameter */
+	double planner_overlap;		/* fraction of planning hidden by rollout (0..1) */
+};
+
+/*
+ * Synthetic RL workload knobs (relibra capture --synthetic).  Calibrated
+ * defaults and what each knob does: man/relibra.yaml.5 and docs/workload.md.
+ */
+struct rlb_workload_config {
+	int steps;			/* training steps to generate */
+	int first_step;			/* id of the first step */
+	int prompts_per_step;		/* GRPO prompts per step */
+	int samples_per_prompt;		/* GRPO group size */
+	double len_median;		/* lognormal median of sequence length, tokens */
+	double len_sigma;		/* lognormal sigma */
+	int len_min;			/* length floor, tokens */
+	int len_max;			/* length cap, tokens */
+	int topics;			/* latent topics */
+	double topic_concentration;	/* strength of topic preferences */
+	double topic_drift;		/* per-step drift of topic preferences (0..1) */
+	double base_skew;		/* spread of per-layer base popularity */
+	double hot_expert_boost;	/* weight of the persistent hot expert per layer */
+	double heavy_layer_fraction;	/* share of layers with heavy-tailed popularity */
+	double heavy_layer_skew;	/* tail exponent on heavy layers */
+	int segment_min;		/* token run length sharing preferences, min */
+	int segment_max;		/* ... max */
+	double layer_correlation;	/* correlation of preferences between adjacent layers */
+	double token_noise;		/* share of selections drawn from the base popularity only */
+};
+
+struct rlb_config {
+	char path[RLB_PATH_MAX];	/* file it was loaded from ("" for defaults) */
+	struct rlb_model_config model;
+	struct rlb_cluster_config cluster;
+	struct rlb_parallel_config parallel;
+	struct rlb_balancer_config balancer;
+	struct rlb_workload_config workload;
+};
+
+/* Fill every key with its documented default. */
+void rlb_config_defaults(struct rlb_config *cfg);
+
+/*
+ * Load PATH over the defaults, then apply each "key.path=value" override in
+ * SETS (the --set options), then validate.  Presets named by `preset:` keys
+ * are looked up among the presets built into the library (configs/) and
+ * then next to PATH.  Errors: RLB_ECONFIG with "file:line:col: " message,
+ * YAML path, and the offending line with a caret; RLB_EIO on unreadable
+ * files.  PATH may be NULL (defaults plus overrides).
+ */
+int rlb_config_load(struct rlb_config *cfg, const char *path,
+		    const char *const *sets, size_t nsets, struct rlb_err *err);
+
+/* Apply one "key.path=value" override, checked like the file. */
+int rlb_config_set(struct rlb_config *cfg, const char *assignment,
+		   struct rlb_err *err);
+
+/* Check cross-key consistency (EP size vs cluster, experts vs EP, ...). */
+int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err);
+
+/* Derived quantities. */
+int rlb_config_gpus(const struct rlb_config *cfg);		/* nodes * gpus_per_node */
+int rlb_config_experts_per_gpu(const struct rlb_config *cfg);	/* experts / ep_size */
+int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / gpus_per_node */
+
+/* Name of a packing rule and its inverse (RLB_EINVAL on unknown name). */
+const char *rlb_pack_name(enum rlb_pack pack);
+int rlb_pack_from_name(const char *name, enum rlb_pack *pack, struct rlb_err *err);
+
+/*
+ * Write the effective configuration as YAML (every key, defaults included)
+ * to a caller-provided stream.  Returns RLB_EIO on write failure.
+ */
+int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
+			  struct rlb_err *err);
+
+/* Names of the built-in presets, NULL-terminated (kind: "models", "clusters", or NULL for full configs). */
+const char *const *rlb_config_preset_names(const char *kind);
+
+#endif

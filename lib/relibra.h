@@ -1,0 +1,18 @@
+/*
+ * relibra.h - the public interface of librelibra: load balancing for
+ * Mixture-of-Experts training in reinforcement learning.
+ */
+#ifndef RELIBRA_H
+#define RELIBRA_H
+
+#define RLB_VERSION "0.1.0"
+
+#include "err.h"
+#include "util.h"
+#include "config.h"
+#include "trace.h"
+#include "schedule.h"
+#include "stats.h"
+#include "capture.h"
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * trace.h - the routing-replay trace (.rrt): a zstd stream holding, per RL
+ * sample, the top-k logical expert ids of every MoE layer and token.
+ * Format: trace_format/SPEC.md.  Writer streams with bounded memory; reader
+ * iterates and seeks by step.
+ */
+#ifndef RLB_TRACE_H
+#define RLB_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+
+#define RLB_TRACE_VERSION_MAJOR 1
+#define RLB_TRACE_VERSION_MINOR 0
+
+/* Header flags. */
+#define RLB_TRACE_F_GATES  (1u << 0)	/* every sequence carries gate weights */
+#define RLB_TRACE_F_SORTED (1u << 1)	/* each token's ids sorted ascending (engine order dropped) */
+
+#define RLB_TRACE_MAX_EXPERTS 65535
+#define RLB_TRACE_MAX_TOPK 64
+#define RLB_TRACE_MAX_LAYERS 1024
+#define RLB_TRACE_MAX_SEQ_TOKENS (1u << 24)
+
+struct rlb_trace_header {
+	uint16_t version_major;		/* filled in by the writer / reader */
+	uint16_t version_minor;
+	uint32_t flags;			/* RLB_TRACE_F_* */
+	uint32_t experts;		/* routed experts per MoE layer */
+	uint32_t topk;
+	uint32_t moe_layers;		/* layers stored per token */
+	uint32_t first_dense_layers;	/* engine layers dropped before them */
+	uint64_t seed;			/* generator seed (synthetic), else 0 */
+	char model[RLB_NAME_MAX];	/* model name, NUL-terminated */
+	char source[32];		/* "synthetic", "sglang", "vllm", "megatron", "jsonl", "api" */
+};
+
+/* Fill a header's model shape from a configuration. */
+void rlb_trace_header_from_config(struct rlb_trace_header *h,
+				  const struct rlb_config *cfg);
+
+/* Bytes per stored id: 1 when experts <= 256, else 2. */
+unsigned rlb_trace_id_bytes(const struct rlb_trace_header *h);
+
+/*
+ * One sequence (one RL sample).  ids holds moe_layers * tokens * topk
+ * logical expert ids, layer-major: ids[(layer * tokens + t) * topk + k],
+ * k in the engine's column order.  gates, when the trace has
+ * RLB_TRACE_F_GATES, has the same shape; else NULL.
+ */
+struct rlb_seq {
+	uint32_t step;
+	uint32_t group;		/* prompt group (GRPO) within the step */
+	uint32_t sample;	/* sample id within the group */
+	uint32_t tokens;
+	const uint16_t *ids;
+	const float *gates;
+};
+
+/* Per-sequence metadata without routing, as the step index lists it. */
+struct rlb_seq_meta {
+	uint32_t step;
+	uint32_t group;
+	uint32_t sample;
+	uint32_t tokens;
+};
+
+struct rlb_trace_writer;
+
+struct rlb_trace_writer_opts {
+	int level;		/* zstd level (default 3) */
+	size_t frame_bytes;	/* raw bytes per data frame before it is cut (default 8 MiB) */
+};
+
+/*
+ * Start a trace at PATH ("PATH.tmp" until close renames it).  h gives the
+ * shape and flags; version fields are ignored.  opts may be NULL.
+ */
+int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
+			  const struct rlb_trace_header *h,
+			  const struct rlb_trace_writer_opts *opts,
+			  struct rlb_err *err);
+
+/*
+ * Append one sequence.  Steps must not decrease.  Errors are sticky: after
+ * the first failure every call returns that code and close reports it.
+ */
+int rlb_trace_writer_append(struct rlb_trace_writer *w, const struct rlb_seq *seq);
+
+/* The sticky error, if any (0 otherwise). */
+int rlb_trace_writer_error(const struct rlb_trace_writer *w, struct rlb_err *err);
+
+/*
+ * Flush the last frame, write the step index and seek table, fsync, rename
+ * into place, free w.  On any error (sticky or now) the output is removed
+ * and the error returned.  NULL is a no-op.
+ */
+int rlb_trace_writer_close(struct rlb_trace_writer *w, struct rlb_err *err);
+
+/* Free w and remove its output.  NULL is a no-op. */
+void rlb_trace_writer_abort(struct rlb_trace_writer *w);
+
+struct rlb_trace_reader;
+
+/* Open and check the header; reads the seek table and step index if present. */
+int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
+			  struct rlb_err *err);
+void rlb_trace_reader_free(struct rlb_trace_reader *r);
+
+const struct rlb_trace_header *rlb_trace_reader_header(const struct rlb_trace_reader *r);
+
+/* 1 when the file has no valid seek table (writer killed or file cut). */
+int rlb_trace_reader_truncated(const struct rlb_trace_reader *r);
+
+/*
+ * Steps present, ascending.  Without a seek table this scans the file once.
+ * *steps points into the reader (valid until it is freed).
+ */
+int rlb_trace_reader_steps(struct rlb_trace_reader *r, const uint32_t **steps,
+			   size_t *nsteps, struct rlb_err *err);
+
+/*
+ * The sequences of one step, in file order, without their routing.
+ * *metas is malloc'd; the caller frees it.  RLB_ENOTFOUND if absent.
+ */
+int rlb_trace_reader_step_seqs(struct rlb_trace_reader *r, uint32_t step,
+			       struct rlb_seq_meta **metas, size_t *n,
+			       struct rlb_err *err);
+
+/* Position so that the next rlb_trace_reader_next yields the step's first sequence. */
+int rlb_trace_reader_seek_step(struct rlb_trace_reader *r, uint32_t step,
+			       struct rlb_err *err);
+
+/* Back to the first sequence of the trace. */
+int rlb_trace_reader_rewind(struct rlb_trace_reader *r, struct rlb_err *err);
+
+/*
+ * Next sequence: returns 1 and fills *seq (arrays owned by the reader,
+ * valid until the next call), 0 at the end, or a negative error (with
+ * the byte offset in the message).  At the end of a truncated file it
+ * returns 0; check rlb_trace_reader_truncated.
+ */
+int rlb_trace_reader_next(struct rlb_trace_reader *r, struct rlb_seq *seq,
+			  struct rlb_err *err);
+
+struct rlb_trace_info {
+	uint64_t file_bytes;
+	uint64_t raw_id_bytes;		/* ids at their stored width, uncompressed */
+	uint64_t raw_bytes;		/* decompressed data frames */
+	uint64_t frames;
+	uint64_t steps;
+	uint64_t sequences;
+	uint64_t tokens;
+	int has_seek_table;
+	int has_step_index;
+	int truncated;			/* complete frames readable, the end missing */
+	uint64_t valid_bytes;		/* bytes up to the end of the last good frame */
+};
+
+/*
+ * Read the whole file, verifying every frame's checksum and every record.
+ * Fills info even when it fails part-way (what was valid up to there).
+ */
+int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
+		     struct rlb_err *err);
+
+#endif

@@ -1,0 +1,161 @@
+/*
+ * util.c - atomic output files, checked number parsing, clocks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
+		    struct rlb_err *err)
+{
+	size_t n = strlen(path);
+
+	memset(af, 0, sizeof(*af));
+	if (strcmp(path, "-") == 0) {
+		af->fp = stdout;
+		af->path = strdup(path);
+		if (!af->path)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		return 0;
+	}
+	af->path = strdup(path);
+	af->tmp_path = malloc(n + 5);
+	if (!af->path || !af->tmp_path) {
+		rlb_atomic_abort(af);
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	memcpy(af->tmp_path, path, n);
+	memcpy(af->tmp_path + n, ".tmp", 5);
+	af->fp = fopen(af->tmp_path, "wb");
+	if (!af->fp) {
+		rlb_err_errno(err, RLB_EIO, "cannot create '%s'", af->tmp_path);
+		rlb_atomic_abort(af);
+		return RLB_EIO;
+	}
+	return 0;
+}
+
+int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err)
+{
+	int ret = 0;
+
+	if (!af->fp)
+		return rlb_err_set(err, RLB_EINVAL, "output file is not open");
+	if (!af->tmp_path) {
+		if (fflush(af->fp) != 0)
+			ret = rlb_err_errno(err, RLB_EIO, "cannot write to stdout");
+		af->fp = NULL;
+		rlb_atomic_abort(af);
+		return ret;
+	}
+	if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
+		ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
+	if (fclose(af->fp) != 0 && ret == 0)
+		ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
+	af->fp = NULL;
+	if (ret == 0 && rename(af->tmp_path, af->path) != 0)
+		ret = rlb_err_errno(err, RLB_EIO, "cannot rename '%s' to '%s'",
+				    af->tmp_path, af->path);
+	if (ret != 0)
+		unlink(af->tmp_path);
+	rlb_atomic_abort(af);
+	return ret;
+}
+
+void rlb_atomic_abort(struct rlb_atomic_file *af)
+{
+	if (af->fp && af->tmp_path) {
+		fclose(af->fp);
+		unlink(af->tmp_path);
+	}
+	free(af->path);
+	free(af->tmp_path);
+	memset(af, 0, sizeof(*af));
+}
+
+int rlb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
+		  const char *what, struct rlb_err *err)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 0);
+	if (end == s || *end != '\0')
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%s: expected an integer, got '%s'", what, s);
+	if (errno == ERANGE || v < min || v > max)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: %s is out of range [%" PRId64 ", %" PRId64 "]",
+				   what, s, min, max);
+	*out = v;
+	return 0;
+}
+
+int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
+		  const char *what, struct rlb_err *err)
+{
+	char *end;
+	unsigned long long v;
+	const char *p = s;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p == '-')
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: %s is out of range [%" PRIu64 ", %" PRIu64 "]",
+				   what, s, min, max);
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (end == s || *end != '\0')
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%s: expected a non-negative integer, got '%s'",
+				   what, s);
+	if (errno == ERANGE || v < min || v > max)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: %s is out of range [%" PRIu64 ", %" PRIu64 "]",
+				   what, s, min, max);
+	*out = v;
+	return 0;
+}
+
+int rlb_parse_double(const char *s, double min, double max, double *out,
+		     const char *what, struct rlb_err *err)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || isnan(v))
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%s: expected a number, got '%s'", what, s);
+	if (errno == ERANGE || v < min || v > max)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: %s is out of range [%g, %g]", what, s,
+				   min, max);
+	*out = v;
+	return 0;
+}
+
+uint64_t rlb_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rlb_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

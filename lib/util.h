@@ -1,0 +1,102 @@
+/*
+ * util.h - small helpers shared by the library: atomic output files,
+ * checked number parsing, little-endian field access.
+ */
+#ifndef RLB_UTIL_H
+#define RLB_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+
+/*
+ * An output file written as PATH.tmp and renamed over PATH on commit, so a
+ * failed run never leaves a half-written PATH.  "-" means stdout (no rename).
+ */
+struct rlb_atomic_file {
+	FILE *fp;
+	char *path;
+	char *tmp_path;		/* NULL for stdout */
+};
+
+/* Open PATH.tmp for writing ("wb").  On failure nothing is left behind. */
+int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
+		    struct rlb_err *err);
+/* Flush, fsync, close and rename into place; releases af either way. */
+int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err);
+/* Close and remove the temporary file; releases af.  Safe on a zeroed af. */
+void rlb_atomic_abort(struct rlb_atomic_file *af);
+
+/*
+ * Parse a whole string as a number within [min, max].  Returns 0, or
+ * RLB_EPARSE (not a number, trailing junk) / RLB_ERANGE with a message
+ * naming `what`.
+ */
+int rlb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
+		  const char *what, struct rlb_err *err);
+int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
+		  const char *what, struct rlb_err *err);
+int rlb_parse_double(const char *s, double min, double max, double *out,
+		     const char *what, struct rlb_err *err);
+
+/* Monotonic and thread CPU clocks in nanoseconds. */
+uint64_t rlb_now_ns(void);
+uint64_t rlb_thread_cpu_ns(void);
+
+/* Little-endian field access for the binary formats. */
+static inline void rlb_put_u16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void rlb_put_u32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static inline void rlb_put_u64(uint8_t *p, uint64_t v)
+{
+	rlb_put_u32(p, (uint32_t)v);
+	rlb_put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint16_t rlb_get_u16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t rlb_get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
+	       ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t rlb_get_u64(const uint8_t *p)
+{
+	return (uint64_t)rlb_get_u32(p) | ((uint64_t)rlb_get_u32(p + 4) << 32);
+}
+
+static inline void rlb_put_f32(uint8_t *p, float f)
+{
+	uint32_t v;
+
+	memcpy(&v, &f, sizeof(v));
+	rlb_put_u32(p, v);
+}
+
+static inline float rlb_get_f32(const uint8_t *p)
+{
+	uint32_t v = rlb_get_u32(p);
+	float f;
+
+	memcpy(&f, &v, sizeof(f));
+	return f;
+}
+
+#endif

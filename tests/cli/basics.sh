@@ -1,0 +1,31 @@
+# basics.sh - global options, help and unknown commands.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+run --version
+expect_status 0
+expect_out "relibra "
+expect_out "backends: cpu"
+
+run
+expect_status 2
+expect_err "usage: relibra"
+
+run frobnicate
+expect_status 2
+expect_err "unknown command 'frobnicate'"
+expect_err "capture"
+
+run --bogus
+expect_status 2
+expect_err "unknown option '--bogus'"
+
+for c in capture inspect config; do
+	run help "$c"
+	expect_status 0
+	cp out help.txt
+	run "$c" -h
+	expect_status 0
+	cmp -s out help.txt || fail "'relibra help $c' differs from '$c -h'"
+	grep -q "^usage: relibra $c" help.txt || fail "no usage line for $c"
+done
+exit 0

@@ -1,0 +1,21 @@
+/*
+ * suites.h - the Check suites of the unit-test runner, one per lib module.
+ */
+#ifndef RLB_TEST_SUITES_H
+#define RLB_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *rlb_suite_util(void);
+Suite *rlb_suite_config(void);
+Suite *rlb_suite_trace(void);
+Suite *rlb_suite_schedule(void);
+Suite *rlb_suite_synth(void);
+Suite *rlb_suite_import(void);
+
+/* Directory of the source tree's tests/ (fixtures), from RLB_TEST_SRCDIR or ".". */
+const char *rlb_test_srcdir(void);
+/* A fresh scratch directory for this test process (removed by run.sh). */
+const char *rlb_test_tmpdir(void);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * test_util.c - unit tests of lib/err and lib/util.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "relibra.h"
+#include "suites.h"
+
+START_TEST(test_err_set_and_prefix)
+{
+	struct rlb_err err = {0};
+
+	ck_assert_int_eq(rlb_err_set(&err, RLB_EPARSE, "bad '%s'", "x"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "bad 'x'");
+	rlb_err_prefix(&err, "file %d", 3);
+	ck_assert_str_eq(err.msg, "file 3: bad 'x'");
+	ck_assert_int_eq(err.code, RLB_EPARSE);
+	ck_assert_int_eq(rlb_err_set(NULL, RLB_EIO, "ignored"), RLB_EIO);
+	rlb_err_clear(&err);
+	ck_assert_int_eq(err.code, 0);
+	ck_assert_str_eq(err.msg, "");
+	ck_assert_str_eq(rlb_strerror(RLB_ECORRUPT), "corrupt data");
+}
+END_TEST
+
+START_TEST(test_parse_numbers)
+{
+	struct rlb_err err = {0};
+	int64_t i;
+	uint64_t u;
+	double d;
+
+	ck_assert_int_eq(rlb_parse_i64("-12", -100, 100, &i, "n", &err), 0);
+	ck_assert_int_eq(i, -12);
+	ck_assert_int_eq(rlb_parse_i64("12x", -100, 100, &i, "n", &err), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "n: expected an integer, got '12x'");
+	ck_assert_int_eq(rlb_parse_i64("101", -100, 100, &i, "n", &err), RLB_ERANGE);
+	ck_assert_int_eq(rlb_parse_u64("-1", 0, 10, &u, "u", &err), RLB_ERANGE);
+	ck_assert_int_eq(rlb_parse_u64("", 0, 10, &u, "u", &err), RLB_EPARSE);
+	ck_assert_int_eq(rlb_parse_u64("0x10", 0, 100, &u, "u", &err), 0);
+	ck_assert_uint_eq(u, 16);
+	ck_assert_int_eq(rlb_parse_double("0.5", 0, 1, &d, "f", &err), 0);
+	ck_assert_double_eq(d, 0.5);
+	ck_assert_int_eq(rlb_parse_double("nan", 0, 1, &d, "f", &err), RLB_EPARSE);
+	ck_assert_int_eq(rlb_parse_double("2", 0, 1, &d, "f", &err), RLB_ERANGE);
+}
+END_TEST
+
+START_TEST(test_le_helpers)
+{
+	uint8_t b[8];
+
+	rlb_put_u32(b, 0x11223344u);
+	ck_assert_uint_eq(b[0], 0x44);
+	ck_assert_uint_eq(b[3], 0x11);
+	ck_assert_uint_eq(rlb_get_u32(b), 0x11223344u);
+	rlb_put_u64(b, 0x0102030405060708ull);
+	ck_assert_uint_eq(b[0], 0x08);
+	ck_assert(rlb_get_u64(b) == 0x0102030405060708ull);
+	rlb_put_u16(b, 0xabcd);
+	ck_assert_uint_eq(rlb_get_u16(b), 0xabcd);
+	rlb_put_f32(b, 1.5f);
+	ck_assert(rlb_get_f32(b) == 1.5f);
+}
+END_TEST
+
+START_TEST(test_atomic_file)
+{
+	char path[512];
+	char tmp[600];
+	struct rlb_atomic_file af;
+	struct rlb_err err = {0};
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/atomic.txt", rlb_test_tmpdir());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(path);
+
+	/* Aborted: nothing left behind. */
+	ck_assert_int_eq(rlb_atomic_open(&af, path, &err), 0);
+	fputs("partial", af.fp);
+	ck_assert_int_eq(stat(tmp, &st), 0);
+	rlb_atomic_abort(&af);
+	ck_assert_int_ne(stat(tmp, &st), 0);
+	ck_assert_int_ne(stat(path, &st), 0);
+
+	/* Committed: the file appears whole, the temporary is gone. */
+	ck_assert_int_eq(rlb_atomic_open(&af, path, &err), 0);
+	fputs("hello", af.fp);
+	ck_assert_int_ne(stat(path, &st), 0);
+	ck_assert_int_eq(rlb_atomic_commit(&af, &err), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 5);
+	ck_assert_int_ne(stat(tmp, &st), 0);
+
+	/* Unwritable directory: a clear error. */
+	ck_assert_int_eq(rlb_atomic_open(&af, "/nonexistent-dir/x", &err), RLB_EIO);
+	ck_assert_msg(strstr(err.msg, "cannot create '/nonexistent-dir/x.tmp'"), "%s", err.msg);
+	unlink(path);
+}
+END_TEST
+
+Suite *rlb_suite_util(void)
+{
+	Suite *s = suite_create("util");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_err_set_and_prefix);
+	tcase_add_test(tc, test_parse_numbers);
+	tcase_add_test(tc, test_le_helpers);
+	tcase_add_test(tc, test_atomic_file);
+	suite_add_tcase(s, tc);
+	return s;
+}
