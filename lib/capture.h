@@ -16,6 +16,9 @@
 typedef void (*rlb_progress_fn)(void *ctx, uint64_t done, uint64_t total,
 				const char *unit);
 
+/* Fill the workload section with its calibrated defaults (lib/synth.c). */
+void rlb_workload_defaults(struct rlb_workload_config *w);
+
 /*
  * Generate cfg->workload.steps steps of synthetic RL routing for cfg's
  * model into w, deterministically from seed.  uniform != 0 draws every
