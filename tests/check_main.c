@@ -32,6 +32,8 @@ int main(void)
 	srunner_add_suite(sr, rlb_suite_schedule());
 	srunner_add_suite(sr, rlb_suite_synth());
 	srunner_add_suite(sr, rlb_suite_import());
+	srunner_add_suite(sr, rlb_suite_eplb());
+	srunner_add_suite(sr, rlb_suite_replicate());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	printf("unit: %d run, %d failed\n", srunner_ntests_run(sr), failed);

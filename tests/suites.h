@@ -12,6 +12,8 @@ Suite *rlb_suite_trace(void);
 Suite *rlb_suite_schedule(void);
 Suite *rlb_suite_synth(void);
 Suite *rlb_suite_import(void);
+Suite *rlb_suite_eplb(void);
+Suite *rlb_suite_replicate(void);
 
 /* Directory of the source tree's tests/ (fixtures), from RLB_TEST_SRCDIR or ".". */
 const char *rlb_test_srcdir(void);
