@@ -52,16 +52,18 @@ LIBS := $(PKG_LIBS) -lm -lpthread
 LIB_SRCS := $(sort $(wildcard lib/*.c))
 CMD_SRCS := $(sort $(wildcard cmd/*.c))
 TEST_SRCS := $(sort $(wildcard tests/*.c))
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
 PRESETS := $(sort $(wildcard configs/models/*.yaml configs/clusters/*.yaml configs/*.yaml))
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/presets.o
 CMD_OBJS := $(CMD_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
-DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
+DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_BINS:=.d)
 
 BIN := relibra
 LIB := librelibra.a
 TEST_BIN := $(BUILD)/tests/check_relibra
+BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all deps deps-check deps-demo check check-run check-valgrind demo \
 	demo-run bench bench-run install uninstall clean lint-man config-info
@@ -106,6 +108,10 @@ $(BIN): $(CMD_OBJS) $(LIB)
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(CHECK_LIBS) $(LIBS)
 
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS)
+
 # check and demo first install what is missing, then build in a fresh make
 # so that pkg-config sees the new packages.
 check: deps-check
@@ -126,8 +132,8 @@ demo-run: all
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: all
-	@sh bench/run.sh ./$(BIN)
+bench-run: all $(BENCH_BINS)
+	@sh bench/run.sh ./$(BIN) $(BUILD)/bench
 
 lint-man:
 	mandoc -Tlint -W warning man/relibra.1 man/relibra.yaml.5 man/relibra-trace.5

@@ -1,0 +1,22 @@
+# man.sh - man pages lint clean, and each command's usage names the same
+# options, in the same order, as its SYNOPSIS in relibra(1).
+. "$RLB_TOP/tests/cli/lib.sh"
+
+command -v mandoc >/dev/null 2>&1 || skip "mandoc not installed"
+for m in relibra.1 relibra.yaml.5 relibra-trace.5; do
+	mandoc -Tlint -W warning "$RLB_TOP/man/$m" || fail "mandoc -Tlint $m"
+done
+
+# Option names (words starting with -) of a usage or synopsis text.
+opts() {
+	tr ' |[]()' '\n\n\n\n\n\n' | grep -E '^--?[a-zA-Z]' | sed 's/[],.]*$//'
+}
+
+MANWIDTH=400 mandoc -Tascii -O width=400 "$RLB_TOP/man/relibra.1" | col -b > page.txt
+for c in $("$RELIBRA" -h | sed -n 's/^  \([a-z-]*\) .*/\1/p'); do
+	"$RELIBRA" "$c" -h | head -n 1 | sed "s/^usage: relibra $c//" | opts > usage.opts
+	grep -E "^ +relibra $c( |$)" page.txt | head -n 1 | sed "s/^ *relibra $c//" | opts > synopsis.opts
+	[ -s synopsis.opts ] || fail "no SYNOPSIS line for '$c' in relibra.1"
+	diff -u synopsis.opts usage.opts || fail "usage of '$c' differs from its SYNOPSIS"
+done
+exit 0
