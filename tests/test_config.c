@@ -1,9 +1,841 @@
 /*
- * test_config.c - unit tests of lib/config (placeholder until the module lands).
+ * test_config.c - unit tests of lib/config: defaults, shipped presets and
+ * configs, preset override rules, --set, every error class with its exact
+ * message, and the write/load round trip.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
 #include "suites.h"
+
+static const char *fixture(const char *name)
+{
+	static char path[RLB_PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/fixtures/config/%s", rlb_test_srcdir(), name);
+	return path;
+}
+
+static const char *shipped(const char *name)
+{
+	static char path[RLB_PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/../configs/%s", rlb_test_srcdir(), name);
+	return path;
+}
+
+/* Write TEXT to a scratch file NAME and return its path. */
+static const char *scratch(const char *name, const char *text)
+{
+	static char path[RLB_PATH_MAX];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/config-%s", rlb_test_tmpdir(), name);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs(text, fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	return path;
+}
+
+static void load_ok(struct rlb_config *cfg, const char *path,
+		    const char *const *sets, size_t nsets)
+{
+	struct rlb_err err = { 0, "" };
+	int rc = rlb_config_load(cfg, path, sets, nsets, &err);
+
+	ck_assert_msg(rc == 0, "loading %s: %s", path ? path : "(defaults)", err.msg);
+	ck_assert_int_eq(rlb_config_validate(cfg, &err), 0);
+}
+
+START_TEST(test_defaults)
+{
+	struct rlb_config cfg;
+
+	rlb_config_defaults(&cfg);
+	ck_assert_str_eq(cfg.path, "");
+	ck_assert_int_eq(cfg.model.experts, 0);
+	ck_assert_int_eq(cfg.cluster.nodes, 1);
+	ck_assert_int_eq(cfg.cluster.gpus_per_node, 8);
+	ck_assert(cfg.cluster.peak_tflops == 989);
+	ck_assert(cfg.cluster.hbm_gbps == 2700);
+	ck_assert(cfg.cluster.gemm_eff_max == 0.70);
+	ck_assert(cfg.cluster.gemm_eff_half_rows == 256);
+	ck_assert(cfg.cluster.nvlink_gbps == 340);
+	ck_assert(cfg.cluster.nvlink_latency_us == 20);
+	ck_assert(cfg.cluster.rdma_gbps == 45);
+	ck_assert(cfg.cluster.rdma_latency_us == 80);
+	ck_assert_int_eq(cfg.parallel.ep_size, 0);
+	ck_assert_int_eq(cfg.parallel.micro_batch_tokens, 8192);
+	ck_assert_int_eq(cfg.parallel.recompute, 0);
+	ck_assert_int_eq(cfg.parallel.pack, RLB_PACK_IN_ORDER);
+	ck_assert_str_eq(cfg.balancer.policy, "relibra");
+	ck_assert_int_eq(cfg.balancer.replica_slots, 2);
+	ck_assert_int_eq(cfg.balancer.min_tokens_per_replica, 256);
+	ck_assert_int_eq(cfg.balancer.eplb_window, 4);
+	ck_assert_int_eq(cfg.balancer.reorder, 1);
+	ck_assert_int_eq(cfg.balancer.replicate, 1);
+	ck_assert(cfg.balancer.migration_weight == 1.0);
+	ck_assert(cfg.balancer.migration_bytes_per_param == 14);
+	ck_assert(cfg.balancer.planner_overlap == 1.0);
+	/* ep_size 0 means all GPUs */
+	ck_assert_int_eq(rlb_config_gpus(&cfg), 8);
+	ck_assert_int_eq(rlb_config_ep_nodes(&cfg), 1);
+}
+END_TEST
+
+START_TEST(test_defaults_need_model)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+
+	ck_assert_int_eq(rlb_config_load(&cfg, NULL, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "missing required keys 'model.experts', 'model.topk', "
+			 "'model.hidden', 'model.expert_ffn', 'model.moe_layers'");
+}
+END_TEST
+
+struct model_shape {
+	const char *name;
+	int experts, topk, hidden, expert_ffn, moe_layers, dense, dense_ffn;
+	int shared, shared_ffn, groups, topk_groups, q_heads, kv_heads, head_dim;
+};
+
+static const struct model_shape shapes[] = {
+	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192 },
+	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128 },
+	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128 },
+	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128 },
+	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128 },
+};
+
+START_TEST(test_model_presets)
+{
+	const char *const *names = rlb_config_preset_names("models");
+	const struct model_shape *s = &shapes[_i];
+	struct rlb_config cfg;
+	char set[128];
+	const char *sets[1] = { set };
+	int n = 0;
+
+	while (names[n])
+		n++;
+	ck_assert_int_eq(n, (int)(sizeof(shapes) / sizeof(shapes[0])));
+	ck_assert_str_eq(names[_i], s->name);
+	snprintf(set, sizeof(set), "model.preset=%s", s->name);
+	load_ok(&cfg, NULL, sets, 1);
+	ck_assert_str_eq(cfg.model.name, s->name);
+	ck_assert_int_eq(cfg.model.experts, s->experts);
+	ck_assert_int_eq(cfg.model.topk, s->topk);
+	ck_assert_int_eq(cfg.model.hidden, s->hidden);
+	ck_assert_int_eq(cfg.model.expert_ffn, s->expert_ffn);
+	ck_assert_int_eq(cfg.model.moe_layers, s->moe_layers);
+	ck_assert_int_eq(cfg.model.first_dense_layers, s->dense);
+	ck_assert_int_eq(cfg.model.dense_ffn, s->dense_ffn);
+	ck_assert_int_eq(cfg.model.shared_experts, s->shared);
+	ck_assert_int_eq(cfg.model.shared_expert_ffn, s->shared_ffn);
+	ck_assert_int_eq(cfg.model.expert_groups, s->groups);
+	ck_assert_int_eq(cfg.model.topk_groups, s->topk_groups);
+	ck_assert_int_eq(cfg.model.q_heads, s->q_heads);
+	ck_assert_int_eq(cfg.model.kv_heads, s->kv_heads);
+	ck_assert_int_eq(cfg.model.head_dim, s->head_dim);
+	/* the default cluster: one node of 8, EP over all of it */
+	ck_assert_int_eq(cfg.parallel.ep_size, 8);
+	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), s->experts / 8);
+}
+END_TEST
+
+START_TEST(test_cluster_presets)
+{
+	static const struct {
+		const char *name;
+		int nodes;
+		double hbm_gbps;
+	} c[] = {
+		{ "h100-1x8", 1, 2700 }, { "h100-4x8", 4, 2700 },
+		{ "h100-8x8", 8, 2700 }, { "h200-8x8", 8, 3800 },
+	};
+	const char *const *names = rlb_config_preset_names("clusters");
+	struct rlb_config cfg;
+	char set[128];
+	const char *sets[2] = { "model.preset=qwen3-30b-a3b", set };
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		ck_assert_ptr_nonnull(names[i]);
+		ck_assert_str_eq(names[i], c[i].name);
+		snprintf(set, sizeof(set), "cluster.preset=%s", c[i].name);
+		load_ok(&cfg, NULL, sets, 2);
+		ck_assert_str_eq(cfg.cluster.name, c[i].name);
+		ck_assert_int_eq(cfg.cluster.nodes, c[i].nodes);
+		ck_assert_int_eq(cfg.cluster.gpus_per_node, 8);
+		ck_assert(cfg.cluster.hbm_gbps == c[i].hbm_gbps);
+		ck_assert(cfg.cluster.peak_tflops == 989);
+		ck_assert(cfg.cluster.nvlink_gbps == 340);
+		ck_assert(cfg.cluster.rdma_gbps == 45);
+		ck_assert_int_eq(cfg.parallel.ep_size, 8 * c[i].nodes);
+		ck_assert_int_eq(rlb_config_ep_nodes(&cfg), c[i].nodes);
+	}
+	ck_assert_ptr_null(names[i]);
+	ck_assert_ptr_null(rlb_config_preset_names("bogus")[0]);
+}
+END_TEST
+
+static const char *const full_configs[] = {
+	"qwen3-235b-a22b-h100-4x8", "qwen3-235b-a22b-h100-8x8",
+	"qwen3-30b-a3b-h100-1x8", "tiny-2x2",
+};
+
+START_TEST(test_shipped_configs)
+{
+	const char *const *names = rlb_config_preset_names(NULL);
+	const char *name = full_configs[_i];
+	struct rlb_config a, b;
+	char file[128], text[128];
+
+	ck_assert_str_eq(names[_i], name);
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	load_ok(&a, shipped(file), NULL, 0);
+	ck_assert_str_eq(a.path, shipped(file));
+	/* the same config pulled in as a built-in preset */
+	snprintf(text, sizeof(text), "preset: %s\n", name);
+	load_ok(&b, scratch(file, text), NULL, 0);
+	ck_assert_mem_eq(&a.model, &b.model, sizeof(a.model));
+	ck_assert_mem_eq(&a.cluster, &b.cluster, sizeof(a.cluster));
+	ck_assert_mem_eq(&a.parallel, &b.parallel, sizeof(a.parallel));
+	ck_assert_mem_eq(&a.balancer, &b.balancer, sizeof(a.balancer));
+	ck_assert_mem_eq(&a.workload, &b.workload, sizeof(a.workload));
+}
+END_TEST
+
+START_TEST(test_shipped_values)
+{
+	struct rlb_config cfg;
+
+	load_ok(&cfg, shipped("tiny-2x2.yaml"), NULL, 0);
+	ck_assert_int_eq(cfg.model.experts, 16);
+	ck_assert_int_eq(cfg.model.topk, 2);
+	ck_assert_int_eq(cfg.model.moe_layers, 4);
+	ck_assert_int_eq(cfg.model.hidden, 64);
+	ck_assert_int_eq(cfg.model.expert_ffn, 32);
+	ck_assert_int_eq(cfg.cluster.nodes, 2);
+	ck_assert_int_eq(cfg.cluster.gpus_per_node, 2);
+	ck_assert_int_eq(cfg.parallel.ep_size, 4);
+	ck_assert_int_eq(cfg.parallel.micro_batch_tokens, 512);
+	ck_assert_int_eq(cfg.workload.steps, 3);
+	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), 4);
+	ck_assert_int_eq(rlb_config_ep_nodes(&cfg), 2);
+
+	load_ok(&cfg, shipped("qwen3-235b-a22b-h100-4x8.yaml"), NULL, 0);
+	ck_assert_str_eq(cfg.model.name, "qwen3-235b-a22b");
+	ck_assert_int_eq(rlb_config_gpus(&cfg), 32);
+	ck_assert_int_eq(cfg.parallel.ep_size, 32);
+	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), 4);
+	ck_assert_int_eq(rlb_config_ep_nodes(&cfg), 4);
+
+	load_ok(&cfg, shipped("qwen3-235b-a22b-h100-8x8.yaml"), NULL, 0);
+	ck_assert_int_eq(cfg.parallel.ep_size, 64);
+	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), 2);
+
+	load_ok(&cfg, shipped("qwen3-30b-a3b-h100-1x8.yaml"), NULL, 0);
+	ck_assert_int_eq(cfg.parallel.ep_size, 8);
+	ck_assert_int_eq(cfg.model.moe_layers, 48);
+	ck_assert_int_eq(cfg.workload.steps, 3);
+	ck_assert_int_eq(cfg.workload.prompts_per_step, 16);
+	ck_assert_int_eq(cfg.workload.samples_per_prompt, 8);
+}
+END_TEST
+
+START_TEST(test_preset_overrides)
+{
+	struct rlb_config cfg;
+	const char *p;
+
+	/* keys override the preset wherever the preset key is written */
+	p = scratch("ov1.yaml", "model:\n  experts: 64\n  preset: qwen3-30b-a3b\n");
+	load_ok(&cfg, p, NULL, 0);
+	ck_assert_int_eq(cfg.model.experts, 64);
+	ck_assert_int_eq(cfg.model.topk, 8);
+	ck_assert_int_eq(cfg.model.hidden, 2048);
+
+	/* a model preset replaces the whole model section of an earlier preset */
+	p = scratch("ov2.yaml", "model:\n  preset: deepseek-v3\n");
+	{
+		const char *sets[] = { "model.preset=qwen3-30b-a3b", "model.topk=4" };
+
+		load_ok(&cfg, p, sets, 2);
+	}
+	ck_assert_str_eq(cfg.model.name, "qwen3-30b-a3b");
+	ck_assert_int_eq(cfg.model.first_dense_layers, 0);
+	ck_assert_int_eq(cfg.model.shared_experts, 0);
+	ck_assert_int_eq(cfg.model.expert_groups, 0);
+	ck_assert_int_eq(cfg.model.topk, 4);
+
+	/* a full preset, then keys of the including file */
+	p = scratch("ov3.yaml", "parallel: {micro_batch_tokens: 1024}\npreset: tiny-2x2\n"
+			       "cluster: {hbm_gbps: 3000}\n");
+	load_ok(&cfg, p, NULL, 0);
+	ck_assert_int_eq(cfg.parallel.micro_batch_tokens, 1024);
+	ck_assert_int_eq(cfg.model.experts, 16);
+	ck_assert_int_eq(cfg.cluster.nodes, 2);
+	ck_assert(cfg.cluster.hbm_gbps == 3000);
+
+	/* --set after the file */
+	{
+		const char *sets[] = { "parallel.micro_batch_tokens=2048", "cluster.nodes=4",
+				       "parallel.ep_size=8" };
+
+		load_ok(&cfg, p, sets, 3);
+	}
+	ck_assert_int_eq(cfg.parallel.micro_batch_tokens, 2048);
+	ck_assert_int_eq(cfg.parallel.ep_size, 8);
+	ck_assert_int_eq(cfg.cluster.nodes, 4);
+
+	/* ep_size 0 resolves to every GPU of the final cluster */
+	p = scratch("ov4.yaml", "model: {preset: olmoe}\ncluster: {nodes: 2}\nparallel: {ep_size: 0}\n");
+	{
+		const char *sets[] = { "cluster.nodes=4" };
+
+		load_ok(&cfg, p, sets, 1);
+	}
+	ck_assert_int_eq(cfg.parallel.ep_size, 32);
+
+	/* a local model preset next to the config, itself based on a built-in */
+	load_ok(&cfg, fixture("uses-local.yaml"), NULL, 0);
+	ck_assert_str_eq(cfg.model.name, "local");
+	ck_assert_int_eq(cfg.model.experts, 32);
+	ck_assert_int_eq(cfg.model.topk, 8);
+	ck_assert_int_eq(cfg.model.moe_layers, 16);
+}
+END_TEST
+
+START_TEST(test_set_good)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	const char *sets[] = {
+		"model.preset=olmoe",
+		"model.name=\"my model: \\\"x\\\"\"",
+		"cluster.name=",
+		"cluster.gemm_eff_max=0.5",
+		"cluster.rdma_latency_us=1e2",
+		"parallel.recompute=yes",
+		"parallel.pack=ffd",
+		"balancer.policy=eplb-oracle",
+		"balancer.reorder=off",
+		"balancer.replicate=False",
+		" workload.len_sigma = 1.25",
+		"workload.first_step=+7",
+	};
+
+	load_ok(&cfg, NULL, sets, sizeof(sets) / sizeof(sets[0]));
+	ck_assert_str_eq(cfg.model.name, "my model: \"x\"");
+	ck_assert_str_eq(cfg.cluster.name, "");
+	ck_assert(cfg.cluster.gemm_eff_max == 0.5);
+	ck_assert(cfg.cluster.rdma_latency_us == 100);
+	ck_assert_int_eq(cfg.parallel.recompute, 1);
+	ck_assert_int_eq(cfg.parallel.pack, RLB_PACK_FFD);
+	ck_assert_str_eq(cfg.balancer.policy, "eplb-oracle");
+	ck_assert_int_eq(cfg.balancer.reorder, 0);
+	ck_assert_int_eq(cfg.balancer.replicate, 0);
+	ck_assert(cfg.workload.len_sigma == 1.25);
+	ck_assert_int_eq(cfg.workload.first_step, 7);
+
+	/* rlb_config_set on a loaded config: checked, not validated */
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=2", &err), 0);
+	ck_assert_int_eq(cfg.model.topk, 2);
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=80", &err), 0);
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "'model.topk' 80 exceeds 'model.experts' 64");
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=0", &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "--set 'model.topk=0': value 0 for 'model.topk' is out of range [1, 1024]");
+	ck_assert_int_eq(cfg.model.topk, 80);
+}
+END_TEST
+
+static const struct {
+	const char *set, *msg;
+} bad_sets[] = {
+	{ "model.expers=16",
+	  "unknown key 'model.expers' (did you mean 'model.experts'?)" },
+	{ "experts=16", "unknown key 'experts' (did you mean 'model.experts'?)" },
+	{ "parallel.experts=16", "unknown key 'parallel.experts' (did you mean 'model.experts'?)" },
+	{ "zzz.yyy=1", "unknown key 'zzz.yyy'" },
+	{ "model=1", "'model' is a section: set one of its keys, e.g. 'model.experts'" },
+	{ "preset=tiny-2x2",
+	  "a full preset cannot be applied with --set (name it with 'preset:' in the config file)" },
+	{ "parallel.preset=x", "unknown key 'parallel.preset'" },
+	{ "model.experts", "expected KEY=VALUE, e.g. parallel.micro_batch_tokens=4096" },
+	{ "model.experts=many", "expected an integer for 'model.experts', got 'many'" },
+	{ "model.experts=", "expected an integer for 'model.experts', got an empty value" },
+	{ "model.experts=[1, 2]", "expected an integer for 'model.experts', got a sequence" },
+	{ "model.experts={a: 1}", "expected an integer for 'model.experts', got a mapping" },
+	{ "model.experts=1.5", "expected an integer for 'model.experts', got '1.5'" },
+	{ "model.experts=0", "value 0 for 'model.experts' is out of range [1, 65536]" },
+	{ "model.experts=99999999999999999999",
+	  "value 99999999999999999999 for 'model.experts' is out of range [1, 65536]" },
+	{ "cluster.peak_tflops=0", "value 0 for 'cluster.peak_tflops' is out of range (0, 1000000]" },
+	{ "cluster.peak_tflops=nan", "expected a number for 'cluster.peak_tflops', got 'nan'" },
+	{ "cluster.peak_tflops=1e999", "expected a number for 'cluster.peak_tflops', got '1e999'" },
+	{ "workload.segment_min=0", "value 0 for 'workload.segment_min' is out of range (at least 1)" },
+	{ "parallel.recompute=maybe",
+	  "expected a boolean (true or false) for 'parallel.recompute', got 'maybe'" },
+	{ "parallel.pack=fifo",
+	  "expected one of in-order, ffd for 'parallel.pack', got 'fifo' (did you mean 'ffd'?)" },
+	{ "parallel.pack=random", "expected one of in-order, ffd for 'parallel.pack', got 'random'" },
+	{ "balancer.policy=eplb_oracle",
+	  "expected one of static, eplb, eplb-oracle, replicate, relibra, ideal for "
+	  "'balancer.policy', got 'eplb_oracle' (did you mean 'eplb-oracle'?)" },
+	{ "model.name='abc",
+	  "syntax error: found unexpected end of stream (while scanning a quoted scalar at line 1)" },
+	{ "model.name=0123456789012345678901234567890123456789012345678901234567890123",
+	  "value '012345678901234567890123456789012345678901234567...' for 'model.name' "
+	  "is too long (at most 63 bytes)" },
+	{ "model.preset=qwen3", "unknown model preset 'qwen3' (did you mean 'qwen3-235b-a22b'?)" },
+	{ "cluster.preset=h300-8x8", "unknown cluster preset 'h300-8x8' (did you mean 'h100-8x8'?)" },
+	{ "cluster.preset=", "expected a preset name for 'cluster.preset', got an empty value" },
+	{ "model.preset=a/b", "invalid model preset name 'a/b' (letters, digits, '-', '_', '.')" },
+};
+
+START_TEST(test_set_bad)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	const char *sets[2] = { "model.preset=olmoe", bad_sets[_i].set };
+	char want[RLB_PATH_MAX + RLB_ERR_MSG_MAX];
+
+	snprintf(want, sizeof(want), "--set '%s': %s", bad_sets[_i].set, bad_sets[_i].msg);
+	ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 2, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+	/* a failed load leaves the defaults */
+	ck_assert_int_eq(cfg.model.experts, 0);
+}
+END_TEST
+
+/* Every error class: the fixture and the exact message after its path. */
+static const struct {
+	const char *file, *msg;
+} bad_files[] = {
+	{ "syntax.yaml",
+	  ":5:9: syntax error: did not find expected ',' or '}' (while parsing a flow mapping at line 4)\n"
+	  "  parallel:\n"
+	  "          ^" },
+	{ "two-docs.yaml",
+	  ":4:1: a second YAML document (a config holds one)\n"
+	  "  model: {preset: olmoe}\n"
+	  "  ^" },
+	{ "unknown-key.yaml",
+	  ":4:3: unknown key 'model.expers' (did you mean 'experts'?)\n"
+	  "    expers: 16\n"
+	  "    ^" },
+	{ "unknown-section.yaml",
+	  ":2:1: unknown key 'modle' (did you mean 'model'?)\n"
+	  "  modle:\n"
+	  "  ^" },
+	{ "duplicate.yaml",
+	  ":6:3: duplicate key 'model.topk' (first at line 4)\n"
+	  "    topk: 2\n"
+	  "    ^" },
+	{ "wrong-type.yaml",
+	  ":4:12: expected an integer for 'model.experts', got 'many'\n"
+	  "    experts: many\n"
+	  "             ^" },
+	{ "wrong-kind.yaml",
+	  ":5:5: expected an integer for 'model.experts', got a mapping\n"
+	  "      routed: 64\n"
+	  "      ^" },
+	{ "wrong-section.yaml",
+	  ":2:8: expected a mapping for 'model', got a scalar (a preset is named with "
+	  "'model: {preset: NAME}')\n"
+	  "  model: olmoe\n"
+	  "         ^" },
+	{ "bad-enum.yaml",
+	  ":4:11: expected one of static, eplb, eplb-oracle, replicate, relibra, ideal for "
+	  "'balancer.policy', got 'eplb_oracle' (did you mean 'eplb-oracle'?)\n"
+	  "    policy: eplb_oracle\n"
+	  "            ^" },
+	{ "range.yaml",
+	  ":4:17: value 1.5 for 'cluster.gemm_eff_max' is out of range (0, 1]\n"
+	  "    gemm_eff_max: 1.5\n"
+	  "                  ^" },
+	{ "missing.yaml",
+	  ":2:1: missing required keys 'model.topk', 'model.hidden', 'model.expert_ffn'\n"
+	  "  model:\n"
+	  "  ^" },
+	{ "missing-model.yaml",
+	  ": missing required keys 'model.experts', 'model.topk', 'model.hidden', "
+	  "'model.expert_ffn', 'model.moe_layers'" },
+	{ "ep-multiple.yaml",
+	  ":6:3: 'parallel.ep_size' 12 is not a multiple of 'cluster.gpus_per_node' 8\n"
+	  "    ep_size: 12\n"
+	  "    ^" },
+	{ "ep-exceeds.yaml",
+	  ":5:3: 'parallel.ep_size' 16 exceeds the cluster's 8 GPUs ('cluster.nodes' 1 x "
+	  "'cluster.gpus_per_node' 8)\n"
+	  "    ep_size: 16\n"
+	  "    ^" },
+	{ "experts-ep.yaml",
+	  ":6:3: 'model.experts' 8 is not divisible by 'parallel.ep_size' 16\n"
+	  "    ep_size: 16\n"
+	  "    ^" },
+	{ "topk.yaml",
+	  ":4:3: 'model.topk' 12 exceeds 'model.experts' 8\n"
+	  "    topk: 12\n"
+	  "    ^" },
+	{ "groups.yaml",
+	  ":4:3: 'model.expert_groups' 6 does not divide 'model.experts' 256\n"
+	  "    expert_groups: 6\n"
+	  "    ^" },
+	{ "topk-groups.yaml",
+	  ":4:3: 'model.topk_groups' 9 exceeds 'model.expert_groups' 8\n"
+	  "    topk_groups: 9\n"
+	  "    ^" },
+	{ "len.yaml",
+	  ":4:3: 'workload.len_min' 4096 exceeds 'workload.len_max' 2048\n"
+	  "    len_min: 4096\n"
+	  "    ^" },
+	{ "segment.yaml",
+	  ":5:3: 'workload.segment_min' 64 exceeds 'workload.segment_max' 16\n"
+	  "    segment_min: 64\n"
+	  "    ^" },
+	{ "unknown-preset.yaml",
+	  ":3:11: unknown model preset 'qwen3-30b' (did you mean 'qwen3-30b-a3b'?)\n"
+	  "    preset: qwen3-30b\n"
+	  "            ^" },
+	{ "cycle-a.yaml",
+	  ":2:9: preset cycle: 'cycle-b' -> 'cycle-a' -> 'cycle-b'\n"
+	  "  preset: cycle-b\n"
+	  "          ^" },
+};
+
+START_TEST(test_error_fixtures)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	char path[RLB_PATH_MAX], want[RLB_PATH_MAX + RLB_ERR_MSG_MAX];
+
+	snprintf(path, sizeof(path), "%s", fixture(bad_files[_i].file));
+	snprintf(want, sizeof(want), "%s%s", path, bad_files[_i].msg);
+	ck_assert_int_eq(rlb_config_load(&cfg, path, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
+START_TEST(test_error_in_preset)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	char want[RLB_PATH_MAX + RLB_ERR_MSG_MAX];
+
+	/* positions inside a preset name the preset's file */
+	snprintf(want, sizeof(want), "%s:9:13: value -1 for 'model.head_dim' is out of range [0, 4096]\n"
+		 "    head_dim: -1\n"
+		 "              ^", fixture("models/broken.yaml"));
+	ck_assert_int_eq(rlb_config_load(&cfg, fixture("uses-broken.yaml"), NULL, 0, &err),
+			 RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+
+	/* a model preset holds only a model section */
+	snprintf(want, sizeof(want), "%s:3:1: unknown key 'cluster' (a model preset holds only "
+		 "a 'model' section)\n  cluster: {nodes: 2}\n  ^", fixture("models/with-cluster.yaml"));
+	ck_assert_int_eq(rlb_config_load(&cfg, fixture("uses-with-cluster.yaml"), NULL, 0, &err),
+			 RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
+START_TEST(test_error_misc)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	char want[RLB_PATH_MAX + RLB_ERR_MSG_MAX];
+	const char *p;
+
+	ck_assert_int_eq(rlb_config_load(&cfg, "no-such-config.yaml", NULL, 0, &err), RLB_EIO);
+	ck_assert_str_eq(err.msg, "cannot open config 'no-such-config.yaml': No such file or directory");
+
+	p = scratch("full-as-model.yaml", "preset: olmoe\n");
+	snprintf(want, sizeof(want), "%s:1:9: unknown preset 'olmoe' ('olmoe' is a model preset: "
+		 "use 'model: {preset: olmoe}')\n  preset: olmoe\n          ^", p);
+	ck_assert_int_eq(rlb_config_load(&cfg, p, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+
+	p = scratch("seq.yaml", "- a\n- b\n");
+	snprintf(want, sizeof(want), "%s:1:1: expected a mapping at the top level, got a sequence\n"
+		 "  - a\n  ^", p);
+	ck_assert_int_eq(rlb_config_load(&cfg, p, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+
+	/* ep_size from the cluster: the cluster key the user wrote is blamed */
+	p = scratch("ep-default.yaml", "model: {preset: mixtral-8x7b}\ncluster: {nodes: 2}\n");
+	snprintf(want, sizeof(want), "%s:2:11: 'model.experts' 8 is not divisible by "
+		 "'parallel.ep_size' 16\n  cluster: {nodes: 2}\n            ^", p);
+	ck_assert_int_eq(rlb_config_load(&cfg, p, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+	{
+		const char *sets[] = { "model.preset=mixtral-8x7b", "cluster.preset=h100-4x8" };
+
+		ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 2, &err), RLB_ECONFIG);
+		ck_assert_str_eq(err.msg, "--set 'model.preset=mixtral-8x7b': 'model.experts' 8 "
+				 "is not divisible by 'parallel.ep_size' 32");
+	}
+
+	/* from --set, the --set is named */
+	{
+		const char *sets[] = { "model.preset=olmoe", "parallel.ep_size=12" };
+
+		ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 2, &err), RLB_ECONFIG);
+		ck_assert_str_eq(err.msg, "--set 'parallel.ep_size=12': 'parallel.ep_size' 12 "
+				 "is not a multiple of 'cluster.gpus_per_node' 8");
+	}
+
+	/* empty documents are all defaults */
+	p = scratch("empty.yaml", "# nothing\n");
+	{
+		const char *sets[] = { "model.preset=olmoe" };
+
+		load_ok(&cfg, p, sets, 1);
+	}
+	ck_assert_int_eq(cfg.model.experts, 64);
+}
+END_TEST
+
+START_TEST(test_limits)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	char set[128], want[RLB_PATH_MAX + RLB_ERR_MSG_MAX], *big;
+	const char *sets[1] = { set };
+	const char *p;
+	FILE *fp;
+
+	/* deep flow nesting is refused before libyaml sees it */
+	snprintf(set, sizeof(set), "model.name=%.65s", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+		 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
+	snprintf(want, sizeof(want), "--set '%s': brackets nested more than 64 deep", set);
+	ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 1, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+
+	/* a file over 1 MiB is not a config */
+	p = scratch("big.yaml", "");
+	big = malloc((1u << 20) + 2);
+	ck_assert_ptr_nonnull(big);
+	memset(big, '#', (1u << 20) + 1);
+	big[(1u << 20) + 1] = '\0';
+	fp = fopen(p, "w");
+	fputs(big, fp);
+	fclose(fp);
+	free(big);
+	snprintf(want, sizeof(want), "%s: file is too large for a config (over 1048576 bytes)", p);
+	ck_assert_int_eq(rlb_config_load(&cfg, p, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
+/* Every prefix and many byte changes of a config load or fail cleanly. */
+START_TEST(test_corrupt_input)
+{
+	static const char text[] =
+		"model:\n  preset: olmoe\n  topk: 4\n"
+		"cluster: {preset: h100-4x8, nodes: 2}\n"
+		"parallel: {ep_size: 16, pack: ffd}\n"
+		"balancer:\n  policy: 'eplb'\n  reorder: no\n"
+		"workload:\n  len_sigma: 0.5\n  segment_max: \"600\"\n";
+	static const char flips[] = { '\0', ':', '[', '{', '"', '\'', '\t', '\n', '#', '&',
+				      '*', '-', '9', (char)0xff, (char)0xc3 };
+	struct rlb_config cfg;
+	struct rlb_err err;
+	char buf[sizeof(text)], path[RLB_PATH_MAX];
+	size_t len = sizeof(text) - 1, n, i, f;
+	FILE *fp;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/config-corrupt.yaml", rlb_test_tmpdir());
+	for (n = 0; n <= len + len * sizeof(flips); n++) {
+		memcpy(buf, text, sizeof(text));
+		if (n <= len) {
+			i = n;			/* a prefix of i bytes */
+		} else {
+			i = len;
+			f = (n - len - 1) % sizeof(flips);
+			buf[(n - len - 1) / sizeof(flips)] = flips[f];
+		}
+		fp = fopen(path, "wb");
+		ck_assert_ptr_nonnull(fp);
+		ck_assert_uint_eq(fwrite(buf, 1, i, fp), i);
+		fclose(fp);
+		memset(&err, 0, sizeof(err));
+		rc = rlb_config_load(&cfg, path, NULL, 0, &err);
+		ck_assert_msg(rc == 0 || rc == RLB_ECONFIG, "case %zu: rc %d", n, rc);
+		if (n == len)
+			ck_assert_msg(rc == 0, "the whole text: %s", err.msg);
+		if (rc)
+			ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0,
+				      "case %zu: %s", n, err.msg);
+	}
+}
+END_TEST
+
+START_TEST(test_validate_programmatic)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+
+	rlb_config_defaults(&cfg);
+	cfg.model.experts = 16;
+	cfg.model.topk = 2;
+	cfg.model.hidden = 64;
+	cfg.model.expert_ffn = 32;
+	cfg.model.moe_layers = 2;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.cluster.gpus_per_node = 3;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "'model.experts' 16 is not divisible by 'parallel.ep_size' 3");
+	cfg.cluster.gpus_per_node = 8;
+	cfg.cluster.nvlink_gbps = -1;
+	strcpy(cfg.path, "x.yaml");
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: value -1 for 'cluster.nvlink_gbps' is out of range (0, 1000000]");
+	cfg.cluster.nvlink_gbps = 340;
+	cfg.model.shared_experts = 1;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.shared_experts' 1 needs 'model.shared_expert_ffn'");
+	cfg.model.shared_experts = 0;
+	cfg.model.q_heads = 6;
+	cfg.model.kv_heads = 4;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.kv_heads' 4 does not divide 'model.q_heads' 6");
+	cfg.model.q_heads = 8;
+	cfg.model.expert_groups = 4;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.expert_groups' 4 needs 'model.topk_groups' between 1 and 4");
+	cfg.model.topk_groups = 2;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.parallel.pack = (enum rlb_pack)7;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+}
+END_TEST
+
+START_TEST(test_pack_names)
+{
+	struct rlb_err err = { 0, "" };
+	enum rlb_pack p = RLB_PACK_IN_ORDER;
+
+	ck_assert_str_eq(rlb_pack_name(RLB_PACK_IN_ORDER), "in-order");
+	ck_assert_str_eq(rlb_pack_name(RLB_PACK_FFD), "ffd");
+	ck_assert_int_eq(rlb_pack_from_name("ffd", &p, &err), 0);
+	ck_assert_int_eq(p, RLB_PACK_FFD);
+	ck_assert_int_eq(rlb_pack_from_name("in-order", &p, &err), 0);
+	ck_assert_int_eq(p, RLB_PACK_IN_ORDER);
+	ck_assert_int_eq(rlb_pack_from_name("fifo", &p, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "unknown packing rule 'fifo' (expected in-order or ffd)");
+}
+END_TEST
+
+/* Load, write, load the output: the same struct and the same text. */
+static void round_trip(const char *path, const char *const *sets, size_t nsets,
+		       const char *tag)
+{
+	struct rlb_config a, b;
+	struct rlb_err err = { 0, "" };
+	char out1[RLB_PATH_MAX], out2[RLB_PATH_MAX], *t1, *t2;
+	size_t n1, n2;
+	FILE *fp;
+
+	load_ok(&a, path, sets, nsets);
+	snprintf(out1, sizeof(out1), "%s/config-rt-%s-1.yaml", rlb_test_tmpdir(), tag);
+	snprintf(out2, sizeof(out2), "%s/config-rt-%s-2.yaml", rlb_test_tmpdir(), tag);
+	fp = fopen(out1, "w");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(rlb_config_write_yaml(&a, fp, &err), 0);
+	fclose(fp);
+	load_ok(&b, out1, NULL, 0);
+	ck_assert_mem_eq(&a.model, &b.model, sizeof(a.model));
+	ck_assert_mem_eq(&a.cluster, &b.cluster, sizeof(a.cluster));
+	ck_assert_mem_eq(&a.parallel, &b.parallel, sizeof(a.parallel));
+	ck_assert_mem_eq(&a.balancer, &b.balancer, sizeof(a.balancer));
+	ck_assert_mem_eq(&a.workload, &b.workload, sizeof(a.workload));
+	fp = fopen(out2, "w");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(rlb_config_write_yaml(&b, fp, &err), 0);
+	fclose(fp);
+
+	fp = fopen(out1, "r");
+	t1 = calloc(1, 65536);
+	n1 = fread(t1, 1, 65535, fp);
+	fclose(fp);
+	fp = fopen(out2, "r");
+	t2 = calloc(1, 65536);
+	n2 = fread(t2, 1, 65535, fp);
+	fclose(fp);
+	ck_assert_uint_eq(n1, n2);
+	ck_assert_str_eq(t1, t2);
+	/* every key is written */
+	ck_assert_ptr_nonnull(strstr(t1, "\n  token_noise: "));
+	ck_assert_ptr_nonnull(strstr(t1, "\n  pack: "));
+	free(t1);
+	free(t2);
+}
+
+START_TEST(test_round_trip)
+{
+	char file[128], tag[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(full_configs) / sizeof(full_configs[0]); i++) {
+		snprintf(file, sizeof(file), "%s.yaml", full_configs[i]);
+		round_trip(shipped(file), NULL, 0, full_configs[i]);
+	}
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		char set[128];
+		const char *sets[] = { set, "cluster.preset=h200-8x8", "parallel.ep_size=8" };
+
+		snprintf(set, sizeof(set), "model.preset=%s", shapes[i].name);
+		snprintf(tag, sizeof(tag), "model-%s", shapes[i].name);
+		round_trip(NULL, sets, 3, tag);
+	}
+	{
+		/* awkward values: quotes in names, non-round doubles, every enum */
+		const char *sets[] = {
+			"model.preset=olmoe", "model.name='a \"quoted\": name\\'",
+			"cluster.hbm_gbps=2718.281828459045", "cluster.gemm_eff_max=0.1",
+			"workload.len_sigma=0.30000000000000004", "parallel.pack=ffd",
+			"balancer.policy=ideal", "parallel.recompute=true",
+		};
+
+		round_trip(NULL, sets, sizeof(sets) / sizeof(sets[0]), "awkward");
+	}
+}
+END_TEST
 
 Suite *rlb_suite_config(void)
 {
-	return suite_create("config");
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("config");
+
+	tcase_set_timeout(tc, 60);
+
+	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_defaults_need_model);
+	tcase_add_loop_test(tc, test_model_presets, 0, (int)(sizeof(shapes) / sizeof(shapes[0])));
+	tcase_add_test(tc, test_cluster_presets);
+	tcase_add_loop_test(tc, test_shipped_configs, 0,
+			    (int)(sizeof(full_configs) / sizeof(full_configs[0])));
+	tcase_add_test(tc, test_shipped_values);
+	tcase_add_test(tc, test_preset_overrides);
+	tcase_add_test(tc, test_set_good);
+	tcase_add_loop_test(tc, test_set_bad, 0, (int)(sizeof(bad_sets) / sizeof(bad_sets[0])));
+	tcase_add_loop_test(tc, test_error_fixtures, 0,
+			    (int)(sizeof(bad_files) / sizeof(bad_files[0])));
+	tcase_add_test(tc, test_error_in_preset);
+	tcase_add_test(tc, test_error_misc);
+	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_corrupt_input);
+	tcase_add_test(tc, test_validate_programmatic);
+	tcase_add_test(tc, test_pack_names);
+	tcase_add_test(tc, test_round_trip);
+	suite_add_tcase(s, tc);
+	return s;
 }
