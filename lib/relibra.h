@@ -14,5 +14,7 @@
 #include "schedule.h"
 #include "stats.h"
 #include "capture.h"
+#include "eplb.h"
+#include "replicate.h"
 
 #endif

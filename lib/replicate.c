@@ -1,0 +1,550 @@
+/*
+ * replicate.c - intra-node replication planner: per node, the lowest load
+ * threshold that the spare slots reach (a search over a greedy), replicas
+ * of the donors' hottest experts on the receivers, and the locality-first
+ * split of every (source rank, expert) load.  The rule is in replicate.h.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replicate.h"
+
+/* Stable bottom-up merge sort of idx[0..n) with a "comes before" test. */
+static void merge_sort(uint32_t *idx, uint32_t *tmp, size_t n,
+		       int (*before)(const struct rlb_replicate_planner *,
+				     uint32_t, uint32_t),
+		       const struct rlb_replicate_planner *pl)
+{
+	uint32_t *src = idx, *dst = tmp, *t;
+	size_t width, i;
+
+	for (width = 1; width < n; width *= 2) {
+		for (i = 0; i < n; i += 2 * width) {
+			size_t mid = i + width < n ? i + width : n;
+			size_t hi = i + 2 * width < n ? i + 2 * width : n;
+			size_t a = i, b = mid, k = i;
+
+			while (a < mid && b < hi) {
+				if (before(pl, src[b], src[a]))
+					dst[k++] = src[b++];
+				else
+					dst[k++] = src[a++];
+			}
+			while (a < mid)
+				dst[k++] = src[a++];
+			while (b < hi)
+				dst[k++] = src[b++];
+		}
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != idx)
+		memcpy(idx, src, n * sizeof(*idx));
+}
+
+/* Expert a before b: heavier, or equally heavy with a lower id. */
+static int expert_before(const struct rlb_replicate_planner *pl, uint32_t a,
+			 uint32_t b)
+{
+	uint64_t la = pl->expert_tokens[a], lb = pl->expert_tokens[b];
+
+	return la > lb || (la == lb && a < b);
+}
+
+/*
+ * Order a[0..n) (experts) by load descending, lower id first on ties.
+ * The slices sorted are one GPU's home experts, usually a handful: an
+ * insertion sort with the comparison inlined; merge sort beyond 32.
+ */
+static void sort_experts(const struct rlb_replicate_planner *pl, uint32_t *a,
+			 size_t n, uint32_t *tmp)
+{
+	size_t i, j;
+
+	if (n > 32) {
+		merge_sort(a, tmp, n, expert_before, pl);
+		return;
+	}
+	for (i = 1; i < n; i++) {
+		uint32_t x = a[i];
+
+		for (j = i; j > 0 && expert_before(pl, x, a[j - 1]); j--)
+			a[j] = a[j - 1];
+		a[j] = x;
+	}
+}
+
+/* GPU a before b: heavier home load, or equal and a lower index. */
+static int gpu_before(const struct rlb_replicate_planner *pl, uint32_t a,
+		      uint32_t b)
+{
+	uint64_t la = pl->plan.gpu_home_tokens[a];
+	uint64_t lb = pl->plan.gpu_home_tokens[b];
+
+	return la > lb || (la == lb && a < b);
+}
+
+/* Replica a before b: lower expert, then lower GPU. */
+static int replica_before(const struct rlb_replicate_planner *pl, uint32_t a,
+			  uint32_t b)
+{
+	return pl->rep_expert[a] < pl->rep_expert[b] ||
+	       (pl->rep_expert[a] == pl->rep_expert[b] &&
+		pl->rep_gpu[a] < pl->rep_gpu[b]);
+}
+
+void rlb_replicate_planner_release(struct rlb_replicate_planner *pl)
+{
+	if (!pl)
+		return;
+	free(pl->plan.expert_first);
+	free(pl->plan.instance);
+	free(pl->plan.rows);
+	free(pl->plan.gpu_home_tokens);
+	free(pl->plan.gpu_tokens);
+	free(pl->plan.gpu_replicas);
+	free(pl->plan.node_threshold_tokens);
+	free(pl->plan.node_floor_tokens);
+	free(pl->home);
+	free(pl->expert_tokens);
+	free(pl->recv);
+	free(pl->by_gpu);
+	free(pl->gpu_first);
+	free(pl->donors);
+	free(pl->sort_tmp);
+	free(pl->cap);
+	free(pl->free_slots);
+	free(pl->mark);
+	free(pl->rep_expert);
+	free(pl->rep_gpu);
+	free(pl->rep_quota);
+	free(pl->rep_order);
+	free(pl->rep_count);
+	free(pl->quota_left);
+	free(pl->src_left);
+	memset(pl, 0, sizeof(*pl));
+}
+
+int rlb_replicate_planner_init(struct rlb_replicate_planner *pl,
+			       const struct rlb_replicate_params *p,
+			       struct rlb_err *err)
+{
+	size_t G, E, nodes, reps, inst;
+
+	memset(pl, 0, sizeof(*pl));
+	if (p->num_gpus < 1 || p->num_gpus > RLB_REPLICATE_MAX_GPUS)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "gpus (%u) must be between 1 and %u",
+				   p->num_gpus, RLB_REPLICATE_MAX_GPUS);
+	if (p->gpus_per_node < 1 || p->num_gpus % p->gpus_per_node)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "gpus per node (%u) must divide gpus (%u)",
+				   p->gpus_per_node, p->num_gpus);
+	if (p->num_experts < 1 || p->num_experts > RLB_REPLICATE_MAX_EXPERTS ||
+	    p->num_experts % p->num_gpus)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "experts (%u) must be a positive multiple of gpus (%u), at most %u",
+				   p->num_experts, p->num_gpus,
+				   RLB_REPLICATE_MAX_EXPERTS);
+	if (p->replica_slots > RLB_REPLICATE_MAX_SLOTS)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "replica slots (%u) must be at most %u",
+				   p->replica_slots, RLB_REPLICATE_MAX_SLOTS);
+
+	pl->p = *p;
+	G = p->num_gpus;
+	E = p->num_experts;
+	nodes = G / p->gpus_per_node;
+	reps = G * p->replica_slots;
+	inst = E + reps;
+	if (inst > UINT32_MAX || inst > SIZE_MAX / sizeof(uint32_t) / G)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "%zu experts and replicas on %zu gpus are too many",
+				   inst, G);
+	pl->plan.num_gpus = p->num_gpus;
+	pl->plan.gpus_per_node = p->gpus_per_node;
+	pl->plan.num_nodes = (uint32_t)nodes;
+	pl->plan.num_experts = p->num_experts;
+	pl->plan.expert_first = calloc(E + 1, sizeof(uint32_t));
+	pl->plan.instance = calloc(inst, sizeof(struct rlb_replicate_instance));
+	pl->plan.rows = calloc(inst * G, sizeof(uint32_t));
+	pl->plan.gpu_home_tokens = calloc(G, sizeof(uint64_t));
+	pl->plan.gpu_tokens = calloc(G, sizeof(uint64_t));
+	pl->plan.gpu_replicas = calloc(G, sizeof(uint32_t));
+	pl->plan.node_threshold_tokens = calloc(nodes, sizeof(uint64_t));
+	pl->plan.node_floor_tokens = calloc(nodes, sizeof(uint64_t));
+	pl->home = calloc(E, sizeof(uint32_t));
+	pl->expert_tokens = calloc(E, sizeof(uint64_t));
+	pl->recv = calloc(G, sizeof(uint32_t));
+	pl->by_gpu = calloc(E, sizeof(uint32_t));
+	pl->gpu_first = calloc(G + 1, sizeof(uint32_t));
+	pl->donors = calloc(G, sizeof(uint32_t));
+	pl->sort_tmp = calloc(E > reps ? (E > G ? E : G) : (reps > G ? reps : G),
+			      sizeof(uint32_t));
+	pl->cap = calloc(G, sizeof(int64_t));
+	pl->free_slots = calloc(G, sizeof(uint32_t));
+	pl->mark = calloc(G, sizeof(uint32_t));
+	pl->rep_expert = calloc(reps + 1, sizeof(uint32_t));
+	pl->rep_gpu = calloc(reps + 1, sizeof(uint32_t));
+	pl->rep_quota = calloc(reps + 1, sizeof(uint64_t));
+	pl->rep_order = calloc(reps + 1, sizeof(uint32_t));
+	pl->rep_count = calloc(E, sizeof(uint32_t));
+	pl->quota_left = calloc(inst, sizeof(uint64_t));
+	pl->src_left = calloc(G, sizeof(uint32_t));
+	if (!pl->plan.expert_first || !pl->plan.instance || !pl->plan.rows ||
+	    !pl->plan.gpu_home_tokens || !pl->plan.gpu_tokens ||
+	    !pl->plan.gpu_replicas || !pl->plan.node_threshold_tokens ||
+	    !pl->plan.node_floor_tokens || !pl->home || !pl->expert_tokens ||
+	    !pl->recv || !pl->by_gpu || !pl->gpu_first || !pl->donors ||
+	    !pl->sort_tmp || !pl->cap || !pl->free_slots || !pl->mark ||
+	    !pl->rep_expert || !pl->rep_gpu || !pl->rep_quota ||
+	    !pl->rep_order || !pl->rep_count || !pl->quota_left ||
+	    !pl->src_left) {
+		rlb_replicate_planner_release(pl);
+		return rlb_err_set(err, RLB_ENOMEM,
+				   "out of memory for the replication planner (%zu gpus, %zu experts)",
+				   G, E);
+	}
+	return 0;
+}
+
+/* A fresh stamp: no GPU is marked as hosting the expert now considered. */
+static uint32_t next_stamp(struct rlb_replicate_planner *pl)
+{
+	if (++pl->stamp == 0) {
+		memset(pl->mark, 0, pl->p.num_gpus * sizeof(uint32_t));
+		pl->stamp = 1;
+	}
+	return pl->stamp;
+}
+
+/*
+ * The receiving GPU for `want` tokens, or -1: among the trial's receivers
+ * with a free slot, room > 0 and no instance of the current expert
+ * (stamp), the smallest room >= want, else the largest room; lower GPU on
+ * ties (recv is in ascending GPU order).
+ */
+static int64_t pick_receiver(const struct rlb_replicate_planner *pl,
+			     int64_t want, uint32_t stamp)
+{
+	int64_t fit = -1, cold = -1;
+	uint32_t i;
+
+	for (i = 0; i < pl->nrecv; i++) {
+		uint32_t j = pl->recv[i];
+		int64_t c = pl->cap[j];
+
+		if (c <= 0 || !pl->free_slots[j] || pl->mark[j] == stamp)
+			continue;
+		if (c >= want && (fit < 0 || c < pl->cap[fit]))
+			fit = j;
+		if (cold < 0 || c > pl->cap[cold])
+			cold = j;
+	}
+	return fit >= 0 ? fit : cold;
+}
+
+/*
+ * The greedy of replicate.h step 2 on node `node` for threshold T.  With
+ * record set, the replicas are appended to rep_*.  Returns 1 when every
+ * donor sheds its excess.
+ */
+static int greedy(struct rlb_replicate_planner *pl, uint32_t node, uint64_t T,
+		  int record)
+{
+	const struct rlb_replicate_plan *plan = &pl->plan;
+	uint32_t g = pl->p.gpus_per_node, first = node * g, i, j;
+	int64_t m = pl->p.min_tokens_per_replica;
+
+	pl->nrecv = 0;
+	for (j = first; j < first + g; j++) {
+		pl->cap[j] = (int64_t)T - (int64_t)plan->gpu_home_tokens[j];
+		pl->free_slots[j] = pl->p.replica_slots;
+		if (pl->cap[j] > 0)
+			pl->recv[pl->nrecv++] = j;
+	}
+	for (i = 0; i < g; i++) {
+		uint32_t d = pl->donors[first + i], k;
+		int64_t excess = (int64_t)plan->gpu_home_tokens[d] - (int64_t)T;
+
+		if (excess <= 0)
+			break;	/* donors are sorted: no more excess */
+		for (k = pl->gpu_first[d];
+		     k < pl->gpu_first[d + 1] && excess > 0; k++) {
+			uint32_t e = pl->by_gpu[k], stamp = next_stamp(pl);
+			int64_t left = (int64_t)pl->expert_tokens[e];
+			int fresh = 1;
+
+			while (excess > 0 && left > 0) {
+				int64_t want = excess < left ? excess : left;
+				int64_t r, q;
+
+				if (want < m) {
+					if (left < m)
+						break;
+					want = m;
+				}
+				r = pick_receiver(pl, want, stamp);
+				q = r < 0 ? 0 : want < pl->cap[r] ? want : pl->cap[r];
+				if (r < 0 || q < m) {
+					/*
+					 * Before e's first replica every receiver
+					 * was eligible: none can take m tokens now
+					 * or for a later expert, so T fails.
+					 */
+					if (fresh)
+						return 0;
+					break;
+				}
+				fresh = 0;
+				if (record) {
+					uint32_t n = pl->plan.num_replicas++;
+
+					pl->rep_expert[n] = e;
+					pl->rep_gpu[n] = (uint32_t)r;
+					pl->rep_quota[n] = (uint64_t)q;
+				}
+				pl->cap[r] -= q;
+				pl->free_slots[r]--;
+				pl->mark[r] = stamp;
+				excess -= q;
+				left -= q;
+			}
+		}
+		if (excess > 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Threshold and replicas of one node (replicate.h steps 1-3). */
+static void plan_node(struct rlb_replicate_planner *pl, uint32_t node)
+{
+	struct rlb_replicate_plan *plan = &pl->plan;
+	uint32_t g = pl->p.gpus_per_node, first = node * g, j;
+	uint64_t total = 0, lo, hi = 0, bad, good, step;
+
+	for (j = first; j < first + g; j++) {
+		total += plan->gpu_home_tokens[j];
+		if (plan->gpu_home_tokens[j] > hi)
+			hi = plan->gpu_home_tokens[j];
+		pl->donors[j] = j;
+	}
+	lo = total / g + (total % g != 0);
+	plan->node_floor_tokens[node] = lo;
+	if (pl->p.replica_slots == 0 || g == 1 || lo >= hi) {
+		plan->node_threshold_tokens[node] = hi;
+		return;
+	}
+	merge_sort(pl->donors + first, pl->sort_tmp, g, gpu_before, pl);
+	/* only GPUs above the floor can ever be donors */
+	for (j = first; j < first + g; j++)
+		if (plan->gpu_home_tokens[j] > lo)
+			sort_experts(pl, pl->by_gpu + pl->gpu_first[j],
+				     pl->gpu_first[j + 1] - pl->gpu_first[j],
+				     pl->sort_tmp);
+
+	/*
+	 * The lowest T in [lo, hi] for which the greedy succeeds: the floor
+	 * first (often reachable), then steps of (hi - lo) / 64 doubling
+	 * until one succeeds, then bisection between the last failure and
+	 * that success.  hi always succeeds (no donors).
+	 */
+	good = hi;
+	if (greedy(pl, node, lo, 0)) {
+		good = lo;
+	} else {
+		bad = lo;
+		step = (hi - lo) / 64 ? (hi - lo) / 64 : 1;
+		while (bad + step < hi) {
+			if (greedy(pl, node, bad + step, 0)) {
+				good = bad + step;
+				break;
+			}
+			bad += step;
+			step *= 2;
+		}
+		while (bad + 1 < good) {
+			uint64_t mid = bad + (good - bad) / 2;
+
+			if (greedy(pl, node, mid, 0))
+				good = mid;
+			else
+				bad = mid;
+		}
+	}
+	plan->node_threshold_tokens[node] = good;
+	greedy(pl, node, good, 1);
+}
+
+/* Source s's remaining rows of the current expert into instances from *k on. */
+static void fill_source(struct rlb_replicate_planner *pl, uint32_t *rows,
+			uint64_t *ql, uint32_t cnt, uint32_t *k, uint32_t s)
+{
+	uint32_t ni = pl->plan.num_instances;
+
+	while (pl->src_left[s] > 0) {
+		uint64_t x;
+
+		while (*k < cnt && ql[*k] == 0)
+			(*k)++;
+		if (*k == cnt)
+			return;	/* unreachable: quotas sum to the load */
+		x = pl->src_left[s] < ql[*k] ? pl->src_left[s] : ql[*k];
+		rows[(size_t)s * ni + *k] += (uint32_t)x;
+		pl->src_left[s] -= (uint32_t)x;
+		ql[*k] -= x;
+	}
+}
+
+/*
+ * Split the loads of expert e, which has cnt > 1 instances from f on,
+ * locality-first (replicate.h step 4).
+ */
+static void split_expert(struct rlb_replicate_planner *pl, uint32_t e,
+			 uint32_t f, uint32_t cnt)
+{
+	struct rlb_replicate_plan *plan = &pl->plan;
+	uint32_t G = pl->p.num_gpus;
+	uint32_t g = pl->p.gpus_per_node, ni = plan->num_instances;
+	uint32_t nfirst = pl->home[e] / g * g, s, k;
+	uint64_t *ql = pl->quota_left;
+	uint32_t *rows = plan->rows + f;	/* rows[s * ni + k] */
+
+	/* rows hold the load in the home column and zeros (see the caller) */
+	for (s = 0; s < G; s++) {
+		pl->src_left[s] = rows[(size_t)s * ni];
+		rows[(size_t)s * ni] = 0;
+	}
+	for (k = 0; k < cnt; k++) {
+		uint32_t src = plan->instance[f + k].gpu;
+		uint64_t x;
+
+		ql[k] = plan->instance[f + k].quota_tokens;
+		x = pl->src_left[src] < ql[k] ? pl->src_left[src] : ql[k];
+		rows[(size_t)src * ni + k] = (uint32_t)x;
+		pl->src_left[src] -= (uint32_t)x;
+		ql[k] -= x;
+	}
+	/* the home node's sources, then the others; instances in order */
+	k = 0;
+	for (s = nfirst; s < nfirst + g; s++)
+		fill_source(pl, rows, ql, cnt, &k, s);
+	for (s = 0; s < nfirst; s++)
+		fill_source(pl, rows, ql, cnt, &k, s);
+	for (s = nfirst + g; s < G; s++)
+		fill_source(pl, rows, ql, cnt, &k, s);
+}
+
+int rlb_replicate_planner_run(struct rlb_replicate_planner *pl,
+			      const uint32_t *home_gpu, const uint32_t *load,
+			      struct rlb_err *err)
+{
+	struct rlb_replicate_plan *plan = &pl->plan;
+	uint32_t G = pl->p.num_gpus, E = pl->p.num_experts;
+	uint32_t per_gpu = E / G, e, s, j, n, r, f;
+
+	plan->num_instances = 0;
+	plan->num_replicas = 0;
+	for (e = 0; e < E; e++) {
+		uint32_t h = home_gpu ? home_gpu[e] : e / per_gpu;
+
+		if (h >= G)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "home gpu of expert %u is %u, beyond the %u gpus",
+					   e, h, G);
+		pl->home[e] = h;
+		pl->expert_tokens[e] = 0;
+		pl->rep_count[e] = 0;
+	}
+	for (s = 0; s < G; s++) {
+		const uint32_t *row = load + (size_t)s * E;
+
+		for (e = 0; e < E; e++)
+			pl->expert_tokens[e] += row[e];
+	}
+
+	/* experts grouped by home GPU, ids ascending (sorted by load later) */
+	memset(pl->gpu_first, 0, (G + 1) * sizeof(uint32_t));
+	for (j = 0; j < G; j++) {
+		plan->gpu_home_tokens[j] = 0;
+		plan->gpu_replicas[j] = 0;
+	}
+	for (e = 0; e < E; e++) {
+		pl->gpu_first[pl->home[e] + 1]++;
+		plan->gpu_home_tokens[pl->home[e]] += pl->expert_tokens[e];
+	}
+	for (j = 0; j < G; j++)
+		pl->gpu_first[j + 1] += pl->gpu_first[j];
+	for (j = 0; j < G; j++)
+		pl->free_slots[j] = pl->gpu_first[j];	/* cursor */
+	for (e = 0; e < E; e++)
+		pl->by_gpu[pl->free_slots[pl->home[e]]++] = e;
+
+	for (n = 0; n < plan->num_nodes; n++)
+		plan_node(pl, n);
+
+	/* instances: per expert the home copy, then replicas by GPU */
+	for (r = 0; r < plan->num_replicas; r++) {
+		pl->rep_order[r] = r;
+		pl->rep_count[pl->rep_expert[r]]++;
+	}
+	merge_sort(pl->rep_order, pl->sort_tmp, plan->num_replicas,
+		   replica_before, pl);
+	plan->expert_first[0] = 0;
+	for (e = 0; e < E; e++)
+		plan->expert_first[e + 1] = plan->expert_first[e] + 1 +
+					    pl->rep_count[e];
+	plan->num_instances = plan->expert_first[E];
+	r = 0;
+	for (e = 0; e < E; e++) {
+		uint64_t home_q = pl->expert_tokens[e];
+
+		f = plan->expert_first[e];
+		for (j = f + 1; j < plan->expert_first[e + 1]; j++, r++) {
+			uint32_t x = pl->rep_order[r];
+
+			plan->instance[j].expert = e;
+			plan->instance[j].gpu = pl->rep_gpu[x];
+			plan->instance[j].quota_tokens = pl->rep_quota[x];
+			home_q -= pl->rep_quota[x];
+			plan->gpu_replicas[pl->rep_gpu[x]]++;
+		}
+		plan->instance[f].expert = e;
+		plan->instance[f].gpu = pl->home[e];
+		plan->instance[f].quota_tokens = home_q;
+	}
+	for (j = 0; j < G; j++)
+		plan->gpu_tokens[j] = 0;
+	for (j = 0; j < plan->num_instances; j++)
+		plan->gpu_tokens[plan->instance[j].gpu] +=
+			plan->instance[j].quota_tokens;
+
+	/*
+	 * rows: the loads in the home columns, zeros in the replica columns,
+	 * then the split of the replicated experts.
+	 */
+	for (s = 0; s < G; s++) {
+		const uint32_t *row = load + (size_t)s * E;
+		uint32_t *out = plan->rows + (size_t)s * plan->num_instances;
+
+		if (plan->num_replicas == 0) {
+			memcpy(out, row, E * sizeof(uint32_t));
+			continue;
+		}
+		for (e = 0; e < E; e++) {
+			f = plan->expert_first[e];
+			out[f] = row[e];
+			for (j = f + 1; j < plan->expert_first[e + 1]; j++)
+				out[j] = 0;
+		}
+	}
+	for (e = 0; e < E; e++) {
+		f = plan->expert_first[e];
+		if (plan->expert_first[e + 1] - f > 1)
+			split_expert(pl, e, f, plan->expert_first[e + 1] - f);
+	}
+	return 0;
+}
