@@ -16,5 +16,7 @@
 #include "capture.h"
 #include "eplb.h"
 #include "replicate.h"
+#include "plan.h"
+#include "balance.h"
 
 #endif

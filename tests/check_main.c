@@ -34,6 +34,9 @@ int main(void)
 	srunner_add_suite(sr, rlb_suite_import());
 	srunner_add_suite(sr, rlb_suite_eplb());
 	srunner_add_suite(sr, rlb_suite_replicate());
+	srunner_add_suite(sr, rlb_suite_plan());
+	srunner_add_suite(sr, rlb_suite_balance());
+	srunner_add_suite(sr, rlb_suite_sim());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	printf("unit: %d run, %d failed\n", srunner_ntests_run(sr), failed);

@@ -14,6 +14,9 @@ Suite *rlb_suite_synth(void);
 Suite *rlb_suite_import(void);
 Suite *rlb_suite_eplb(void);
 Suite *rlb_suite_replicate(void);
+Suite *rlb_suite_plan(void);
+Suite *rlb_suite_balance(void);
+Suite *rlb_suite_sim(void);
 
 /* Directory of the source tree's tests/ (fixtures), from RLB_TEST_SRCDIR or ".". */
 const char *rlb_test_srcdir(void);

@@ -1,0 +1,135 @@
+/*
+ * plan.h - placement and replication plans: per step and layer the home
+ * GPU of every expert, per micro-batch and layer the instances (home copy
+ * and replicas) of every expert with their quotas.  The per-source split
+ * of each load over an expert's instances follows a documented rule, so
+ * readers recompute it from the quotas (rlb_step_plan_split).
+ */
+#ifndef RLB_PLAN_H
+#define RLB_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "schedule.h"
+
+enum rlb_policy {
+	RLB_POLICY_STATIC = 0,	/* Megatron-LM contiguous layout, no replicas */
+	RLB_POLICY_EPLB,	/* DeepSeek EPLB fed earlier steps' loads */
+	RLB_POLICY_EPLB_ORACLE,	/* DeepSeek EPLB fed this step's loads */
+	RLB_POLICY_REPLICATE,	/* static homes + per-micro-batch intra-node replicas */
+	RLB_POLICY_RELIBRA,	/* per-step cross-node reordering + replication */
+	RLB_POLICY_IDEAL,	/* perfectly balanced bound (the simulator's) */
+};
+#define RLB_POLICY_COUNT 6
+
+const char *rlb_policy_name(enum rlb_policy p);
+int rlb_policy_from_name(const char *name, enum rlb_policy *p,
+			 struct rlb_err *err);
+
+/*
+ * How a (source rank, expert) load is split over the expert's instances.
+ *   LOCALITY: per expert, each instance first takes the rows of the source
+ *     on its own GPU (up to its quota); then the sources of the expert's
+ *     home node by ascending rank, then all other sources by ascending
+ *     rank, fill the instances in instance order, each up to its quota.
+ *   EVEN: every source splits its rows evenly over the expert's c
+ *     instances: each gets floor(rows / c), and the remainder r goes one
+ *     row each to instances (s + j) mod c for j < r, s the source rank.
+ *     Quotas are then the sums over sources.
+ * A source sends its rows of an expert in its own token order (chunks in
+ * (sequence, start) order): the first rows to the first instance that
+ * receives from it, and so on.
+ */
+enum rlb_split {
+	RLB_SPLIT_LOCALITY = 0,
+	RLB_SPLIT_EVEN = 1,
+};
+
+/* One instance of an expert in one (micro-batch, layer). */
+struct rlb_plan_instance {
+	uint32_t expert;
+	uint32_t gpu;
+	uint32_t quota;		/* token rows it computes */
+};
+
+/*
+ * One step's plan.  Instances of (mb, layer, expert) are
+ * inst[inst_first[c] .. inst_first[c + 1]) with
+ * c = (mb * layers + layer) * experts + expert: the home copy first
+ * (quota may be 0), then replicas by ascending GPU.
+ */
+struct rlb_step_plan {
+	uint32_t step;
+	uint32_t micro_batches;
+	uint32_t layers;
+	uint32_t experts;
+	uint32_t ranks;
+	uint32_t gpus_per_node;
+	uint32_t replica_slots;		/* per GPU per layer */
+	enum rlb_split split;
+	uint32_t *home;			/* [layers][experts]: home GPU */
+	size_t *inst_first;		/* [micro_batches * layers * experts + 1] */
+	struct rlb_plan_instance *inst;
+	size_t ninst;
+	size_t inst_cap;
+	uint32_t migrated_experts;	/* homes that changed node since the previous step */
+	uint64_t planner_ns;		/* wall time spent planning this step */
+};
+
+/*
+ * Allocate a plan with the static home layout (expert e on GPU
+ * e / (experts / ranks)) and no instances yet.
+ */
+int rlb_step_plan_init(struct rlb_step_plan *p, uint32_t step,
+		       uint32_t micro_batches, uint32_t layers,
+		       uint32_t experts, uint32_t ranks,
+		       uint32_t gpus_per_node, uint32_t replica_slots,
+		       enum rlb_split split, struct rlb_err *err);
+void rlb_step_plan_release(struct rlb_step_plan *p);
+
+/* Forget the instances (keeps the homes and the allocation). */
+void rlb_step_plan_clear_instances(struct rlb_step_plan *p);
+
+/*
+ * Append one instance.  Cells must be filled in (mb, layer, expert)
+ * order, each expert's home copy first; skipped cells get no instance
+ * (rlb_step_plan_check reports them).
+ */
+int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
+		      uint32_t expert, uint32_t gpu, uint32_t quota,
+		      struct rlb_err *err);
+
+/* The instances of one cell; *count receives their number. */
+static inline const struct rlb_plan_instance *
+rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
+		   uint32_t expert, uint32_t *count)
+{
+	size_t c = ((size_t)mb * p->layers + layer) * p->experts + expert;
+
+	*count = (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
+	return p->inst + p->inst_first[c];
+}
+
+/*
+ * Check every invariant against the loads it was planned from: each
+ * expert has one home, each GPU holds experts/ranks homes per layer;
+ * every cell's first instance is on the home GPU; no GPU holds two
+ * instances of an expert; replicas per GPU per (mb, layer) <= replica_slots;
+ * quotas sum to the cell's load.  RLB_ECORRUPT naming the first violation.
+ */
+int rlb_step_plan_check(const struct rlb_step_plan *p,
+			const struct rlb_loads *l, struct rlb_err *err);
+
+/*
+ * Split one cell's load over its instances by the plan's rule:
+ * rows[s * n + i] receives the rows source rank s sends to instance i of
+ * the cell (n its instance count, s over all ranks).
+ */
+void rlb_step_plan_split(const struct rlb_step_plan *p,
+			 const struct rlb_loads *l, uint32_t mb,
+			 uint32_t layer, uint32_t expert, uint32_t *rows);
+
+#endif
