@@ -1,14 +1,290 @@
-/* capture.c - placeholder for relibra capture. */
+/*
+ * capture.c - `relibra capture`: record routing into a trace (.rrt), from
+ * the synthetic RL workload generator or from a rollout engine's dumps.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
 #include "cmd.h"
+
+static const char usage[] =
+	"usage: relibra capture [-h] -c CONFIG [--set KEY=VALUE]... -o TRACE "
+	"(--synthetic [--seed N] [--uniform] | --from FORMAT INPUT) [--sorted] "
+	"[--gates] [--step N] [--group N] [--group-size N] [--level N]\n"
+	"\n"
+	"  -c, --config CONFIG  YAML config: the model's shape (and the workload for --synthetic)\n"
+	"      --set KEY=VALUE  override one key, e.g. workload.steps=2\n"
+	"  -o, --output TRACE   the trace to write; nothing is left there on failure\n"
+	"      --synthetic      generate the calibrated synthetic RL workload\n"
+	"      --seed N         generator seed (default 1)\n"
+	"      --uniform        draw every token's experts uniformly (a control trace)\n"
+	"      --from FORMAT    import FORMAT: sglang, vllm, megatron or jsonl; INPUT is a\n"
+	"                       file, a directory (vllm, megatron) or - for stdin\n"
+	"      --sorted         store each token's ids sorted (smaller; drops the engine's order)\n"
+	"      --gates          keep gate weights (sglang, jsonl: every record must have them)\n"
+	"      --step N         step id of every record (default: the input's, else 0)\n"
+	"      --group N        prompt group of every record (default: the input's)\n"
+	"      --group-size N   number groups in order, N samples each (with --group: from N)\n"
+	"      --level N        zstd compression level, 1-22 (default 3)\n"
+	"  -h, --help           show this help\n";
+
+/* The temporary output, removed if a signal ends the capture. */
+static char tmp_path[RLB_PATH_MAX + 8];
+
+static void on_signal(int sig)
+{
+	if (tmp_path[0])
+		unlink(tmp_path);
+	_exit(128 + sig);
+}
+
+static void catch_signals(const char *out)
+{
+	struct sigaction sa;
+
+	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", out);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static int parse_num(const char *opt, const char *s, int64_t min, int64_t max,
+		     int64_t *out)
+{
+	struct rlb_err err = { 0, "" };
+
+	if (rlb_parse_i64(s, min, max, out, opt, &err) != 0) {
+		cmd_usage_error("capture", usage, "%s", err.msg);
+		return -1;
+	}
+	return 0;
+}
 
 int cmd_capture(int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "-h")) {
-		printf("usage: relibra capture\n");
-		return EXIT_OK;
+	enum {
+		OPT_SET = 256, OPT_SYNTH, OPT_SEED, OPT_UNIFORM, OPT_FROM, OPT_SORTED,
+		OPT_GATES, OPT_STEP, OPT_GROUP, OPT_GROUP_SIZE, OPT_LEVEL,
+	};
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, OPT_SET },
+		{ "output", required_argument, NULL, 'o' },
+		{ "synthetic", no_argument, NULL, OPT_SYNTH },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "uniform", no_argument, NULL, OPT_UNIFORM },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "sorted", no_argument, NULL, OPT_SORTED },
+		{ "gates", no_argument, NULL, OPT_GATES },
+		{ "step", required_argument, NULL, OPT_STEP },
+		{ "group", required_argument, NULL, OPT_GROUP },
+		{ "group-size", required_argument, NULL, OPT_GROUP_SIZE },
+		{ "level", required_argument, NULL, OPT_LEVEL },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct cmd_config_opts o = { NULL, NULL, 0 };
+	struct rlb_import_opts io = { RLB_IMPORT_JSONL, -1, -1, 0, 0 };
+	struct rlb_trace_writer_opts wo;
+	struct rlb_trace_writer *w = NULL;
+	struct rlb_trace_header h;
+	struct rlb_trace_info info;
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	const char *out = NULL, *from = NULL, *input = NULL;
+	int c, synth = 0, uniform = 0, sorted = 0, have_seed = 0, rc = EXIT_FAIL;
+	int64_t v, seed = 1;
+
+	memset(&wo, 0, sizeof(wo));
+	wo.level = 3;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			rc = EXIT_OK;
+			goto out;
+		case 'c':
+			o.path = optarg;
+			break;
+		case OPT_SET:
+			if (cmd_config_add_set(&o, optarg) < 0) {
+				cmd_errorf("capture", "out of memory");
+				goto out;
+			}
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case OPT_SYNTH:
+			synth = 1;
+			break;
+		case OPT_SEED:
+			/* Seeds are unsigned 64-bit; parse through the u64 helper. */
+			{
+				uint64_t u;
+
+				if (rlb_parse_u64(optarg, 0, UINT64_MAX, &u, "--seed", &err) != 0) {
+					rc = cmd_usage_error("capture", usage, "%s", err.msg);
+					goto out;
+				}
+				seed = (int64_t)u;
+			}
+			have_seed = 1;
+			break;
+		case OPT_UNIFORM:
+			uniform = 1;
+			break;
+		case OPT_FROM:
+			from = optarg;
+			break;
+		case OPT_SORTED:
+			sorted = 1;
+			break;
+		case OPT_GATES:
+			io.gates = 1;
+			break;
+		case OPT_STEP:
+			if (parse_num("--step", optarg, 0, UINT32_MAX, &io.step) < 0) {
+				rc = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case OPT_GROUP:
+			if (parse_num("--group", optarg, 0, UINT32_MAX, &io.group) < 0) {
+				rc = EXIT_USAGE;
+				goto out;
+			}
+			break;
+		case OPT_GROUP_SIZE:
+			if (parse_num("--group-size", optarg, 1, UINT32_MAX, &v) < 0) {
+				rc = EXIT_USAGE;
+				goto out;
+			}
+			io.group_size = (uint32_t)v;
+			break;
+		case OPT_LEVEL:
+			if (parse_num("--level", optarg, 1, 22, &v) < 0) {
+				rc = EXIT_USAGE;
+				goto out;
+			}
+			wo.level = (int)v;
+			break;
+		case ':':
+			rc = cmd_usage_error("capture", usage, "option '%s' needs a value",
+					     argv[optind - 1]);
+			goto out;
+		default:
+			rc = cmd_usage_error("capture", usage, "unknown option '%s'",
+					     argv[optind - 1]);
+			goto out;
+		}
 	}
-	cmd_errorf("capture", "not implemented");
-	return EXIT_FAIL;
+	if (from && optind < argc)
+		input = argv[optind++];
+	if (optind < argc) {
+		rc = cmd_usage_error("capture", usage, "unexpected argument '%s'",
+				     argv[optind]);
+		goto out;
+	}
+	if (!o.path) {
+		rc = cmd_usage_error("capture", usage, "missing -c CONFIG");
+		goto out;
+	}
+	if (!out) {
+		rc = cmd_usage_error("capture", usage, "missing -o TRACE");
+		goto out;
+	}
+	if (synth == !!from) {
+		rc = cmd_usage_error("capture", usage, synth ?
+				     "--synthetic and --from are exclusive" :
+				     "give --synthetic or --from FORMAT INPUT");
+		goto out;
+	}
+	if (from && !input) {
+		rc = cmd_usage_error("capture", usage, "--from %s needs an INPUT (a path, or - for stdin)",
+				     from);
+		goto out;
+	}
+	if (from && (have_seed || uniform)) {
+		rc = cmd_usage_error("capture", usage, "%s applies to --synthetic only",
+				     have_seed ? "--seed" : "--uniform");
+		goto out;
+	}
+	if (synth && (io.step >= 0 || io.group >= 0 || io.group_size > 0 || io.gates)) {
+		rc = cmd_usage_error("capture", usage, "%s applies to --from only",
+				     io.step >= 0 ? "--step" : io.group >= 0 ? "--group" :
+				     io.group_size > 0 ? "--group-size" : "--gates");
+		goto out;
+	}
+	if (from && rlb_import_format_from_name(from, &io.format, &err) != 0) {
+		rc = cmd_usage_error("capture", usage, "--from: %s", err.msg);
+		goto out;
+	}
+	if (strlen(out) > RLB_PATH_MAX) {
+		cmd_errorf("capture", "output path is too long");
+		goto out;
+	}
+	if (cmd_config_load("capture", &o, &cfg) < 0)
+		goto out;
+
+	rlb_trace_header_from_config(&h, &cfg);
+	if (sorted)
+		h.flags |= RLB_TRACE_F_SORTED;
+	if (io.gates)
+		h.flags |= RLB_TRACE_F_GATES;
+	if (synth) {
+		snprintf(h.source, sizeof(h.source), "synthetic");
+		h.seed = (uint64_t)seed;
+	} else {
+		snprintf(h.source, sizeof(h.source), "%s", from);
+		h.seed = 0;
+	}
+	if (rlb_trace_writer_open(&w, out, &h, &wo, &err) != 0) {
+		cmd_error("capture", &err);
+		goto out;
+	}
+	catch_signals(out);
+	if (synth)
+		c = rlb_synth_generate(&cfg, (uint64_t)seed, uniform, w, cmd_progress,
+				       "capture", &err);
+	else
+		c = rlb_import(&io, input, &cfg, w, cmd_progress, "capture", &err);
+	if (c != 0) {
+		rlb_trace_writer_abort(w);
+		w = NULL;
+		cmd_error("capture", &err);
+		goto out;
+	}
+	c = rlb_trace_writer_close(w, &err);
+	w = NULL;
+	if (c != 0) {
+		cmd_error("capture", &err);
+		goto out;
+	}
+	cmd_progress_done();
+	if (rlb_trace_verify(out, &info, &err) != 0) {
+		unlink(out);
+		rlb_err_prefix(&err, "the new trace '%s' does not verify", out);
+		cmd_error("capture", &err);
+		goto out;
+	}
+	printf("%s: %" PRIu64 " steps, %" PRIu64 " sequences, %" PRIu64 " tokens, %"
+	       PRIu64 " bytes\n", out, info.steps, info.sequences, info.tokens,
+	       info.file_bytes);
+	rc = EXIT_OK;
+out:
+	if (w)
+		rlb_trace_writer_abort(w);
+	cmd_progress_done();
+	cmd_config_release(&o);
+	return rc;
 }

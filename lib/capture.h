@@ -6,6 +6,7 @@
 #ifndef RLB_CAPTURE_H
 #define RLB_CAPTURE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -29,6 +30,35 @@ int rlb_synth_generate(const struct rlb_config *cfg, uint64_t seed,
 		       rlb_progress_fn progress, void *progress_ctx,
 		       struct rlb_err *err);
 
+/*
+ * Where rlb_synth_generate_cb delivers the workload, step by step:
+ * begin_step (may be NULL) gets every sequence's metadata of the step in
+ * file order before its first sequence; seq gets each sequence (index in
+ * the step, arrays valid during the call only); end_step (may be NULL)
+ * follows the step's last sequence.  A negative return stops generation
+ * and is returned (the callback fills err).
+ */
+struct rlb_synth_sink {
+	void *ctx;
+	int (*begin_step)(void *ctx, uint32_t step, const struct rlb_seq_meta *seqs,
+			  size_t n, struct rlb_err *err);
+	int (*seq)(void *ctx, uint32_t index, const struct rlb_seq *seq,
+		   struct rlb_err *err);
+	int (*end_step)(void *ctx, uint32_t step, struct rlb_err *err);
+};
+
+/*
+ * rlb_synth_generate into a sink instead of a trace writer (calibration,
+ * tests).  Same sequences for the same (cfg, seed, uniform).  Memory: the
+ * model's preference tables plus one sequence's ids.  Errors:
+ * RLB_ECONFIG (shape or knobs the generator cannot use), RLB_ENOMEM, and
+ * whatever the sink returns.
+ */
+int rlb_synth_generate_cb(const struct rlb_config *cfg, uint64_t seed,
+			  int uniform, const struct rlb_synth_sink *sink,
+			  rlb_progress_fn progress, void *progress_ctx,
+			  struct rlb_err *err);
+
 enum rlb_import_format {
 	RLB_IMPORT_SGLANG,	/* JSON lines of generate responses */
 	RLB_IMPORT_VLLM,	/* .npy files or a directory of them */
@@ -44,6 +74,7 @@ struct rlb_import_opts {
 	int64_t step;		/* >= 0: step id for every record; -1: from the input */
 	int64_t group;		/* >= 0: prompt group for every record; -1: from the input */
 	uint32_t group_size;	/* samples per group when ids are assigned in order (0: 1) */
+	int gates;		/* 1: keep gate weights; the writer's header must have RLB_TRACE_F_GATES */
 };
 
 /*

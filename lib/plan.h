@@ -115,10 +115,13 @@ rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 
 /*
  * Check every invariant against the loads it was planned from: each
- * expert has one home, each GPU holds experts/ranks homes per layer;
- * every cell's first instance is on the home GPU; no GPU holds two
- * instances of an expert; replicas per GPU per (mb, layer) <= replica_slots;
- * quotas sum to the cell's load.  RLB_ECORRUPT naming the first violation.
+ * expert has one home GPU; every cell's first instance is on the home
+ * GPU; no GPU holds two instances of an expert; instances per GPU per
+ * (mb, layer) <= experts / ranks + replica_slots (EPLB mixes homes and
+ * replicas in a GPU's slots; the other policies keep experts / ranks homes
+ * per GPU and use at most replica_slots spare slots); quotas are
+ * non-negative and sum to the cell's load.  RLB_ECORRUPT naming the first
+ * violation.
  */
 int rlb_step_plan_check(const struct rlb_step_plan *p,
 			const struct rlb_loads *l, struct rlb_err *err);

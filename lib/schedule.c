@@ -1,14 +1,394 @@
-/* schedule.c - placeholder; replaced by the schedule module. */
+/*
+ * schedule.c - micro-batch packing (in-order windows and step-wide
+ * first-fit-decreasing) and the per-(micro-batch, layer, source rank,
+ * expert) token counts that plan, the simulator and train-step share.
+ * The rules are documented in docs/schedule.md.
+ */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "schedule.h"
 
-int rlb_schedule_build(struct rlb_schedule *s, uint32_t step, const uint32_t *t, size_t n, uint32_t ranks, uint32_t mbt, enum rlb_pack pack, struct rlb_err *err)
-{ (void)step; (void)t; (void)n; (void)ranks; (void)mbt; (void)pack; memset(s, 0, sizeof(*s)); return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
-void rlb_schedule_release(struct rlb_schedule *s) { free(s->chunks); memset(s, 0, sizeof(*s)); }
-int rlb_loads_init(struct rlb_loads *l, uint32_t mbs, uint32_t layers, uint32_t ranks, uint32_t experts, struct rlb_err *err)
-{ (void)mbs; (void)layers; (void)ranks; (void)experts; memset(l, 0, sizeof(*l)); return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
-void rlb_loads_release(struct rlb_loads *l) { free(l->count); memset(l, 0, sizeof(*l)); }
-void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s, uint32_t i, const struct rlb_seq *seq, uint32_t topk) { (void)l; (void)s; (void)i; (void)seq; (void)topk; }
-int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step, const struct rlb_config *cfg, enum rlb_pack pack, struct rlb_schedule *s, struct rlb_loads *l, struct rlb_err *err)
-{ (void)r; (void)step; (void)cfg; (void)pack; (void)s; (void)l; return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
+/* Cut every sequence into chunks of at most mb_tokens, in (seq, start) order. */
+static int make_chunks(struct rlb_schedule *s, const uint32_t *seq_tokens,
+		       size_t nseqs, uint32_t mb_tokens, struct rlb_err *err)
+{
+	size_t n = 0, i, c = 0;
+
+	for (i = 0; i < nseqs; i++)
+		n += seq_tokens[i] / mb_tokens + (seq_tokens[i] % mb_tokens != 0);
+	s->nchunks = n;
+	if (n == 0)
+		return 0;
+	s->chunks = calloc(n, sizeof(*s->chunks));
+	if (!s->chunks)
+		return rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory for %zu chunks", n);
+	for (i = 0; i < nseqs; i++) {
+		uint32_t start = 0;
+
+		while (start < seq_tokens[i]) {
+			uint32_t left = seq_tokens[i] - start;
+			struct rlb_chunk *ch = &s->chunks[c++];
+
+			ch->seq = (uint32_t)i;
+			ch->start = start;
+			ch->tokens = left < mb_tokens ? left : mb_tokens;
+			start += ch->tokens;
+		}
+	}
+	return 0;
+}
+
+/*
+ * in-order: one window (micro-batch) at a time; best fit over the
+ * window's ranks (least room that still fits, lowest rank on ties); a
+ * chunk that fits no rank closes the window and opens the next one.
+ */
+static int pack_in_order(struct rlb_schedule *s, struct rlb_err *err)
+{
+	uint32_t *load, mb = 0, r;
+	size_t c;
+
+	if (s->nchunks == 0)
+		return 0;
+	load = calloc(s->ranks, sizeof(*load));
+	if (!load)
+		return rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+	for (c = 0; c < s->nchunks; c++) {
+		struct rlb_chunk *ch = &s->chunks[c];
+		uint32_t best = UINT32_MAX, best_room = UINT32_MAX;
+
+		for (r = 0; r < s->ranks; r++) {
+			uint32_t room = s->mb_tokens - load[r];
+
+			if (room >= ch->tokens && room < best_room) {
+				best = r;
+				best_room = room;
+			}
+		}
+		if (best == UINT32_MAX) {
+			mb++;
+			memset(load, 0, s->ranks * sizeof(*load));
+			best = 0;
+		}
+		ch->mb = mb;
+		ch->rank = best;
+		load[best] += ch->tokens;
+	}
+	s->micro_batches = mb + 1;
+	free(load);
+	return 0;
+}
+
+/* Order of ffd placement: longer chunks first, then (seq, start) order. */
+static int cmp_ffd(const void *a, const void *b, const struct rlb_chunk *ch)
+{
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+
+	if (ch[i].tokens != ch[j].tokens)
+		return ch[i].tokens > ch[j].tokens ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
+/* qsort has no context argument in C11: a merge sort with one. */
+static void sort_ffd(size_t *idx, size_t *tmp, size_t n, const struct rlb_chunk *ch)
+{
+	size_t mid = n / 2, i = 0, j = mid, k = 0;
+
+	if (n < 2)
+		return;
+	sort_ffd(idx, tmp, mid, ch);
+	sort_ffd(idx + mid, tmp, n - mid, ch);
+	while (i < mid && j < n)
+		tmp[k++] = cmp_ffd(&idx[j], &idx[i], ch) < 0 ? idx[j++] : idx[i++];
+	while (i < mid)
+		tmp[k++] = idx[i++];
+	while (j < n)
+		tmp[k++] = idx[j++];
+	memcpy(idx, tmp, n * sizeof(*idx));
+}
+
+/*
+ * A max-tree over the rooms of the (mb, rank) bins in (mb, rank) order,
+ * so that "first bin with room >= len" is a descent from the root.
+ * Leaves past the open bins have room 0.
+ */
+struct room_tree {
+	size_t cap;		/* leaves, a power of two */
+	size_t nbins;
+	uint32_t *t;		/* [2 * cap], t[cap + b] = room of bin b */
+};
+
+static int tree_grow(struct room_tree *rt, size_t nbins)
+{
+	size_t cap = rt->cap ? rt->cap : 1, i;
+	uint32_t *t;
+
+	while (cap < nbins)
+		cap *= 2;
+	if (cap != rt->cap) {
+		t = calloc(2 * cap, sizeof(*t));
+		if (!t)
+			return RLB_ENOMEM;
+		if (rt->t)
+			memcpy(t + cap, rt->t + rt->cap, rt->nbins * sizeof(*t));
+		free(rt->t);
+		rt->t = t;
+		rt->cap = cap;
+		for (i = cap - 1; i >= 1; i--)
+			rt->t[i] = rt->t[2 * i] > rt->t[2 * i + 1] ? rt->t[2 * i] : rt->t[2 * i + 1];
+	}
+	return 0;
+}
+
+static void tree_set(struct room_tree *rt, size_t b, uint32_t room)
+{
+	size_t i = rt->cap + b;
+
+	rt->t[i] = room;
+	for (i /= 2; i >= 1; i /= 2)
+		rt->t[i] = rt->t[2 * i] > rt->t[2 * i + 1] ? rt->t[2 * i] : rt->t[2 * i + 1];
+}
+
+/* First bin with room >= need, or SIZE_MAX. */
+static size_t tree_first(const struct room_tree *rt, uint32_t need)
+{
+	size_t i = 1;
+
+	if (rt->t[1] < need)
+		return SIZE_MAX;
+	while (i < rt->cap)
+		i = rt->t[2 * i] >= need ? 2 * i : 2 * i + 1;
+	return i - rt->cap;
+}
+
+static int pack_ffd(struct rlb_schedule *s, struct rlb_err *err)
+{
+	struct room_tree rt = {0};
+	size_t *idx = NULL, *tmp = NULL, c, b, r;
+	int ret = 0;
+
+	if (s->nchunks == 0)
+		return 0;
+	idx = malloc(s->nchunks * sizeof(*idx));
+	tmp = malloc(s->nchunks * sizeof(*tmp));
+	if (!idx || !tmp) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+		goto out;
+	}
+	for (c = 0; c < s->nchunks; c++)
+		idx[c] = c;
+	sort_ffd(idx, tmp, s->nchunks, s->chunks);
+	for (c = 0; c < s->nchunks; c++) {
+		struct rlb_chunk *ch = &s->chunks[idx[c]];
+
+		b = rt.t ? tree_first(&rt, ch->tokens) : SIZE_MAX;
+		if (b == SIZE_MAX) {
+			b = rt.nbins;
+			if (tree_grow(&rt, rt.nbins + s->ranks) < 0) {
+				ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+				goto out;
+			}
+			for (r = 0; r < s->ranks; r++)
+				tree_set(&rt, rt.nbins + r, s->mb_tokens);
+			rt.nbins += s->ranks;
+		}
+		ch->mb = (uint32_t)(b / s->ranks);
+		ch->rank = (uint32_t)(b % s->ranks);
+		tree_set(&rt, b, rt.t[rt.cap + b] - ch->tokens);
+	}
+	s->micro_batches = (uint32_t)(rt.nbins / s->ranks);
+out:
+	free(rt.t);
+	free(idx);
+	free(tmp);
+	return ret;
+}
+
+int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
+		       const uint32_t *seq_tokens, size_t nseqs,
+		       uint32_t ranks, uint32_t mb_tokens, enum rlb_pack pack,
+		       struct rlb_err *err)
+{
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->step = step;
+	s->pack = pack;
+	s->ranks = ranks;
+	s->mb_tokens = mb_tokens;
+	s->nseqs = nseqs;
+	if (ranks == 0)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size is 0");
+	if (mb_tokens == 0)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: micro-batch token budget is 0");
+	if (nseqs > UINT32_MAX)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: step %u has too many sequences (%zu)",
+				   step, nseqs);
+	if (nseqs && !seq_tokens)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: no sequence lengths");
+	if (pack != RLB_PACK_IN_ORDER && pack != RLB_PACK_FFD)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: unknown packing rule %d", (int)pack);
+	ret = make_chunks(s, seq_tokens, nseqs, mb_tokens, err);
+	if (ret < 0)
+		return ret;
+	if (pack == RLB_PACK_IN_ORDER)
+		return pack_in_order(s, err);
+	return pack_ffd(s, err);
+}
+
+void rlb_schedule_release(struct rlb_schedule *s)
+{
+	if (!s)
+		return;
+	free(s->chunks);
+	memset(s, 0, sizeof(*s));
+}
+
+size_t rlb_schedule_first_chunk(const struct rlb_schedule *s, uint32_t seq)
+{
+	size_t lo = 0, hi = s->nchunks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->chunks[mid].seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->nchunks && s->chunks[lo].seq == seq ? lo : s->nchunks;
+}
+
+int rlb_loads_init(struct rlb_loads *l, uint32_t micro_batches,
+		   uint32_t layers, uint32_t ranks, uint32_t experts,
+		   struct rlb_err *err)
+{
+	size_t n = 1;
+	uint32_t dim[4] = { micro_batches, layers, ranks, experts };
+	int i;
+
+	memset(l, 0, sizeof(*l));
+	l->micro_batches = micro_batches;
+	l->layers = layers;
+	l->ranks = ranks;
+	l->experts = experts;
+	for (i = 0; i < 4; i++) {
+		if (dim[i] == 0)
+			return 0;
+		if (n > SIZE_MAX / sizeof(uint32_t) / dim[i])
+			return rlb_err_set(err, RLB_ERANGE, "loads: table of %u x %u x %u x %u counts is too large",
+					   micro_batches, layers, ranks, experts);
+		n *= dim[i];
+	}
+	l->count = calloc(n, sizeof(*l->count));
+	if (!l->count)
+		return rlb_err_set(err, RLB_ENOMEM, "loads: out of memory for %zu counts", n);
+	return 0;
+}
+
+void rlb_loads_release(struct rlb_loads *l)
+{
+	if (!l)
+		return;
+	free(l->count);
+	memset(l, 0, sizeof(*l));
+}
+
+void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
+		       uint32_t seq_index, const struct rlb_seq *seq,
+		       uint32_t topk)
+{
+	size_t c;
+	uint32_t layer;
+
+	if (!l->count || !seq->ids)
+		return;
+	for (c = rlb_schedule_first_chunk(s, seq_index);
+	     c < s->nchunks && s->chunks[c].seq == seq_index; c++) {
+		const struct rlb_chunk *ch = &s->chunks[c];
+		uint32_t end = ch->start + ch->tokens;
+
+		if (ch->mb >= l->micro_batches || ch->rank >= l->ranks ||
+		    ch->start >= seq->tokens)
+			continue;
+		if (end > seq->tokens)
+			end = seq->tokens;
+		for (layer = 0; layer < l->layers; layer++) {
+			uint32_t *row = l->count + rlb_loads_index(l, ch->mb, layer, ch->rank, 0);
+			const uint16_t *id = seq->ids +
+				((size_t)layer * seq->tokens + ch->start) * topk;
+			size_t i, n = (size_t)(end - ch->start) * topk;
+
+			for (i = 0; i < n; i++)
+				if (id[i] < l->experts)
+					row[id[i]]++;
+		}
+	}
+}
+
+int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
+		   const struct rlb_config *cfg, enum rlb_pack pack,
+		   struct rlb_schedule *s, struct rlb_loads *l,
+		   struct rlb_err *err)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	struct rlb_seq_meta *metas = NULL;
+	uint32_t *lens = NULL;
+	size_t n = 0, i;
+	int ep, ret;
+
+	memset(s, 0, sizeof(*s));
+	memset(l, 0, sizeof(*l));
+	if (!h)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: trace has no header");
+	ep = cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+	if (ep <= 0 || cfg->parallel.micro_batch_tokens <= 0)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size and micro_batch_tokens must be positive");
+	ret = rlb_trace_reader_step_seqs(r, step, &metas, &n, err);
+	if (ret < 0)
+		goto out;
+	lens = malloc((n ? n : 1) * sizeof(*lens));
+	if (!lens) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		lens[i] = metas[i].tokens;
+	ret = rlb_schedule_build(s, step, lens, n, (uint32_t)ep,
+				 (uint32_t)cfg->parallel.micro_batch_tokens, pack, err);
+	if (ret < 0)
+		goto out;
+	ret = rlb_loads_init(l, s->micro_batches, h->moe_layers,
+			     (uint32_t)ep, h->experts, err);
+	if (ret < 0)
+		goto out;
+	if (n) {
+		ret = rlb_trace_reader_seek_step(r, step, err);
+		if (ret < 0)
+			goto out;
+	}
+	for (i = 0; i < n; i++) {
+		struct rlb_seq seq;
+
+		ret = rlb_trace_reader_next(r, &seq, err);
+		if (ret < 0)
+			goto out;
+		if (ret == 0 || seq.step != step || seq.tokens != metas[i].tokens) {
+			ret = rlb_err_set(err, RLB_ECORRUPT,
+					  "step %u: sequence %zu does not match the step index", step, i);
+			goto out;
+		}
+		rlb_loads_add_seq(l, s, (uint32_t)i, &seq, h->topk);
+	}
+	ret = 0;
+out:
+	free(metas);
+	free(lens);
+	if (ret < 0) {
+		rlb_schedule_release(s);
+		rlb_loads_release(l);
+	}
+	return ret;
+}

@@ -36,13 +36,33 @@ struct rlb_schedule {
 
 /*
  * Build the schedule of one step from its sequence lengths (file order).
- * Deterministic; documented in man/relibra.1 (SCHEDULE).
+ * Deterministic; documented in man/relibra.1 (SCHEDULE) and
+ * docs/schedule.md.  Sequences longer than mb_tokens are cut into
+ * contiguous chunks of mb_tokens (the last one shorter); zero-length
+ * sequences get no chunk.
+ *   in-order: chunks in (seq, start) order fill one window (micro-batch)
+ *     at a time; each goes to the rank with the least room that still
+ *     fits it (lowest rank on ties); when no rank of the window has room
+ *     the window is closed and the chunk opens the next one.
+ *   ffd: chunks by descending length (ties in (seq, start) order) go to
+ *     the first (micro-batch, rank) bin in (mb, rank) order with room; a
+ *     new micro-batch is opened when no bin has room.
+ * s is initialised here (release it with rlb_schedule_release, also after
+ * a failure).  Errors: RLB_EINVAL (ranks or mb_tokens 0, too many
+ * sequences), RLB_ENOMEM.
  */
 int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
 		       const uint32_t *seq_tokens, size_t nseqs,
 		       uint32_t ranks, uint32_t mb_tokens, enum rlb_pack pack,
 		       struct rlb_err *err);
 void rlb_schedule_release(struct rlb_schedule *s);
+
+/*
+ * Index in s->chunks of the first chunk of sequence SEQ, or s->nchunks
+ * when it has none (zero tokens or out of range).  Its chunks follow
+ * contiguously in start order.
+ */
+size_t rlb_schedule_first_chunk(const struct rlb_schedule *s, uint32_t seq);
 
 /* Token counts per (micro-batch, layer, source rank, expert). */
 struct rlb_loads {
@@ -61,6 +81,12 @@ static inline size_t rlb_loads_index(const struct rlb_loads *l, uint32_t mb,
 	       l->experts + expert;
 }
 
+/*
+ * Allocate zeroed counts (l is initialised here; release it also after a
+ * failure).  4 bytes per (micro-batch, layer, rank, expert); a zero
+ * dimension gives an empty table.  Errors: RLB_ERANGE (table larger than
+ * the address space), RLB_ENOMEM.
+ */
 int rlb_loads_init(struct rlb_loads *l, uint32_t micro_batches,
 		   uint32_t layers, uint32_t ranks, uint32_t experts,
 		   struct rlb_err *err);
@@ -68,7 +94,10 @@ void rlb_loads_release(struct rlb_loads *l);
 
 /*
  * Add the routing of sequence number seq_index of the schedule's step
- * (seq from the trace reader) to the counts, chunk by chunk.
+ * (seq from the trace reader) to the counts, chunk by chunk: every token
+ * of a chunk adds 1 to (chunk mb, layer, chunk rank, id) for each of its
+ * topk ids.  Tokens past seq->tokens, ids >= l->experts and chunks
+ * outside l's dimensions are skipped (the trace reader has checked them).
  */
 void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 		       uint32_t seq_index, const struct rlb_seq *seq,
@@ -77,7 +106,11 @@ void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 /*
  * Convenience: read step STEP of the trace, build its schedule with the
  * config's EP size, micro_batch_tokens and PACK, and count its loads.
- * Streams the step (bounded memory).  s and l are initialised here.
+ * The shape (layers, experts, topk) comes from the trace header.
+ * Streams the step (bounded memory: one sequence at a time).  s and l are
+ * initialised here and released on failure.  Errors: those of the reader,
+ * RLB_ENOTFOUND (no such step), RLB_ECORRUPT (the step's sequences do not
+ * match its index), RLB_EINVAL (EP size or budget 0), RLB_ENOMEM.
  */
 int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
 		   const struct rlb_config *cfg, enum rlb_pack pack,

@@ -73,7 +73,18 @@ struct rlb_trace_writer;
 struct rlb_trace_writer_opts {
 	int level;		/* zstd level (default 3) */
 	size_t frame_bytes;	/* raw bytes per data frame before it is cut (default 8 MiB) */
+	int coding;		/* RLB_TRACE_CODING_* (0: the default for the shape) */
 };
+
+/*
+ * Id codings (SPEC.md "Id coding").  The default is RANK for ordered u8
+ * ids, DELTA for sorted traces and RAW otherwise; the others exist for
+ * measurements and tools.  RANK needs experts <= 256, DELTA the sorted flag.
+ */
+#define RLB_TRACE_CODING_DEFAULT 0
+#define RLB_TRACE_CODING_RAW 1
+#define RLB_TRACE_CODING_RANK 2
+#define RLB_TRACE_CODING_DELTA 3
 
 /*
  * Start a trace at PATH ("PATH.tmp" until close renames it).  h gives the
