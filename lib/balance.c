@@ -1,9 +1,581 @@
-/* balance.c - placeholder; replaced by the policies. */
-#include "balance.h"
+/*
+ * balance.c - the policies of `relibra plan`: static, eplb, eplb-oracle,
+ * replicate, relibra and ideal behind one balancer that keeps the previous
+ * placement and EPLB's load history from step to step, and fills one
+ * struct rlb_step_plan per step.
+ */
+#include <stdlib.h>
+#include <string.h>
 
-void rlb_balance_opts_from_config(struct rlb_balance_opts *o, const struct rlb_config *cfg) { (void)o; (void)cfg; }
-int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg, const struct rlb_balance_opts *opts, struct rlb_err *err)
-{ (void)out; (void)cfg; (void)opts; return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
-void rlb_balancer_free(struct rlb_balancer *b) { (void)b; }
-int rlb_balancer_plan_step(struct rlb_balancer *b, const struct rlb_schedule *s, const struct rlb_loads *l, struct rlb_step_plan *out, struct rlb_err *err)
-{ (void)b; (void)s; (void)l; (void)out; return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
+#include "balance.h"
+#include "eplb.h"
+#include "reorder.h"
+#include "replicate.h"
+#include "util.h"
+
+struct rlb_balancer {
+	struct rlb_balance_opts o;
+	uint32_t ranks;			/* EP ranks (GPUs) */
+	uint32_t gpn;			/* GPUs per node */
+	uint32_t groups;		/* EPLB expert groups */
+	double row_s;			/* reorder costs */
+	double migration_s;		/* weighted */
+
+	/* shape, fixed by the first step */
+	uint32_t layers;
+	uint32_t experts;
+	uint64_t steps;			/* steps planned */
+	uint32_t *prev_home;		/* [layers][experts] previous step's homes */
+	uint64_t *tot;			/* [layers][mbs][experts] rows over sources */
+	size_t tot_cap;
+
+	/* eplb */
+	uint32_t window;
+	uint32_t hist_n;		/* steps held (<= window) */
+	uint32_t hist_pos;		/* next ring position */
+	double *hist;			/* [window][layers][experts] step totals */
+	double *weight;			/* [layers][experts] */
+	uint32_t *lay_first;		/* [layers][experts + 1] GPU lists */
+	uint32_t *lay_gpu;		/* [layers][slots] home, then replicas */
+	int64_t *diff;			/* [slots per expert + 1] */
+
+	/* replicate, relibra */
+	struct rlb_replicate_planner rp;
+	int rp_ready;
+	struct rlb_reorder ro;
+	int ro_ready;
+};
+
+void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
+				  const struct rlb_config *cfg)
+{
+	memset(o, 0, sizeof(*o));
+	if (rlb_policy_from_name(cfg->balancer.policy, &o->policy, NULL) < 0)
+		o->policy = RLB_POLICY_RELIBRA;
+	o->replica_slots = cfg->balancer.replica_slots > 0 ?
+		(uint32_t)cfg->balancer.replica_slots : 0;
+	o->min_tokens_per_replica = cfg->balancer.min_tokens_per_replica > 0 ?
+		(uint32_t)cfg->balancer.min_tokens_per_replica : 0;
+	o->eplb_window = cfg->balancer.eplb_window > 0 ?
+		(uint32_t)cfg->balancer.eplb_window : 1;
+	o->reorder = cfg->balancer.reorder != 0;
+	o->replicate = cfg->balancer.replicate != 0;
+	o->colocate = 0;
+	o->migration_weight = cfg->balancer.migration_weight;
+}
+
+int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
+		     const struct rlb_balance_opts *opts, struct rlb_err *err)
+{
+	struct rlb_balancer *b;
+	int ep = cfg->parallel.ep_size ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+	int gpn = cfg->cluster.gpus_per_node;
+	double mig;
+
+	*out = NULL;
+	if ((unsigned)opts->policy >= RLB_POLICY_COUNT)
+		return rlb_err_set(err, RLB_EINVAL, "unknown policy number %d",
+				   (int)opts->policy);
+	if (ep < 1 || gpn < 1 || ep % gpn)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "EP size %d is not a positive multiple of the %d GPUs per node",
+				   ep, gpn);
+	if (opts->policy == RLB_POLICY_RELIBRA && opts->colocate)
+		return rlb_err_set(err, RLB_EUNSUPPORTED,
+				   "policy 'relibra': colocate is not implemented (the step loads carry no expert co-occurrence counts)");
+	if (!(opts->migration_weight >= 0) || opts->migration_weight > 1e12)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "migration weight %g is not a non-negative number",
+				   opts->migration_weight);
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
+	b->o = *opts;
+	b->ranks = (uint32_t)ep;
+	b->gpn = (uint32_t)gpn;
+	b->groups = cfg->model.expert_groups > 0 ? (uint32_t)cfg->model.expert_groups : 1;
+	b->window = opts->eplb_window ? opts->eplb_window : 1;
+	rlb_reorder_costs(cfg, &b->row_s, &mig);
+	b->migration_s = mig * opts->migration_weight;
+	*out = b;
+	return 0;
+}
+
+void rlb_balancer_free(struct rlb_balancer *b)
+{
+	if (!b)
+		return;
+	free(b->prev_home);
+	free(b->tot);
+	free(b->hist);
+	free(b->weight);
+	free(b->lay_first);
+	free(b->lay_gpu);
+	free(b->diff);
+	if (b->rp_ready)
+		rlb_replicate_planner_release(&b->rp);
+	if (b->ro_ready)
+		rlb_reorder_release(&b->ro);
+	free(b);
+}
+
+/* Forget a half-made shape (a failed first step). */
+static void unshape(struct rlb_balancer *b)
+{
+	free(b->prev_home);
+	free(b->hist);
+	free(b->weight);
+	free(b->lay_first);
+	free(b->lay_gpu);
+	free(b->diff);
+	b->prev_home = NULL;
+	b->hist = b->weight = NULL;
+	b->lay_first = b->lay_gpu = NULL;
+	b->diff = NULL;
+	if (b->rp_ready)
+		rlb_replicate_planner_release(&b->rp);
+	if (b->ro_ready)
+		rlb_reorder_release(&b->ro);
+	b->rp_ready = b->ro_ready = 0;
+}
+
+static uint32_t static_home(uint32_t E, uint32_t G, uint32_t e)
+{
+	return e / (E / G);
+}
+
+/* Fix the shape at the first step and allocate what it sizes. */
+static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
+		 struct rlb_err *err)
+{
+	uint32_t L = l->layers, E = l->experts, G = b->ranks, e, k;
+	enum rlb_policy pol = b->o.policy;
+	size_t P = (size_t)E + (size_t)G * b->o.replica_slots;
+	int rc = 0;
+
+	if (l->ranks != G)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "loads have %u source ranks, the EP size is %u",
+				   l->ranks, G);
+	if (b->layers) {
+		if (L != b->layers || E != b->experts)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "loads have %u layers and %u experts, earlier steps %u and %u",
+					   L, E, b->layers, b->experts);
+		return 0;
+	}
+	if (!L || !E || E % G)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "%u experts in %u layers cannot be placed on %u GPUs (experts must be a positive multiple of the EP size)",
+				   E, L, G);
+	b->prev_home = malloc((size_t)L * E * sizeof(uint32_t));
+	if (!b->prev_home)
+		return rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
+	for (k = 0; k < L; k++)
+		for (e = 0; e < E; e++)
+			b->prev_home[(size_t)k * E + e] = static_home(E, G, e);
+	if (pol == RLB_POLICY_EPLB || pol == RLB_POLICY_EPLB_ORACLE) {
+		struct rlb_eplb_params ep = {
+			.num_slots = (uint32_t)P, .num_groups = b->groups,
+			.num_nodes = G / b->gpn, .num_gpus = G,
+		};
+
+		if (P > RLB_EPLB_MAX_SLOTS) {
+			rc = rlb_err_set(err, RLB_EINVAL,
+					 "eplb: %zu physical slots exceed the limit %u",
+					 P, RLB_EPLB_MAX_SLOTS);
+			goto out;
+		}
+		rc = rlb_eplb_check(L, E, &ep, err);
+		if (rc < 0)
+			goto out;
+		b->hist = calloc((size_t)b->window * L * E, sizeof(double));
+		b->weight = calloc((size_t)L * E, sizeof(double));
+		b->lay_first = calloc((size_t)L * (E + 1), sizeof(uint32_t));
+		b->lay_gpu = calloc((size_t)L * P, sizeof(uint32_t));
+		b->diff = calloc(G + 2, sizeof(int64_t));
+		if (!b->hist || !b->weight || !b->lay_first || !b->lay_gpu ||
+		    !b->diff) {
+			rc = rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
+			goto out;
+		}
+	}
+	if ((pol == RLB_POLICY_REPLICATE ||
+	     (pol == RLB_POLICY_RELIBRA && b->o.replicate))) {
+		struct rlb_replicate_params rp = {
+			.num_gpus = G, .gpus_per_node = b->gpn, .num_experts = E,
+			.replica_slots = b->o.replica_slots,
+			.min_tokens_per_replica = b->o.min_tokens_per_replica,
+		};
+
+		rc = rlb_replicate_planner_init(&b->rp, &rp, err);
+		if (rc < 0)
+			goto out;
+		b->rp_ready = 1;
+	}
+	if (pol == RLB_POLICY_RELIBRA && b->o.reorder) {
+		struct rlb_reorder_params rop = {
+			.num_gpus = G, .gpus_per_node = b->gpn, .num_experts = E,
+			.row_s = b->row_s, .migration_s = b->migration_s,
+		};
+
+		rc = rlb_reorder_init(&b->ro, &rop, err);
+		if (rc < 0)
+			goto out;
+		b->ro_ready = 1;
+	}
+	b->layers = L;
+	b->experts = E;
+out:
+	if (rc < 0)
+		unshape(b);
+	return rc;
+}
+
+/* tot[layer][mb][expert]: the rows of each expert over all sources. */
+static int sum_loads(struct rlb_balancer *b, const struct rlb_loads *l,
+		     struct rlb_err *err)
+{
+	uint32_t M = l->micro_batches, L = l->layers, E = l->experts, S = l->ranks;
+	size_t n = (size_t)L * M * E, mb, k, s, e;
+
+	if (n > b->tot_cap) {
+		uint64_t *t = realloc(b->tot, (n ? n : 1) * sizeof(uint64_t));
+
+		if (!t)
+			return rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
+		b->tot = t;
+		b->tot_cap = n;
+	}
+	memset(b->tot, 0, n * sizeof(uint64_t));
+	for (mb = 0; mb < M; mb++)
+		for (k = 0; k < L; k++) {
+			uint64_t *t = b->tot + (k * M + mb) * E;
+
+			for (s = 0; s < S; s++) {
+				const uint32_t *c = l->count +
+					rlb_loads_index(l, (uint32_t)mb, (uint32_t)k,
+							(uint32_t)s, 0);
+
+				for (e = 0; e < E; e++)
+					t[e] += c[e];
+			}
+		}
+	return 0;
+}
+
+static uint64_t cell_rows(const struct rlb_balancer *b, uint32_t M,
+			  uint32_t mb, uint32_t layer, uint32_t e)
+{
+	return b->tot[((size_t)layer * M + mb) * b->experts + e];
+}
+
+static int add_checked(struct rlb_step_plan *out, uint32_t mb, uint32_t layer,
+		       uint32_t e, uint32_t gpu, uint64_t q, struct rlb_err *err)
+{
+	if (q > UINT32_MAX)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "micro-batch %u layer %u expert %u: %llu rows exceed a quota's range",
+				   mb, layer, e, (unsigned long long)q);
+	return rlb_step_plan_add(out, mb, layer, e, gpu, (uint32_t)q, err);
+}
+
+/* Every (mb, layer, expert) on its home alone, holding the whole load. */
+static int plan_homes_only(struct rlb_balancer *b, const struct rlb_loads *l,
+			   struct rlb_step_plan *out, struct rlb_err *err)
+{
+	uint32_t M = l->micro_batches, L = b->layers, E = b->experts, mb, k, e;
+	int rc;
+
+	for (mb = 0; mb < M; mb++)
+		for (k = 0; k < L; k++)
+			for (e = 0; e < E; e++) {
+				rc = add_checked(out, mb, k, e,
+						 out->home[(size_t)k * E + e],
+						 cell_rows(b, M, mb, k, e), err);
+				if (rc < 0)
+					return rc;
+			}
+	return 0;
+}
+
+/* The replicate planner per (mb, layer) on the plan's homes. */
+static int plan_replicated(struct rlb_balancer *b, const struct rlb_loads *l,
+			   struct rlb_step_plan *out, struct rlb_err *err)
+{
+	uint32_t M = l->micro_batches, L = b->layers, E = b->experts, mb, k, e, i;
+	const struct rlb_replicate_plan *rp = &b->rp.plan;
+	int rc;
+
+	for (mb = 0; mb < M; mb++)
+		for (k = 0; k < L; k++) {
+			rc = rlb_replicate_planner_run(&b->rp, out->home + (size_t)k * E,
+						       l->count + rlb_loads_index(l, mb, k, 0, 0),
+						       err);
+			if (rc < 0)
+				return rc;
+			for (e = 0; e < E; e++) {
+				uint32_t cnt;
+				const struct rlb_replicate_instance *in =
+					rlb_replicate_instances(rp, e, &cnt);
+
+				for (i = 0; i < cnt; i++) {
+					rc = add_checked(out, mb, k, e, in[i].gpu,
+							 in[i].quota_tokens, err);
+					if (rc < 0)
+						return rc;
+				}
+			}
+		}
+	return 0;
+}
+
+/*
+ * EPLB's layout of every layer as per-expert GPU lists: the GPU of the
+ * replica with phyrank 0 (the home) first, then the other replicas' GPUs
+ * ascending.  Replicas of one expert that share a GPU become one instance
+ * (EPLB's last packing step can put two copies on one GPU).
+ */
+static void eplb_layout(struct rlb_balancer *b, const struct rlb_eplb_result *res,
+			struct rlb_step_plan *out)
+{
+	uint32_t L = b->layers, E = b->experts, k, e, j, i;
+	size_t P = res->num_slots, mc = res->max_count;
+
+	for (k = 0; k < L; k++) {
+		uint32_t *first = b->lay_first + (size_t)k * (E + 1);
+		uint32_t *gpu = b->lay_gpu + (size_t)k * P, n = 0;
+
+		for (e = 0; e < E; e++) {
+			const int32_t *slots = res->log2phy + ((size_t)k * E + e) * mc;
+			uint32_t cnt = (uint32_t)res->logcnt[(size_t)k * E + e];
+			uint32_t home = rlb_eplb_slot_gpu(res, (size_t)slots[0]);
+			uint32_t base = n + 1;
+
+			first[e] = n;
+			gpu[n++] = home;
+			out->home[(size_t)k * E + e] = home;
+			for (j = 1; j < cnt; j++) {
+				uint32_t x = rlb_eplb_slot_gpu(res, (size_t)slots[j]);
+				int dup = x == home;
+
+				for (i = base; i < n && !dup; i++)
+					dup = gpu[i] == x;
+				if (dup)
+					continue;
+				/* insertion into the ascending tail */
+				for (i = n; i > base && gpu[i - 1] > x; i--)
+					gpu[i] = gpu[i - 1];
+				gpu[i] = x;
+				n++;
+			}
+		}
+		first[E] = n;
+	}
+}
+
+/*
+ * Quotas of one cell under the EVEN rule (plan.h): source s gives
+ * floor(x / c) rows to each of the c instances and one more to instances
+ * (s + j) mod c for j < x mod c.
+ */
+static void even_quotas(struct rlb_balancer *b, const struct rlb_loads *l,
+			uint32_t mb, uint32_t layer, uint32_t e, uint32_t c,
+			uint64_t *q)
+{
+	uint32_t S = l->ranks, s, i;
+	uint64_t base = 0;
+	int64_t run = 0, *d = b->diff;
+
+	for (i = 0; i <= c; i++)
+		d[i] = 0;
+	for (s = 0; s < S; s++) {
+		uint32_t x = l->count[rlb_loads_index(l, mb, layer, s, e)];
+		uint32_t r = x % c, st = s % c, end = st + r;
+
+		base += x / c;
+		if (!r)
+			continue;
+		d[st]++;
+		if (end <= c) {
+			d[end]--;
+		} else {
+			d[c]--;
+			d[0]++;
+			d[end - c]--;
+		}
+	}
+	for (i = 0; i < c; i++) {
+		run += d[i];
+		q[i] = base + (uint64_t)run;
+	}
+}
+
+static int plan_eplb(struct rlb_balancer *b, const struct rlb_loads *l,
+		     struct rlb_step_plan *out, struct rlb_err *err)
+{
+	uint32_t M = l->micro_batches, L = b->layers, E = b->experts, G = b->ranks;
+	size_t P = (size_t)E + (size_t)G * b->o.replica_slots, n = (size_t)L * E, i;
+	struct rlb_eplb_result res;
+	uint64_t *q = NULL;
+	uint32_t mb, k, e, j, w;
+	int rc = 0;
+
+	memset(&res, 0, sizeof(res));
+	if (b->o.policy == RLB_POLICY_EPLB && b->hist_n == 0)
+		return plan_homes_only(b, l, out, err);	/* static first step */
+	if (b->o.policy == RLB_POLICY_EPLB_ORACLE) {
+		memset(b->weight, 0, n * sizeof(double));
+		for (k = 0; k < L; k++)
+			for (mb = 0; mb < M; mb++)
+				for (e = 0; e < E; e++)
+					b->weight[(size_t)k * E + e] +=
+						(double)cell_rows(b, M, mb, k, e);
+	} else {
+		memset(b->weight, 0, n * sizeof(double));
+		for (w = 0; w < b->hist_n; w++)
+			for (i = 0; i < n; i++)
+				b->weight[i] += b->hist[(size_t)w * n + i];
+	}
+	{
+		struct rlb_eplb_params ep = {
+			.num_slots = (uint32_t)P, .num_groups = b->groups,
+			.num_nodes = G / b->gpn, .num_gpus = G,
+		};
+
+		rc = rlb_eplb_rebalance(b->weight, L, E, &ep, &res, err);
+		if (rc < 0)
+			goto out;
+	}
+	eplb_layout(b, &res, out);
+	q = malloc((G + 1) * sizeof(uint64_t));
+	if (!q) {
+		rc = rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
+		goto out;
+	}
+	for (mb = 0; mb < M; mb++)
+		for (k = 0; k < L; k++) {
+			const uint32_t *first = b->lay_first + (size_t)k * (E + 1);
+			const uint32_t *gpu = b->lay_gpu + (size_t)k * P;
+
+			for (e = 0; e < E; e++) {
+				uint32_t c = first[e + 1] - first[e];
+
+				if (c == 1)
+					q[0] = cell_rows(b, M, mb, k, e);
+				else
+					even_quotas(b, l, mb, k, e, c, q);
+				for (j = 0; j < c; j++) {
+					rc = add_checked(out, mb, k, e,
+							 gpu[first[e] + j], q[j], err);
+					if (rc < 0)
+						goto out;
+				}
+			}
+		}
+out:
+	free(q);
+	rlb_eplb_result_release(&res);
+	return rc;
+}
+
+/* Remember this step's expert totals for eplb's window. */
+static void eplb_push(struct rlb_balancer *b, uint32_t M)
+{
+	uint32_t L = b->layers, E = b->experts, k, mb, e;
+	double *h = b->hist + (size_t)b->hist_pos * L * E;
+
+	memset(h, 0, (size_t)L * E * sizeof(double));
+	for (k = 0; k < L; k++)
+		for (mb = 0; mb < M; mb++)
+			for (e = 0; e < E; e++)
+				h[(size_t)k * E + e] += (double)cell_rows(b, M, mb, k, e);
+	b->hist_pos = (b->hist_pos + 1) % b->window;
+	if (b->hist_n < b->window)
+		b->hist_n++;
+}
+
+static int plan_relibra(struct rlb_balancer *b, const struct rlb_loads *l,
+			struct rlb_step_plan *out, struct rlb_err *err)
+{
+	uint32_t M = l->micro_batches, L = b->layers, E = b->experts, k;
+	int rc;
+
+	if (b->o.reorder) {
+		for (k = 0; k < L; k++) {
+			rc = rlb_reorder_run(&b->ro, b->tot + (size_t)k * M * E, M,
+					     b->prev_home + (size_t)k * E, err);
+			if (rc < 0)
+				return rc;
+			memcpy(out->home + (size_t)k * E, b->ro.res.home,
+			       (size_t)E * sizeof(uint32_t));
+		}
+	}
+	if (b->o.replicate)
+		return plan_replicated(b, l, out, err);
+	return plan_homes_only(b, l, out, err);
+}
+
+int rlb_balancer_plan_step(struct rlb_balancer *b,
+			   const struct rlb_schedule *s,
+			   const struct rlb_loads *l,
+			   struct rlb_step_plan *out, struct rlb_err *err)
+{
+	uint64_t t0 = rlb_now_ns();
+	enum rlb_policy pol = b->o.policy;
+	enum rlb_split split = RLB_SPLIT_LOCALITY;
+	uint32_t R = b->o.replica_slots, moved = 0, k, e;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = shape(b, l, err);
+	if (rc < 0)
+		return rc;
+	rc = sum_loads(b, l, err);
+	if (rc < 0)
+		return rc;
+	if (pol == RLB_POLICY_EPLB || pol == RLB_POLICY_EPLB_ORACLE)
+		split = RLB_SPLIT_EVEN;
+	if (pol == RLB_POLICY_STATIC || pol == RLB_POLICY_IDEAL ||
+	    (pol == RLB_POLICY_RELIBRA && !b->o.replicate))
+		R = 0;
+	rc = rlb_step_plan_init(out, s ? s->step : (uint32_t)b->steps,
+				l->micro_batches, b->layers, b->experts, b->ranks,
+				b->gpn, R, split, err);
+	if (rc < 0)
+		return rc;
+	for (k = 0; k < b->layers; k++)
+		for (e = 0; e < b->experts; e++)
+			out->home[(size_t)k * b->experts + e] =
+				static_home(b->experts, b->ranks, e);
+	switch (pol) {
+	case RLB_POLICY_EPLB:
+	case RLB_POLICY_EPLB_ORACLE:
+		rc = plan_eplb(b, l, out, err);
+		if (rc == 0)
+			eplb_push(b, l->micro_batches);
+		break;
+	case RLB_POLICY_REPLICATE:
+		rc = plan_replicated(b, l, out, err);
+		break;
+	case RLB_POLICY_RELIBRA:
+		rc = plan_relibra(b, l, out, err);
+		break;
+	default:
+		rc = plan_homes_only(b, l, out, err);
+		break;
+	}
+	if (rc < 0)
+		return rc;
+	for (k = 0; k < b->layers; k++)
+		for (e = 0; e < b->experts; e++) {
+			size_t i = (size_t)k * b->experts + e;
+
+			moved += out->home[i] / b->gpn != b->prev_home[i] / b->gpn;
+			b->prev_home[i] = out->home[i];
+		}
+	out->migrated_experts = moved;
+	b->steps++;
+	out->planner_ns = rlb_now_ns() - t0;
+	return 0;
+}

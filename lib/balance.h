@@ -14,6 +14,38 @@
 #include "plan.h"
 #include "schedule.h"
 
+/*
+ * The policies (DESIGN.md "Policies"; G EP ranks, g GPUs per node, E
+ * experts, R = replica_slots):
+ *   static, ideal: expert e homed on GPU e / (E/G); every (micro-batch,
+ *     layer, expert) one instance on its home holding the whole load; split
+ *     LOCALITY; plan replica_slots 0.
+ *   eplb, eplb-oracle: rlb_eplb_rebalance with P = E + G*R slots, groups =
+ *     model.expert_groups (0: 1), nodes = G / g, G GPUs, fed per layer the
+ *     expert loads summed over micro-batches and sources: eplb-oracle this
+ *     step's, eplb the sum of the previous eplb_window planned steps' (the
+ *     first step gets the static layout and no replicas).  The layout holds
+ *     for the whole step: each cell lists the expert's replicas, the home
+ *     (GPU of the replica with phyrank 0) first, then the other GPUs
+ *     ascending.  EPLB's last packing step can put two copies of one
+ *     expert on one GPU (e.g. loads [34, 95, 30, 2], 8 slots, 2 GPUs);
+ *     those become one instance, so the EVEN split gives that GPU one
+ *     share, not two.  Split EVEN; quotas are the sums of the even split.
+ *   replicate: static homes; per (micro-batch, layer) the intra-node
+ *     replication planner (lib/replicate.h) with min_tokens_per_replica
+ *     and R; split LOCALITY.
+ *   relibra: per layer the cross-node reordering of lib/reorder.h (row and
+ *     migration times from rlb_reorder_costs, the migration time times
+ *     migration_weight; the previous step's homes as the previous
+ *     placement), then the replication planner per micro-batch on those
+ *     homes.  reorder 0 keeps the static homes; replicate 0 plans no
+ *     replicas (plan replica_slots 0).  colocate is not implemented: the
+ *     loads carry no expert co-occurrence counts, so rlb_balancer_new
+ *     refuses it (RLB_EUNSUPPORTED).
+ * Every balancer starts from the static layout: the first step's
+ * migrated_experts counts the homes whose node differs from it, later
+ * steps' those whose node differs from the previous planned step's.
+ */
 struct rlb_balance_opts {
 	enum rlb_policy policy;
 	uint32_t replica_slots;		/* R per GPU per layer */
@@ -25,12 +57,24 @@ struct rlb_balance_opts {
 	double migration_weight;	/* relibra: weight of migration time */
 };
 
-/* Options from the config's balancer section. */
+/*
+ * Options from the config's balancer section (colocate 0; an unknown
+ * policy name, which config validation rules out, gives relibra).
+ */
 void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 				  const struct rlb_config *cfg);
 
 struct rlb_balancer;
 
+/*
+ * A balancer for cfg's EP size (parallel.ep_size, 0: all GPUs), GPUs per
+ * node, expert groups and cost constants, with the options o (copied).
+ * The expert and layer counts come from the first step's loads; later
+ * steps must match.  *out is NULL on failure.  Errors: RLB_EINVAL (EP size
+ * not a multiple of gpus_per_node, bad policy or migration weight),
+ * RLB_EUNSUPPORTED (colocate), RLB_ENOMEM.  Free with rlb_balancer_free
+ * (NULL is a no-op).
+ */
 int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 		     const struct rlb_balance_opts *opts, struct rlb_err *err);
 void rlb_balancer_free(struct rlb_balancer *b);
@@ -40,7 +84,14 @@ void rlb_balancer_free(struct rlb_balancer *b);
  * (release with rlb_step_plan_release, also after a failure); it passes
  * rlb_step_plan_check against l.  Sets out->planner_ns and
  * out->migrated_experts.  For RLB_POLICY_IDEAL the plan is the static
- * layout (the simulator computes the bound).
+ * layout (the simulator computes the bound).  out->step is s->step (s may
+ * be NULL: the number of steps planned before); only the loads are read.
+ * Deterministic: the same options and the same sequence of loads give the
+ * same plans (planner_ns aside).  Errors: RLB_EMISMATCH (l's ranks differ
+ * from the EP size, or its layers or experts from earlier steps'),
+ * RLB_EINVAL (experts not a positive multiple of the EP size, EPLB's
+ * parameter checks), RLB_ERANGE (a quota above 2^32 - 1), RLB_ENOMEM.
+ * After a failure the balancer's history is unchanged.
  */
 int rlb_balancer_plan_step(struct rlb_balancer *b,
 			   const struct rlb_schedule *s,

@@ -1,0 +1,589 @@
+/*
+ * reorder.c - cross-node expert reordering (relibra policy): a balanced
+ * partition of the experts over nodes, then over each node's GPUs, by a
+ * greedy start and improving swaps on the sum over micro-batches of the
+ * most loaded bin.  See reorder.h for the rule.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reorder.h"
+
+#define NONE UINT32_MAX
+
+/*
+ * One level of the search: n items (experts items[0..n)) into nbins bins
+ * of cap items each.  Loads come from r->lt (expert-major).  prev (or NULL)
+ * and stat give each item's previous and static bin; an item not in its
+ * prev bin costs mig.
+ */
+struct level {
+	uint32_t M;
+	uint32_t n;
+	const uint32_t *items;
+	uint32_t nbins;
+	uint32_t cap;
+	double mig;
+	const uint32_t *prev;
+	const uint32_t *stat;
+};
+
+static const int64_t *item_loads(const struct rlb_reorder *r,
+				 const struct level *lv, uint32_t i)
+{
+	return r->lt + (size_t)lv->items[i] * lv->M;
+}
+
+static double moved_cost(const struct level *lv, uint32_t i, uint32_t b)
+{
+	if (!lv->prev || lv->mig == 0)
+		return 0;
+	return lv->prev[i] != b ? lv->mig : 0;
+}
+
+/* Bin loads r->bl[M][nbins] of assignment a. */
+static void bin_loads(struct rlb_reorder *r, const struct level *lv,
+		      const uint32_t *a)
+{
+	uint32_t i, m, B = lv->nbins;
+
+	memset(r->bl, 0, (size_t)lv->M * B * sizeof(int64_t));
+	for (i = 0; i < lv->n; i++) {
+		const int64_t *L = item_loads(r, lv, i);
+
+		for (m = 0; m < lv->M; m++)
+			r->bl[(size_t)m * B + a[i]] += L[m];
+	}
+}
+
+/* The three largest bin loads of micro-batch m and the bins of two. */
+static void top_one(struct rlb_reorder *r, const struct level *lv, uint32_t m)
+{
+	const int64_t *b = r->bl + (size_t)m * lv->nbins;
+	int64_t t1 = 0, t2 = 0, t3 = 0;
+	uint32_t i1 = NONE, i2 = NONE, k;
+
+	for (k = 0; k < lv->nbins; k++) {
+		int64_t v = b[k];
+
+		if (i1 == NONE || v > t1) {
+			t3 = t2;
+			t2 = t1;
+			i2 = i1;
+			t1 = v;
+			i1 = k;
+		} else if (i2 == NONE || v > t2) {
+			t3 = t2;
+			t2 = v;
+			i2 = k;
+		} else if (v > t3) {
+			t3 = v;
+		}
+	}
+	r->top[(size_t)m * 3] = t1;
+	r->top[(size_t)m * 3 + 1] = t2;
+	r->top[(size_t)m * 3 + 2] = t3;
+	r->topi[(size_t)m * 2] = i1;
+	r->topi[(size_t)m * 2 + 1] = i2;
+}
+
+static void top_all(struct rlb_reorder *r, const struct level *lv)
+{
+	uint32_t m;
+
+	for (m = 0; m < lv->M; m++)
+		top_one(r, lv, m);
+}
+
+/* Objective of assignment a: sum of the largest bin loads plus moves. */
+static double score(struct rlb_reorder *r, const struct level *lv,
+		    const uint32_t *a)
+{
+	int64_t s = 0;
+	double mig = 0;
+	uint32_t m, i, k;
+
+	bin_loads(r, lv, a);
+	for (m = 0; m < lv->M; m++) {
+		const int64_t *b = r->bl + (size_t)m * lv->nbins;
+		int64_t mx = 0;
+
+		for (k = 0; k < lv->nbins; k++)
+			if (b[k] > mx)
+				mx = b[k];
+		s += mx;
+	}
+	for (i = 0; i < lv->n; i++)
+		mig += moved_cost(lv, i, a[i]);
+	return (double)s + mig;
+}
+
+/* Stable merge sort of idx[0..n) by key descending (index order on ties). */
+static void sort_desc(uint32_t *idx, uint32_t *tmp, uint32_t n,
+		      const int64_t *key)
+{
+	uint32_t w, lo, i;
+
+	for (w = 1; w < n; w *= 2) {
+		for (lo = 0; lo < n; lo += 2 * w) {
+			uint32_t mid = lo + w < n ? lo + w : n;
+			uint32_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+			uint32_t a = lo, b = mid, o = lo;
+
+			while (a < mid && b < hi)
+				tmp[o++] = key[idx[b]] > key[idx[a]] ? idx[b++] : idx[a++];
+			while (a < mid)
+				tmp[o++] = idx[a++];
+			while (b < hi)
+				tmp[o++] = idx[b++];
+		}
+		for (i = 0; i < n; i++)
+			idx[i] = tmp[i];
+	}
+}
+
+/*
+ * Greedy start into a: items by step load descending, each to the bin with
+ * room that raises the sum of the largest bin loads least; smaller bin
+ * load, then lower bin on ties.  It ignores migration on purpose: a start
+ * that does not depend on the previous placement keeps a plan stable when
+ * the loads repeat (see rlb_reorder_run in reorder.h).
+ */
+static void greedy(struct rlb_reorder *r, const struct level *lv, uint32_t *a)
+{
+	uint32_t B = lv->nbins, M = lv->M, i, m, k;
+	int64_t *curmax = r->top;	/* [M] running largest bin load */
+	int64_t *bintot = r->tot + lv->n; /* [B] after the item totals */
+
+	for (i = 0; i < lv->n; i++) {
+		const int64_t *L = item_loads(r, lv, i);
+		int64_t t = 0;
+
+		for (m = 0; m < M; m++)
+			t += L[m];
+		r->tot[i] = t;
+		r->order[i] = i;
+	}
+	sort_desc(r->order, r->best, lv->n, r->tot);
+	memset(r->bl, 0, (size_t)M * B * sizeof(int64_t));
+	memset(curmax, 0, (size_t)M * sizeof(int64_t));
+	memset(bintot, 0, (size_t)B * sizeof(int64_t));
+	memset(r->fill, 0, (size_t)B * sizeof(uint32_t));
+	for (k = 0; k < lv->n; k++) {
+		uint32_t it = r->order[k], bestb = NONE;
+		const int64_t *L = item_loads(r, lv, it);
+		double bestd = 0;
+
+		for (uint32_t b = 0; b < B; b++) {
+			int64_t inc = 0;
+			double d;
+
+			if (r->fill[b] >= lv->cap)
+				continue;
+			for (m = 0; m < M; m++) {
+				int64_t v = r->bl[(size_t)m * B + b] + L[m];
+
+				if (v > curmax[m])
+					inc += v - curmax[m];
+			}
+			d = (double)inc;
+			if (bestb == NONE || d < bestd ||
+			    (d == bestd && bintot[b] < bintot[bestb])) {
+				bestb = b;
+				bestd = d;
+			}
+		}
+		a[it] = bestb;
+		r->fill[bestb]++;
+		bintot[bestb] += r->tot[it];
+		for (m = 0; m < M; m++) {
+			int64_t *v = &r->bl[(size_t)m * B + bestb];
+
+			*v += L[m];
+			if (*v > curmax[m])
+				curmax[m] = *v;
+		}
+	}
+}
+
+/*
+ * Improving swaps on a (see reorder.h): for each item in order, the best
+ * swap with an item of another bin, applied when it lowers the objective.
+ * Returns the swaps applied; *passes receives the passes run.
+ */
+static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
+			uint32_t *a, uint32_t *passes)
+{
+	uint32_t B = lv->nbins, M = lv->M, maxp = r->p.max_passes;
+	uint32_t swaps = 0, np = 0, i, j, m;
+	int64_t *o1 = r->tot;			/* [M] max over bins != p */
+	int64_t *o2 = r->tot + M;		/* [M] next, excluding its bin */
+	uint32_t *o1i = r->fill;		/* [M] (fill is free here) */
+
+	if (B < 2 || lv->n < 2) {
+		*passes = 0;
+		return 0;
+	}
+	bin_loads(r, lv, a);
+	top_all(r, lv);
+	for (;;) {
+		int improved = 0;
+
+		for (i = 0; i < lv->n; i++) {
+			uint32_t p = a[i], bestj = NONE;
+			const int64_t *Li = item_loads(r, lv, i);
+			double bestd = 0;
+
+			/* largest loads of bins other than p, per micro-batch */
+			for (m = 0; m < M; m++) {
+				const int64_t *t = r->top + (size_t)m * 3;
+				const uint32_t *ti = r->topi + (size_t)m * 2;
+
+				if (ti[0] != p) {
+					o1[m] = t[0];
+					o1i[m] = ti[0];
+					o2[m] = ti[1] != p ? t[1] : t[2];
+				} else {
+					o1[m] = t[1];
+					o1i[m] = ti[1];
+					o2[m] = t[2];
+				}
+			}
+			for (j = 0; j < lv->n; j++) {
+				uint32_t q = a[j];
+				const int64_t *Lj;
+				int64_t dm = 0;
+				double d;
+
+				if (q == p)
+					continue;
+				Lj = item_loads(r, lv, j);
+				for (m = 0; m < M; m++) {
+					int64_t dl = Lj[m] - Li[m];
+					int64_t vp = r->bl[(size_t)m * B + p] + dl;
+					int64_t vq = r->bl[(size_t)m * B + q] - dl;
+					int64_t v = o1i[m] != q ? o1[m] : o2[m];
+
+					if (vp > v)
+						v = vp;
+					if (vq > v)
+						v = vq;
+					dm += v - r->top[(size_t)m * 3];
+				}
+				d = (double)dm;
+				if (lv->prev && lv->mig != 0)
+					d += moved_cost(lv, i, q) + moved_cost(lv, j, p) -
+					     moved_cost(lv, i, p) - moved_cost(lv, j, q);
+				if (d < bestd) {
+					bestd = d;
+					bestj = j;
+				}
+			}
+			if (bestj != NONE) {
+				const int64_t *Lj = item_loads(r, lv, bestj);
+				uint32_t q = a[bestj];
+
+				for (m = 0; m < M; m++) {
+					int64_t dl = Lj[m] - Li[m];
+
+					r->bl[(size_t)m * B + p] += dl;
+					r->bl[(size_t)m * B + q] -= dl;
+					top_one(r, lv, m);
+				}
+				a[i] = q;
+				a[bestj] = p;
+				swaps++;
+				improved = 1;
+			}
+		}
+		np++;
+		if (!improved || np >= maxp)
+			break;
+	}
+	*passes = np;
+	return swaps;
+}
+
+/*
+ * Search one level into a: score the starts (prev when given, static,
+ * greedy), keep the lowest (ties in that order), improve by swaps.
+ * start_rows (or NULL) receives the starts' objectives.
+ */
+static double solve_level(struct rlb_reorder *r, const struct level *lv,
+			  uint32_t *a, double *start_rows,
+			  enum rlb_reorder_start *start, uint32_t *passes,
+			  uint32_t *swaps)
+{
+	uint32_t *cand = r->bin;	/* greedy result */
+	double sp = INFINITY, ss, sg, best;
+	enum rlb_reorder_start st;
+	uint32_t i, sw;
+
+	if (lv->prev)
+		sp = score(r, lv, lv->prev);
+	ss = score(r, lv, lv->stat);
+	greedy(r, lv, cand);
+	sg = score(r, lv, cand);
+	if (start_rows) {
+		start_rows[RLB_REORDER_START_PREV] = lv->prev ? sp : ss;
+		start_rows[RLB_REORDER_START_STATIC] = ss;
+		start_rows[RLB_REORDER_START_LPT] = sg;
+	}
+	if (lv->prev && sp <= ss && sp <= sg) {
+		st = RLB_REORDER_START_PREV;
+		best = sp;
+		for (i = 0; i < lv->n; i++)
+			a[i] = lv->prev[i];
+	} else if (ss <= sg) {
+		st = RLB_REORDER_START_STATIC;
+		best = ss;
+		for (i = 0; i < lv->n; i++)
+			a[i] = lv->stat[i];
+	} else {
+		st = RLB_REORDER_START_LPT;
+		best = sg;
+		for (i = 0; i < lv->n; i++)
+			a[i] = cand[i];
+	}
+	if (start)
+		*start = st;
+	sw = improve(r, lv, a, passes);
+	*swaps += sw;
+	if (sw)
+		best = score(r, lv, a);
+	return best;
+}
+
+void rlb_reorder_release(struct rlb_reorder *r)
+{
+	free(r->res.home);
+	free(r->lt);
+	free(r->tot);
+	free(r->bl);
+	free(r->top);
+	free(r->topi);
+	free(r->items);
+	free(r->order);
+	free(r->bin);
+	free(r->best);
+	free(r->prev_bin);
+	free(r->static_bin);
+	free(r->fill);
+	free(r->node);
+	free(r->prev_node);
+	free(r->members);
+	memset(r, 0, sizeof(*r));
+}
+
+int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
+		     struct rlb_err *err)
+{
+	uint32_t E = p->num_experts, G = p->num_gpus, g = p->gpus_per_node;
+
+	memset(r, 0, sizeof(*r));
+	if (G < 1 || G > RLB_REORDER_MAX_GPUS)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "reorder: GPU count %u out of range 1..%u", G,
+				   RLB_REORDER_MAX_GPUS);
+	if (g < 1 || G % g)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "reorder: gpus per node %u does not divide the GPU count %u",
+				   g, G);
+	if (E < 1 || E > RLB_REORDER_MAX_EXPERTS || E % G)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "reorder: expert count %u is not a positive multiple of the GPU count %u",
+				   E, G);
+	if (!isfinite(p->row_s) || p->row_s < 0 || !isfinite(p->migration_s) ||
+	    p->migration_s < 0)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "reorder: row time %g s or migration time %g s is not a finite non-negative number",
+				   p->row_s, p->migration_s);
+	r->p = *p;
+	if (!r->p.max_passes)
+		r->p.max_passes = RLB_REORDER_DEFAULT_PASSES;
+	r->migration_rows = p->row_s > 0 ? p->migration_s / p->row_s * g : 0;
+	r->res.home = calloc(E, sizeof(uint32_t));
+	r->items = calloc(E, sizeof(uint32_t));
+	r->order = calloc(E, sizeof(uint32_t));
+	r->bin = calloc(E, sizeof(uint32_t));
+	r->best = calloc(E, sizeof(uint32_t));
+	r->prev_bin = calloc(E, sizeof(uint32_t));
+	r->static_bin = calloc(E, sizeof(uint32_t));
+	r->fill = calloc(E > G ? E : G, sizeof(uint32_t));
+	r->node = calloc(E, sizeof(uint32_t));
+	r->prev_node = calloc(E, sizeof(uint32_t));
+	r->members = calloc(E, sizeof(uint32_t));
+	if (!r->res.home || !r->items || !r->order || !r->bin || !r->best ||
+	    !r->prev_bin || !r->static_bin || !r->fill || !r->node ||
+	    !r->prev_node || !r->members) {
+		rlb_reorder_release(r);
+		return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");
+	}
+	return 0;
+}
+
+/* Size the micro-batch dependent buffers for M. */
+static int reserve(struct rlb_reorder *r, uint32_t M, struct rlb_err *err)
+{
+	uint32_t E = r->p.num_experts, G = r->p.num_gpus;
+	size_t m = M ? M : 1, big = (E > G ? E : G) + 2 * m + G;
+	int64_t *lt, *tot, *bl, *top;
+	uint32_t *topi;
+
+	if (M <= r->cap_mbs)
+		return 0;
+	lt = realloc(r->lt, (size_t)E * m * sizeof(int64_t));
+	if (lt)
+		r->lt = lt;
+	tot = realloc(r->tot, big * sizeof(int64_t));
+	if (tot)
+		r->tot = tot;
+	bl = realloc(r->bl, m * G * sizeof(int64_t));
+	if (bl)
+		r->bl = bl;
+	top = realloc(r->top, m * 3 * sizeof(int64_t));
+	if (top)
+		r->top = top;
+	topi = realloc(r->topi, m * 2 * sizeof(uint32_t));
+	if (topi)
+		r->topi = topi;
+	if (!lt || !tot || !bl || !top || !topi)
+		return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");
+	/* improve() borrows fill as an [M] array */
+	if (M > E && M > G) {
+		uint32_t *fill = realloc(r->fill, m * sizeof(uint32_t));
+
+		if (!fill)
+			return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");
+		r->fill = fill;
+	}
+	r->cap_mbs = M;
+	return 0;
+}
+
+int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
+		    const uint32_t *prev_home, struct rlb_err *err)
+{
+	uint32_t E = r->p.num_experts, G = r->p.num_gpus, g = r->p.gpus_per_node;
+	uint32_t N = G / g, k = E / N, epg = E / G, e, m, n, i;
+	struct level lv;
+	int rc;
+
+	r->res.swaps = 0;
+	r->res.passes = 0;
+	r->res.moved = 0;
+	if (prev_home) {
+		memset(r->fill, 0, (size_t)G * sizeof(uint32_t));
+		for (e = 0; e < E; e++) {
+			if (prev_home[e] >= G)
+				return rlb_err_set(err, RLB_EINVAL,
+						   "reorder: previous home %u of expert %u is not a GPU (%u GPUs)",
+						   prev_home[e], e, G);
+			if (++r->fill[prev_home[e]] > epg)
+				return rlb_err_set(err, RLB_EINVAL,
+						   "reorder: previous placement puts more than %u experts on GPU %u",
+						   epg, prev_home[e]);
+		}
+	}
+	rc = reserve(r, M, err);
+	if (rc < 0)
+		return rc;
+	for (m = 0; m < M; m++)
+		for (e = 0; e < E; e++)
+			r->lt[(size_t)e * M + m] = (int64_t)load[(size_t)m * E + e];
+	for (e = 0; e < E; e++) {
+		r->items[e] = e;
+		r->static_bin[e] = e / k;
+		r->prev_node[e] = prev_home ? prev_home[e] / g : e / k;
+	}
+
+	/* 1. nodes */
+	lv.M = M;
+	lv.n = E;
+	lv.items = r->items;
+	lv.nbins = N;
+	lv.cap = k;
+	lv.mig = r->migration_rows;
+	lv.prev = r->prev_node;
+	lv.stat = r->static_bin;
+	r->res.objective_rows = solve_level(r, &lv, r->node, r->res.start_rows,
+					    &r->res.start, &r->res.passes,
+					    &r->res.swaps);
+	for (e = 0; e < E; e++)
+		r->res.moved += r->node[e] != r->prev_node[e];
+
+	/* 2. GPUs of each node: members in expert order */
+	memset(r->fill, 0, (size_t)N * sizeof(uint32_t));
+	for (e = 0; e < E; e++) {
+		n = r->node[e];
+		r->members[n * k + r->fill[n]++] = e;
+	}
+	for (n = 0; n < N; n++) {
+		const uint32_t *mem = r->members + (size_t)n * k;
+		uint32_t *a = r->node;	/* scratch: node[] is rebuilt below */
+		uint32_t passes = 0;
+		int all_prev = prev_home != NULL;
+
+		for (i = 0; i < k; i++) {
+			e = mem[i];
+			r->static_bin[i] = i / epg;
+			if (all_prev && prev_home[e] / g == n)
+				r->prev_bin[i] = prev_home[e] - n * g;
+			else
+				all_prev = 0;
+		}
+		lv.n = k;
+		lv.items = mem;
+		lv.nbins = g;
+		lv.cap = epg;
+		lv.mig = 0;
+		lv.prev = all_prev ? r->prev_bin : NULL;
+		lv.stat = r->static_bin;
+		solve_level(r, &lv, a, NULL, NULL, &passes, &r->res.swaps);
+		for (i = 0; i < k; i++)
+			r->res.home[mem[i]] = n * g + a[i];
+	}
+	for (e = 0; e < E; e++)
+		r->node[e] = r->res.home[e] / g;
+	return 0;
+}
+
+double rlb_reorder_objective_rows(const struct rlb_reorder *r,
+				  const uint64_t *load, uint32_t M,
+				  const uint32_t *home, const uint32_t *prev_home)
+{
+	uint32_t E = r->p.num_experts, G = r->p.num_gpus, g = r->p.gpus_per_node;
+	uint32_t N = G / g, k = E / N, m, n, e, moved = 0;
+	double s = 0;
+
+	for (m = 0; m < M; m++) {
+		uint64_t mx = 0;
+
+		for (n = 0; n < N; n++) {
+			uint64_t v = 0;
+
+			for (e = 0; e < E; e++)
+				if (home[e] / g == n)
+					v += load[(size_t)m * E + e];
+			if (v > mx)
+				mx = v;
+		}
+		s += (double)mx;
+	}
+	for (e = 0; e < E; e++)
+		moved += home[e] / g != (prev_home ? prev_home[e] / g : e / k);
+	return s + r->migration_rows * moved;
+}
+
+void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
+		       double *migration_s)
+{
+	double hf = (double)cfg->model.hidden * cfg->model.expert_ffn;
+	double flops_s = cfg->cluster.peak_tflops * 1e12 * cfg->cluster.gemm_eff_max;
+	double bytes_s = cfg->cluster.rdma_gbps * 1e9;
+
+	*row_s = hf > 0 && flops_s > 0 ? 18.0 * hf / flops_s : 0;
+	*migration_s = hf > 0 && bytes_s > 0 ?
+		3.0 * hf * cfg->balancer.migration_bytes_per_param / bytes_s : 0;
+}

@@ -1,0 +1,155 @@
+/*
+ * reorder.h - the cross-node expert reordering of the `relibra` policy:
+ * once per step and layer, a permutation of the experts over the GPUs
+ * (E/G homes per GPU) chosen from the step's per-micro-batch loads so that
+ * every node gets its share of the work in every micro-batch, with a
+ * penalty for experts that change node.  Pure and deterministic.
+ */
+#ifndef RLB_REORDER_H
+#define RLB_REORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+
+#define RLB_REORDER_MAX_GPUS 65536u
+#define RLB_REORDER_MAX_EXPERTS (1u << 20)
+#define RLB_REORDER_DEFAULT_PASSES 64u
+
+struct rlb_reorder_params {
+	uint32_t num_gpus;	/* G: EP ranks */
+	uint32_t gpus_per_node;	/* g: divides G; node n holds GPUs [n*g, (n+1)*g) */
+	uint32_t num_experts;	/* E: a positive multiple of G */
+	double row_s;		/* seconds per token row of one expert (fwd+bwd), >= 0 */
+	double migration_s;	/* weighted seconds to move one expert between nodes, >= 0 */
+	uint32_t max_passes;	/* bound on improvement passes per level (0: default) */
+};
+
+/* Which start the node-level search began from. */
+enum rlb_reorder_start {
+	RLB_REORDER_START_PREV = 0,	/* the previous placement */
+	RLB_REORDER_START_STATIC = 1,	/* the Megatron contiguous layout */
+	RLB_REORDER_START_LPT = 2,	/* the greedy (LPT) placement */
+};
+
+/*
+ * The result of the last run.  Objectives are in node rows: the sum over
+ * micro-batches of the most loaded node's rows, plus migration_rows per
+ * expert whose node differs from the previous placement.  Seconds are
+ * node rows / gpus_per_node * row_s.
+ */
+struct rlb_reorder_result {
+	uint32_t *home;			/* [E]: home GPU of each expert */
+	double objective_rows;		/* final node-level objective */
+	double start_rows[3];		/* the starts' objectives, by enum rlb_reorder_start */
+	enum rlb_reorder_start start;	/* the start kept (lowest objective) */
+	uint32_t swaps;			/* improving swaps applied (both levels) */
+	uint32_t passes;		/* node-level passes run */
+	uint32_t moved;			/* experts whose node changed */
+};
+
+/*
+ * The planner: parameters, last result, and workspace.  Fields below `res`
+ * are private.  One planner per thread.
+ */
+struct rlb_reorder {
+	struct rlb_reorder_params p;
+	struct rlb_reorder_result res;
+	double migration_rows;		/* migration_s in node rows (0 when row_s is 0) */
+
+	uint32_t cap_mbs;		/* micro-batches the buffers hold */
+	int64_t *lt;			/* [E][M] expert loads, expert-major */
+	int64_t *tot;			/* [E] expert loads over the step */
+	int64_t *bl;			/* [M][bins] bin loads */
+	int64_t *top;			/* [M][3] largest bin loads */
+	uint32_t *topi;			/* [M][2] their bins */
+	uint32_t *items;		/* [E] items of the current level */
+	uint32_t *order;		/* [E] LPT order */
+	uint32_t *bin;			/* [E] current bin of each item */
+	uint32_t *best;			/* [E] best placement so far */
+	uint32_t *prev_bin;		/* [E] previous bin (or none) */
+	uint32_t *static_bin;		/* [E] static bin */
+	uint32_t *fill;			/* [bins] items per bin */
+	uint32_t *node;			/* [E] chosen node of each expert */
+	uint32_t *prev_node;		/* [E] */
+	uint32_t *members;		/* [E] experts by node */
+};
+
+/*
+ * Check p and size the workspace.  Requirements: num_gpus >= 1,
+ * gpus_per_node >= 1 dividing num_gpus, num_experts a positive multiple of
+ * num_gpus, the limits above, row_s and migration_s finite and >= 0.
+ * Errors: RLB_EINVAL, RLB_ENOMEM (r is then released).  Release with
+ * rlb_reorder_release.
+ */
+int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
+		     struct rlb_err *err);
+
+/* Free the planner's arrays.  Safe on a zeroed or released planner. */
+void rlb_reorder_release(struct rlb_reorder *r);
+
+/*
+ * Place one layer into r->res.
+ *
+ * load[M][E] is the token rows of each expert in each micro-batch (all
+ * sources together); prev_home[E] the previous step's home GPUs, NULL for
+ * the static layout (expert e on GPU e / (E / G)); it must hold E/G
+ * experts per GPU.
+ *
+ * 1. Nodes (N = G / g, E / N experts each).  Objective: sum over
+ *    micro-batches of the largest node load, plus migration_rows for every
+ *    expert whose node differs from prev_home's.  Three starts are scored:
+ *    the previous placement, the static layout, and a greedy placement
+ *    (experts by step load descending, lower expert first on ties; each to
+ *    the node with room whose placement raises the sum of the largest
+ *    node loads least; smaller node load, then lower node on ties).  The
+ *    lowest objective is kept (ties in that order), so the result is never
+ *    worse than the previous placement or the static layout.  Then
+ *    improving swaps: passes over the experts in id order; for each, the
+ *    swap with an expert of another node that lowers the objective most
+ *    (first such expert on ties) is applied when it lowers it; until a
+ *    pass applies none, at most max_passes passes.
+ *    Stability: the greedy start ignores migration, so it does not depend
+ *    on prev_home.  Hence when the loads repeat, the previous result (if
+ *    its search converged) scores at least as well as every start and
+ *    admits no improving swap (any swap now costs 2 * migration_rows,
+ *    more than it could gain last time): no expert changes node.
+ * 2. GPUs, per node (E / G experts each).  The same search on the node's
+ *    experts and GPUs, objective the sum over micro-batches of the largest
+ *    GPU load, without migration cost; the starts are the previous GPUs
+ *    (when all the node's experts were on this node before), the node's
+ *    experts in id order E/G per GPU, and the greedy placement.
+ *
+ * Cost: O(passes * E * E * M) for the node level (E * (E - E/N) pairs per
+ * pass), much less for the GPU level; allocates only when M grows.
+ * Errors: RLB_EINVAL (prev_home out of range or not E/G per GPU),
+ * RLB_ENOMEM.
+ */
+int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
+		    const uint32_t *prev_home, struct rlb_err *err);
+
+/*
+ * The node-level objective (node rows, see above) of placement home[E]
+ * against prev_home[E] (NULL: the static layout) for load[M][E].
+ */
+double rlb_reorder_objective_rows(const struct rlb_reorder *r,
+				  const uint64_t *load, uint32_t M,
+				  const uint32_t *home, const uint32_t *prev_home);
+
+/*
+ * Cost constants from the config, documented in man/relibra.1:
+ *   row_s: one token row through one SwiGLU expert, forward and backward.
+ *     Forward is 3 GEMMs of hidden x expert_ffn, 6 * hidden * expert_ffn
+ *     flops; backward twice that; at peak_tflops * gemm_eff_max:
+ *     18 * hidden * expert_ffn / (peak_tflops * 1e12 * gemm_eff_max).
+ *   migration_s: one expert's 3 * hidden * expert_ffn parameters times
+ *     migration_bytes_per_param over rdma_gbps * 1e9 bytes/s (unweighted;
+ *     the balancer multiplies by migration_weight).
+ * Both are 0 when a factor they need is 0 (no model shape).
+ */
+void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
+		       double *migration_s);
+
+#endif
