@@ -1,0 +1,471 @@
+/*
+ * import_sglang.c - SGLang generate responses saved as JSON lines: each
+ * record's meta_info.routed_experts is base64 of a flat row-major
+ * [T-1, hidden layers, topk] array (int32, or routed_experts_dtype).
+ * Incremental returns (routed_experts_start_len) are joined by sequence
+ * id; the exact rules are in docs/jsonl-format.md.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_internal.h"
+
+/* A sequence whose chunks are still arriving. */
+struct sg_pending {
+	char *key;
+	uint32_t step;
+	struct rlb_import_ids in;
+	uint64_t rows;
+	uint16_t *ids;			/* token-major [rows][moe_layers][topk] */
+	float *gates;
+	size_t cap_rows;
+};
+
+struct sg_state {
+	struct rlb_importer *im;
+	struct sg_pending *pend;
+	size_t npend, cap;
+	uint16_t *ids;			/* one record's converted rows */
+	float *gates;
+	size_t cap_vals;
+};
+
+static void pending_free(struct sg_pending *p)
+{
+	free(p->key);
+	free(p->ids);
+	free(p->gates);
+	memset(p, 0, sizeof(*p));
+}
+
+static int pending_emit(struct sg_state *s, size_t i, struct rlb_err *err)
+{
+	struct sg_pending p = s->pend[i];
+	int ret;
+
+	memmove(s->pend + i, s->pend + i + 1, (s->npend - i - 1) * sizeof(*s->pend));
+	s->npend--;
+	ret = rlb_importer_emit_token_major(s->im, p.step, &p.in, (uint32_t)p.rows,
+					    p.ids, p.gates, err);
+	pending_free(&p);
+	return ret;
+}
+
+/* Emit, in arrival order, every pending sequence of a step before `step`. */
+static int flush_before(struct sg_state *s, uint32_t step, int all,
+			struct rlb_err *err)
+{
+	size_t i = 0;
+	int ret;
+
+	while (i < s->npend) {
+		if (all || s->pend[i].step < step) {
+			ret = pending_emit(s, i, err);
+			if (ret != 0)
+				return ret;
+		} else {
+			i++;
+		}
+	}
+	return 0;
+}
+
+static int get_key(json_t *rec, json_t *meta, const char *fp, char **key,
+		   struct rlb_err *err)
+{
+	json_t *v = json_object_get(rec, "sequence_id");
+	const char *field = "sequence_id";
+	char buf[32];
+
+	*key = NULL;
+	if (!v || json_is_null(v)) {
+		v = json_object_get(meta, "id");
+		field = "meta_info.id";
+	}
+	if (!v || json_is_null(v))
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%smeta_info.id: missing (needed to join routed_experts_start_len chunks)",
+				   fp);
+	if (json_is_string(v)) {
+		*key = strdup(json_string_value(v));
+	} else if (json_is_integer(v)) {
+		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		*key = strdup(buf);
+	} else {
+		return rlb_err_set(err, RLB_EPARSE, "%s%s: expected a string or an integer",
+				   fp, field);
+	}
+	if (!*key)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	return 0;
+}
+
+static int pending_append(struct sg_pending *p, const struct rlb_importer *im,
+			  uint64_t start, const uint16_t *ids, const float *gates,
+			  uint64_t rows, struct rlb_err *err)
+{
+	size_t per = (size_t)im->moe_layers * im->topk;
+	uint64_t need = start + rows;
+
+	if (need > p->cap_rows) {
+		size_t cap = p->cap_rows ? p->cap_rows : 64;
+		uint16_t *ni;
+
+		while (cap < need)
+			cap *= 2;
+		ni = realloc(p->ids, cap * per * sizeof(*ni));
+		if (!ni)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		p->ids = ni;
+		if (im->gates) {
+			float *ng = realloc(p->gates, cap * per * sizeof(*ng));
+
+			if (!ng)
+				return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+			p->gates = ng;
+		}
+		p->cap_rows = cap;
+	}
+	if (rows) {
+		memcpy(p->ids + start * per, ids, rows * per * sizeof(*ids));
+		if (im->gates)
+			memcpy(p->gates + start * per, gates, rows * per * sizeof(*gates));
+	}
+	p->rows = need;
+	return 0;
+}
+
+/* rlb_json_opt_uint with the field named as PREFIX + [meta_info.]KEY. */
+static int opt_uint(json_t *obj, const char *key, const char *fp, int64_t max,
+		    int64_t *out, struct rlb_err *err)
+{
+	char field[128];
+
+	snprintf(field, sizeof(field), "%s%s%s", fp,
+		 strncmp(key, "routed_", 7) == 0 ? "meta_info." : "", key);
+	return rlb_json_opt_uint(obj, key, field, max, out, err);
+}
+
+static int parse_dtype(json_t *meta, const char *fp, enum rlb_import_dtype *dt,
+		       struct rlb_err *err)
+{
+	json_t *v = json_object_get(meta, "routed_experts_dtype");
+	const char *s;
+
+	*dt = RLB_DT_I32;
+	if (!v || json_is_null(v))
+		return 0;
+	s = json_string_value(v);
+	if (s && strcmp(s, "int32") == 0)
+		*dt = RLB_DT_I32;
+	else if (s && strcmp(s, "uint16") == 0)
+		*dt = RLB_DT_U16;
+	else if (s && strcmp(s, "uint8") == 0)
+		*dt = RLB_DT_U8;
+	else
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%smeta_info.routed_experts_dtype: expected \"int32\", \"uint16\" or \"uint8\"",
+				   fp);
+	return 0;
+}
+
+/*
+ * Rows of a flat array of `values` ids: hidden layers per row when that
+ * divides, else MoE layers only; `hint` (rows from the token counts, or
+ * -1) settles the case where both divide.
+ */
+static int shape_rows(const struct rlb_importer *im, uint64_t values, int64_t hint,
+		      uint64_t *rows, uint64_t *layers, const char *fp,
+		      struct rlb_err *err)
+{
+	uint64_t hidden = (uint64_t)im->dense_layers + im->moe_layers;
+	uint64_t per_h = hidden * im->topk, per_m = (uint64_t)im->moe_layers * im->topk;
+	int ok_h = values % per_h == 0;
+	int ok_m = im->dense_layers > 0 && values % per_m == 0;
+
+	if (ok_h && ok_m && hint >= 0 && values / per_m == (uint64_t)hint &&
+	    values / per_h != (uint64_t)hint)
+		ok_h = 0;
+	if (ok_h) {
+		*rows = values / per_h;
+		*layers = hidden;
+		return 0;
+	}
+	if (ok_m) {
+		*rows = values / per_m;
+		*layers = im->moe_layers;
+		return 0;
+	}
+	if (im->dense_layers == 0)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "%smeta_info.routed_experts: %" PRIu64
+				   " values is not a multiple of %" PRIu64 " layers x %" PRIu32 " (topk)",
+				   fp, values, hidden, im->topk);
+	return rlb_err_set(err, RLB_EMISMATCH,
+			   "%smeta_info.routed_experts: %" PRIu64
+			   " values is not a multiple of %" PRIu64 " layers x %" PRIu32
+			   " (topk) nor of %" PRIu32 " MoE layers x %" PRIu32,
+			   fp, values, hidden, im->topk, im->moe_layers, im->topk);
+}
+
+static int grow_vals(struct sg_state *s, size_t n, struct rlb_err *err)
+{
+	if (n <= s->cap_vals)
+		return 0;
+	free(s->ids);
+	free(s->gates);
+	s->ids = malloc(n * sizeof(*s->ids));
+	s->gates = malloc(n * sizeof(*s->gates));
+	s->cap_vals = s->ids && s->gates ? n : 0;
+	if (!s->cap_vals)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* One response object; messages start with the field (fp prefixes it). */
+static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
+			 struct rlb_err *err)
+{
+	struct rlb_importer *im = s->im;
+	struct rlb_import_ids in = { -1, -1, -1 };
+	json_t *meta, *re, *ge, *sl;
+	uint8_t *bytes = NULL, *gbytes = NULL;
+	size_t nbytes = 0, ngbytes = 0, esz, i;
+	enum rlb_import_dtype dt;
+	int64_t start = -1, hint = -1, pt, ct;
+	uint64_t rows = 0, layers = 0, values;
+	struct rlb_import_raw raw;
+	char *key = NULL;
+	uint32_t step;
+	int ret;
+
+	if (!json_is_object(rec)) {
+		if (fp[0])
+			return rlb_err_set(err, RLB_EPARSE, "%.*s: expected a JSON object",
+					   (int)strlen(fp) - 1, fp);
+		return rlb_err_set(err, RLB_EPARSE, "expected a JSON object");
+	}
+	meta = json_object_get(rec, "meta_info");
+	if (!json_is_object(meta))
+		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: missing", fp);
+	if ((ret = opt_uint(rec, "step", fp, UINT32_MAX, &in.step, err)) ||
+	    (ret = opt_uint(rec, "group", fp, UINT32_MAX, &in.group, err)) ||
+	    (ret = opt_uint(rec, "sample", fp, UINT32_MAX, &in.sample, err)))
+		goto out;
+	if (in.sample < 0 &&
+	    (ret = opt_uint(rec, "index", fp, UINT32_MAX, &in.sample, err)))
+		goto out;
+	ret = rlb_importer_step(im, in.step, &step, err);
+	if (ret != 0) {
+		if (fp[0])
+			rlb_err_prefix(err, "%.*s", (int)strlen(fp) - 1, fp);
+		goto out;
+	}
+	ret = flush_before(s, step, 0, err);
+	if (ret != 0)
+		goto out;
+
+	re = json_object_get(meta, "routed_experts");
+	if (!re || json_is_null(re)) {
+		ret = rlb_err_set(err, RLB_EPARSE,
+				  "%smeta_info.routed_experts: missing (send requests with return_routed_experts)",
+				  fp);
+		goto out;
+	}
+	if (!json_is_string(re)) {
+		ret = rlb_err_set(err, RLB_EPARSE,
+				  "%smeta_info.routed_experts: expected a base64 string", fp);
+		goto out;
+	}
+	ret = parse_dtype(meta, fp, &dt, err);
+	if (ret != 0)
+		goto out;
+	sl = json_object_get(meta, "routed_experts_start_len");
+	if (sl && !json_is_null(sl)) {
+		ret = opt_uint(meta, "routed_experts_start_len", fp,
+			       RLB_TRACE_MAX_SEQ_TOKENS, &start, err);
+		if (ret != 0)
+			goto out;
+		ret = get_key(rec, meta, fp, &key, err);
+		if (ret != 0)
+			goto out;
+	}
+	pt = json_integer_value(json_object_get(meta, "prompt_tokens"));
+	ct = json_integer_value(json_object_get(meta, "completion_tokens"));
+	if (json_is_integer(json_object_get(meta, "prompt_tokens")) &&
+	    json_is_integer(json_object_get(meta, "completion_tokens")) &&
+	    pt + ct >= 1 + (start > 0 ? start : 0))
+		hint = pt + ct - 1 - (start > 0 ? start : 0);
+
+	ret = rlb_base64_decode(json_string_value(re), json_string_length(re),
+				&bytes, &nbytes, err);
+	if (ret != 0) {
+		rlb_err_prefix(err, "%smeta_info.routed_experts", fp);
+		goto out;
+	}
+	esz = rlb_import_dtype_bytes(dt);
+	if (nbytes % esz != 0) {
+		ret = rlb_err_set(err, RLB_EPARSE,
+				  "%smeta_info.routed_experts: %zu bytes is not a multiple of %zu (the dtype's size)",
+				  fp, nbytes, esz);
+		goto out;
+	}
+	values = nbytes / esz;
+	ret = shape_rows(im, values, hint, &rows, &layers, fp, err);
+	if (ret != 0)
+		goto out;
+	if (im->gates) {
+		ge = json_object_get(meta, "routed_experts_gates");
+		if (!json_is_string(ge)) {
+			ret = rlb_err_set(err, RLB_EPARSE,
+					  "%smeta_info.routed_experts_gates: missing (--gates needs gate weights in every record)",
+					  fp);
+			goto out;
+		}
+		ret = rlb_base64_decode(json_string_value(ge), json_string_length(ge),
+					&gbytes, &ngbytes, err);
+		if (ret != 0) {
+			rlb_err_prefix(err, "%smeta_info.routed_experts_gates", fp);
+			goto out;
+		}
+		if (ngbytes != values * 4) {
+			ret = rlb_err_set(err, RLB_EMISMATCH,
+					  "%smeta_info.routed_experts_gates: %zu bytes, expected %" PRIu64
+					  " (float32, the shape of routed_experts)",
+					  fp, ngbytes, values * 4);
+			goto out;
+		}
+	}
+	if (rows > RLB_TRACE_MAX_SEQ_TOKENS) {
+		ret = rlb_err_set(err, RLB_ERANGE,
+				  "%smeta_info.routed_experts: %" PRIu64 " rows is above the limit of %u",
+				  fp, rows, RLB_TRACE_MAX_SEQ_TOKENS);
+		goto out;
+	}
+	ret = grow_vals(s, (size_t)(rows * im->moe_layers * im->topk) + 1, err);
+	if (ret != 0)
+		goto out;
+	memset(&raw, 0, sizeof(raw));
+	raw.data = bytes;
+	raw.dtype = dt;
+	raw.rows = rows;
+	raw.layers = layers;
+	raw.topk = im->topk;
+	raw.gates = gbytes;
+	raw.byte_base = -1;
+	ret = rlb_import_convert(im, &raw, s->ids, im->gates ? s->gates : NULL, err);
+	if (ret != 0) {
+		rlb_err_prefix(err, "%smeta_info.routed_experts", fp);
+		goto out;
+	}
+
+	if (start < 0) {
+		ret = rlb_importer_emit_token_major(im, step, &in, (uint32_t)rows,
+						    s->ids, s->gates, err);
+		goto out;
+	}
+	for (i = 0; i < s->npend; i++)
+		if (strcmp(s->pend[i].key, key) == 0)
+			break;
+	if (start == 0) {
+		if (i < s->npend) {
+			ret = pending_emit(s, i, err);
+			if (ret != 0)
+				goto out;
+		}
+		if (s->npend == s->cap) {
+			size_t cap = s->cap ? s->cap * 2 : 8;
+			struct sg_pending *np = realloc(s->pend, cap * sizeof(*np));
+
+			if (!np) {
+				ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+				goto out;
+			}
+			s->pend = np;
+			s->cap = cap;
+		}
+		i = s->npend++;
+		memset(&s->pend[i], 0, sizeof(s->pend[i]));
+		s->pend[i].key = key;
+		key = NULL;
+		s->pend[i].step = step;
+		s->pend[i].in = in;
+	} else if (i == s->npend) {
+		ret = rlb_err_set(err, RLB_EINVAL,
+				  "%smeta_info.routed_experts_start_len: %" PRId64
+				  " but no earlier record of sequence '%s' in step %" PRIu32,
+				  fp, start, key, step);
+		goto out;
+	} else if ((uint64_t)start > s->pend[i].rows) {
+		ret = rlb_err_set(err, RLB_EINVAL,
+				  "%smeta_info.routed_experts_start_len: %" PRId64
+				  " is past the %" PRIu64 " rows of sequence '%s' received so far",
+				  fp, start, s->pend[i].rows, key);
+		goto out;
+	}
+	if ((uint64_t)start + rows > RLB_TRACE_MAX_SEQ_TOKENS) {
+		ret = rlb_err_set(err, RLB_ERANGE,
+				  "%smeta_info.routed_experts: sequence '%s' grows above %u rows",
+				  fp, s->pend[i].key, RLB_TRACE_MAX_SEQ_TOKENS);
+		goto out;
+	}
+	ret = pending_append(&s->pend[i], im, (uint64_t)start, s->ids, s->gates,
+			     rows, err);
+out:
+	free(key);
+	free(bytes);
+	free(gbytes);
+	return ret;
+}
+
+int rlb_import_sglang(struct rlb_importer *im, FILE *fp, struct rlb_err *err)
+{
+	struct rlb_line_reader r;
+	struct sg_state s;
+	json_t *doc = NULL;
+	size_t i;
+	int ret = 0;
+
+	memset(&r, 0, sizeof(r));
+	memset(&s, 0, sizeof(s));
+	r.fp = fp;
+	r.name = im->name;
+	s.im = im;
+	for (;;) {
+		ret = rlb_line_next(&r, err);
+		if (ret <= 0)
+			break;
+		ret = rlb_line_json(&r, &doc, err);
+		if (ret != 0)
+			break;
+		im->records++;
+		if (json_is_array(doc)) {
+			for (i = 0; i < json_array_size(doc) && ret == 0; i++) {
+				char fpx[32];
+
+				snprintf(fpx, sizeof(fpx), "[%zu].", i);
+				ret = sglang_record(&s, json_array_get(doc, i), fpx, err);
+			}
+		} else {
+			ret = sglang_record(&s, doc, "", err);
+		}
+		json_decref(doc);
+		doc = NULL;
+		if (ret != 0) {
+			rlb_err_prefix(err, "%s:%" PRIu64, im->name, r.lineno);
+			break;
+		}
+		if (im->progress)
+			im->progress(im->progress_ctx, im->records, 0, "records");
+	}
+	if (ret == 0)
+		ret = flush_before(&s, 0, 1, err);
+	for (i = 0; i < s.npend; i++)
+		pending_free(&s.pend[i]);
+	free(s.pend);
+	free(s.ids);
+	free(s.gates);
+	rlb_line_release(&r);
+	return ret;
+}

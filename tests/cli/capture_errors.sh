@@ -1,0 +1,115 @@
+# capture_errors.sh - relibra capture on bad inputs (exit 1, the record and
+# field named, no output and no .tmp left, an old output untouched) and
+# usage errors (exit 2 with the usage).
+. "$RLB_TOP/tests/cli/lib.sh"
+
+F="$FIXTURES/import"
+tiny="$CONFIGS/tiny-2x2.yaml"
+
+# fails FORMAT INPUT MESSAGE [CONFIG]: capture fails with MESSAGE, leaves t.rrt as it was.
+fails() {
+	printf 'old' > t.rrt
+	run capture -c "${4:-$tiny}" -o t.rrt --from "$1" "$2"
+	expect_status 1
+	expect_err "relibra capture: $3"
+	[ "$(wc -l < err)" -eq 1 ] || { cat err; fail "more than one line on stderr"; }
+	expect_empty out
+	[ "$(cat t.rrt)" = old ] || fail "a failed capture changed the old output"
+	[ ! -e t.rrt.tmp ] || fail "a failed capture left t.rrt.tmp"
+}
+
+# One bad record per format, after good ones.
+{ cat "$F/sglang.jsonl"; printf '{"step": 1, "meta_info": {"routed_experts": "AAAA!AAA"}}\n'; } > bad-sg.jsonl
+fails sglang bad-sg.jsonl "bad-sg.jsonl:6: meta_info.routed_experts: invalid base64 character '!' at byte 4"
+
+# A Qwen3-30B-A3B-shaped record of 4800 int32 values: 12.5 rows of 48 layers x 8.
+printf '{"meta_info": {"routed_experts": "%s"}}\n' "$(head -c 19200 /dev/zero | base64 | tr -d '\n')" > q.jsonl
+fails sglang q.jsonl "q.jsonl:1: meta_info.routed_experts: 4800 values is not a multiple of 48 layers x 8 (topk)" \
+	"$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml"
+
+mkdir vllm
+cp "$F"/vllm/*.npy vllm/
+head -c 150 "$F/vllm/rollout_step0_group0_sample1.npy" > vllm/rollout_step0_group0_sample1.npy
+fails vllm vllm "vllm/rollout_step0_group0_sample1.npy: truncated: the array needs 48 bytes from byte 128, the file ends at byte 150"
+printf 'not numpy at all' > vllm/rollout_step0_group0_sample1.npy
+fails vllm vllm "vllm/rollout_step0_group0_sample1.npy: not a .npy file: bad magic at byte 0"
+
+head -n 3 "$F/megatron.jsonl" > bad-m.jsonl
+sed -n 5p "$F/megatron.jsonl" >> bad-m.jsonl
+fails megatron bad-m.jsonl 'bad-m.jsonl: sequence of step 0, rank 0 (stage "pre_dispatch", block "decoder") lacks MoE layer 3 at the end of the input'
+sed 's/"topk": 2/"topk": 3/' "$F/megatron.jsonl" > bad-m.jsonl
+fails megatron bad-m.jsonl "bad-m.jsonl:1: topk: 3, the config has 2"
+
+{ cat "$F/routing.jsonl"; printf '{"step": 2, "experts": [[[1, 2], [3, 4], [5, -1], [7, 8]]]}\n'; } > bad-j.jsonl
+fails jsonl bad-j.jsonl "bad-j.jsonl:4: experts[0][2][1]: value -1 is not an expert id in [0, 16)"
+printf '{"step": 0, "experts": [\n' > bad-j.jsonl
+fails jsonl bad-j.jsonl "bad-j.jsonl:1:24: invalid JSON: ']' expected near end of file"
+fails jsonl missing.jsonl "cannot open 'missing.jsonl': No such file or directory"
+fails jsonl "$F" "'$F' is a directory"
+printf '\n\n' > empty.jsonl
+fails jsonl empty.jsonl "'empty.jsonl' holds no records"
+fails vllm - "vllm input is a .npy file or a directory, not stdin"
+run capture -c "$tiny" -o t.rrt --from vllm "$F/vllm" --gates
+expect_status 1
+expect_err "relibra capture: vllm .npy files carry no gate weights (drop --gates)"
+
+# A bad config is a failure, not a usage error.
+printf 'model:\n  experts: many\n' > bad.yaml
+run capture -c bad.yaml -o t.rrt --from jsonl "$F/routing.jsonl"
+expect_status 1
+expect_err "relibra capture: bad.yaml:2:"
+
+# Usage errors: exit 2, the reason, then the usage.
+usage_fails() {
+	expect_status 2
+	expect_err "relibra capture: $1"
+	expect_err "usage: relibra capture [-h] -c CONFIG"
+	expect_empty out
+	[ ! -e u.rrt ] && [ ! -e u.rrt.tmp ] || fail "a usage error left output"
+}
+run capture -c "$tiny" --from jsonl "$F/routing.jsonl"
+usage_fails "missing -o TRACE"
+run capture -o u.rrt --from jsonl "$F/routing.jsonl"
+usage_fails "missing -c CONFIG"
+run capture -c "$tiny" -o u.rrt --synthetic --from jsonl "$F/routing.jsonl"
+usage_fails "--synthetic and --from are exclusive"
+run capture -c "$tiny" -o u.rrt
+usage_fails "give --synthetic or --from FORMAT INPUT"
+run capture -c "$tiny" -o u.rrt --from jsonl
+usage_fails "--from jsonl needs an INPUT (a path, or - for stdin)"
+run capture -c "$tiny" -o u.rrt --from parquet x
+usage_fails "--from: unknown format 'parquet' (expected sglang, vllm, megatron or jsonl)"
+run capture -c "$tiny" -o u.rrt --from jsonl x y
+usage_fails "unexpected argument 'y'"
+run capture -c "$tiny" -o u.rrt --synthetic extra
+usage_fails "unexpected argument 'extra'"
+run capture -c "$tiny" -o u.rrt --from jsonl x --seed 3
+usage_fails "--seed applies to --synthetic only"
+run capture -c "$tiny" -o u.rrt --from jsonl x --uniform
+usage_fails "--uniform applies to --synthetic only"
+run capture -c "$tiny" -o u.rrt --synthetic --step 1
+usage_fails "--step applies to --from only"
+run capture -c "$tiny" -o u.rrt --synthetic --group-size 4
+usage_fails "--group-size applies to --from only"
+run capture -c "$tiny" -o u.rrt --synthetic --gates
+usage_fails "--gates applies to --from only"
+run capture -c "$tiny" -o u.rrt --from jsonl x --level 0
+usage_fails "--level"
+run capture -c "$tiny" -o u.rrt --from jsonl x --group-size 0
+usage_fails "--group-size"
+run capture -c "$tiny" -o u.rrt --from jsonl x --step -1
+usage_fails "--step"
+run capture -c "$tiny" -o u.rrt --synthetic --seed x
+usage_fails "--seed"
+run capture -c "$tiny" -o u.rrt --synthetic --bogus
+usage_fails "unknown option '--bogus'"
+run capture -c "$tiny" -o
+usage_fails "option '-o' needs a value"
+
+# -h: the usage on stdout, exit 0.
+run capture -h
+expect_status 0
+expect_empty err
+head -n 1 out | grep -qxF 'usage: relibra capture [-h] -c CONFIG [--set KEY=VALUE]... -o TRACE (--synthetic [--seed N] [--uniform] | --from FORMAT INPUT) [--sorted] [--gates] [--step N] [--group N] [--group-size N] [--level N]' ||
+	{ cat out; fail "wrong usage line"; }
+exit 0

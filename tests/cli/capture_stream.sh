@@ -1,0 +1,80 @@
+# capture_stream.sh - relibra capture reading standard input as a rollout
+# writes it: records arrive slowly, are handled as they come, and closing
+# stdin completes the trace.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+F="$FIXTURES/import"
+tiny="$CONFIGS/tiny-2x2.yaml"
+
+# slowly FILE: FILE's lines with pauses between them.
+slowly() {
+	while IFS= read -r line; do
+		printf '%s\n' "$line"
+		sleep 0.2
+	done < "$1"
+}
+
+slowly "$F/sglang.jsonl" | "$RELIBRA" capture -c "$tiny" -o sg.rrt --from sglang - > out 2> err
+status=$?
+expect_status 0
+expect_out "sg.rrt: 2 steps, 4 sequences, 21 tokens, "
+expect_empty err
+[ ! -e sg.rrt.tmp ] || fail "sg.rrt.tmp was left behind"
+# Same trace as from the file.
+"$RELIBRA" capture -c "$tiny" -o sg-file.rrt --from sglang "$F/sglang.jsonl" > /dev/null ||
+	fail "capture from the file fails"
+cmp -s sg.rrt sg-file.rrt || fail "stdin and file captures differ"
+
+slowly "$F/megatron.jsonl" | "$RELIBRA" capture -c "$tiny" -o m.rrt --from megatron - > out 2> err
+status=$?
+expect_status 0
+expect_out "m.rrt: 2 steps, 4 sequences, 10 tokens, "
+
+"$RELIBRA" capture -c "$tiny" -o j.rrt --from jsonl - < "$F/routing.jsonl" > out 2> err
+status=$?
+expect_status 0
+expect_out "j.rrt: 2 steps, 3 sequences, 9 tokens, "
+
+# Records are handled as they arrive: a bad second record ends the capture
+# while the producer still holds stdin open (it waits for capture to exit,
+# giving up after 30 s, which would mean capture waited for the end).
+head -n 1 "$F/sglang.jsonl" > good.jsonl
+{
+	cat good.jsonl
+	printf '{"meta_info": {"routed_experts": "AAAA!AAA"}}\n'
+	i=0
+	while [ ! -e done ] && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ -e done ] || touch gave-up
+} | {
+	"$RELIBRA" capture -c "$tiny" -o bad.rrt --from sglang - > out 2> err
+	echo $? > status
+	touch done
+}
+status=$(cat status)
+expect_status 1
+[ ! -e gave-up ] || fail "capture did not act on the bad record before stdin closed"
+expect_err "relibra capture: <stdin>:2: meta_info.routed_experts: invalid base64 character '!' at byte 4"
+[ ! -e bad.rrt ] && [ ! -e bad.rrt.tmp ] || fail "a failed capture left output"
+
+# An interrupted capture leaves nothing behind.
+mkfifo in.fifo
+"$RELIBRA" capture -c "$tiny" -o int.rrt --from sglang - < in.fifo > out 2> err &
+pid=$!
+exec 3> in.fifo
+cat good.jsonl >&3
+i=0
+while [ ! -e int.rrt.tmp ] && [ $i -lt 100 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+[ -e int.rrt.tmp ] || fail "capture did not start its output"
+kill -TERM $pid
+wait $pid
+status=$?
+exec 3>&-
+expect_status 143
+[ ! -e int.rrt ] && [ ! -e int.rrt.tmp ] || fail "an interrupted capture left output"
+exit 0
