@@ -101,6 +101,7 @@ static const struct key model_keys[] = {
 	KINT(model, q_heads, 0, 4096),
 	KINT(model, kv_heads, 0, 4096),
 	KINT(model, head_dim, 0, 4096),
+	KDBL(model, dense_time_ms, 0, 1e6),
 };
 
 static const struct key cluster_keys[] = {
@@ -161,6 +162,7 @@ static const struct key workload_keys[] = {
 	KINT(workload, segment_max, 1, INT_MAX),
 	KDBL(workload, layer_correlation, 0, 1),
 	KDBL(workload, token_noise, 0, 1),
+	KDBL(workload, segment_concentration, 0, 1e6),
 };
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))

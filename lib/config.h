@@ -37,6 +37,7 @@ struct rlb_model_config {
 	int q_heads;		/* attention query heads */
 	int kv_heads;		/* attention key/value heads */
 	int head_dim;		/* attention head dimension */
+	double dense_time_ms;	/* cost model: dense time per layer and micro-batch, forward + backward (0: estimate) */
 };
 
 struct rlb_cluster_config {
@@ -96,6 +97,7 @@ struct rlb_workload_config {
 	int segment_max;		/* ... max */
 	double layer_correlation;	/* correlation of preferences between adjacent layers */
 	double token_noise;		/* share of selections drawn from the base popularity only */
+	double segment_concentration;	/* strength of a token segment's own preferences */
 };
 
 struct rlb_config {

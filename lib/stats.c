@@ -175,6 +175,8 @@ int rlb_stats_acc_begin_step(struct rlb_stats_acc *a, uint32_t step,
 	if (a->in_step)
 		return rlb_err_set(err, RLB_EINVAL, "stats: step %u begun before step %u ended",
 				   step, a->sched.step);
+	if (nseqs && (!seq_tokens || !groups))
+		return rlb_err_set(err, RLB_EINVAL, "stats: step %u has no sequence lengths or groups", step);
 	rlb_schedule_release(&a->sched);
 	ret = rlb_schedule_build(&a->sched, step, seq_tokens, nseqs, a->p.ranks,
 				 a->p.mb_tokens, a->p.pack, err);
@@ -193,8 +195,6 @@ int rlb_stats_acc_begin_step(struct rlb_stats_acc *a, uint32_t step,
 	}
 	if (a->sched.micro_batches)
 		memset(a->cnt, 0, a->sched.micro_batches * per_mb * sizeof(*a->cnt));
-	if (nseqs && !groups)
-		return rlb_err_set(err, RLB_EINVAL, "stats: no prompt groups");
 	if (count_prompts(a, groups) < 0)
 		return rlb_err_set(err, RLB_ENOMEM, "stats: out of memory");
 	for (i = 0; i < nseqs; i++)

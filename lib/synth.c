@@ -95,6 +95,20 @@ static double rng_normal(struct rng *r)
 	return u * m;
 }
 
+/*
+ * Cheap approximately normal numbers for the many segment preferences:
+ * the sum of four 16-bit uniforms, centred and scaled to unit variance
+ * (Irwin-Hall; tails end at +-3.46).
+ */
+static inline double rng_normal_fast(struct rng *r)
+{
+	uint64_t x = rng_next(r);
+	double sum = (double)(x & 0xffff) + (double)((x >> 16) & 0xffff) +
+		     (double)((x >> 32) & 0xffff) + (double)(x >> 48);
+
+	return (sum - 2.0 * 65535.0) * (1.7320508075688772 / 65536.0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Alias tables (Vose): O(1) draws from a discrete distribution.       */
 
@@ -169,9 +183,6 @@ static inline uint32_t alias_draw(const struct alias *a, struct rng *r)
 
 /* ------------------------------------------------------------------ */
 /* The generator.                                                      */
-
-/* Strength of the per-segment preferences. */
-#define SEGMENT_CONCENTRATION(w) 1.0
 
 struct gen {
 	const struct rlb_workload_config *w;
@@ -377,7 +388,7 @@ static void build_tables(struct gen *g, uint32_t l, const float *z,
 	const double *b = g->base + (size_t)l * g->E;
 	const double *bp = g->base_p + (size_t)l * g->E;
 	const uint32_t *pm = g->perm + (size_t)l * g->E;
-	double ct = w->topic_concentration, cs = SEGMENT_CONCENTRATION(w);
+	double ct = w->topic_concentration, cs = w->segment_concentration;
 	double eps = w->token_noise;
 	uint32_t j, E = g->E;
 
@@ -541,8 +552,8 @@ static void gen_seq(struct gen *g, struct rng *r, uint32_t topic, uint32_t token
 			const float *z = g->topic + (size_t)topic * le + (size_t)l * E;
 
 			for (j = 0; j < E; j++)
-				g->seg[j] = l == 0 ? rng_normal(r) :
-					    g->rho * g->seg[j] + g->rho_c * rng_normal(r);
+				g->seg[j] = l == 0 ? rng_normal_fast(r) :
+					    g->rho * g->seg[j] + g->rho_c * rng_normal_fast(r);
 			build_tables(g, l, z, g->seg);
 			draw_tokens(g, r, g->ids + ((size_t)l * tokens + t) * K, len);
 		}
@@ -572,8 +583,8 @@ static int check_config(const struct rlb_config *cfg, struct rlb_err *err)
 			return rlb_err_set(err, RLB_ECONFIG, "synthetic: 'model.topk_groups' %d is outside 1..%d",
 					   m->topk_groups, m->expert_groups);
 		if ((long)m->topk > (long)m->topk_groups * (m->experts / m->expert_groups))
-			return rlb_err_set(err, RLB_ECONFIG, "synthetic: 'model.topk' %d exceeds the %d experts of 'model.topk_groups' %d groups",
-					   m->topk, m->topk_groups * (m->experts / m->expert_groups), m->topk_groups);
+			return rlb_err_set(err, RLB_ECONFIG, "synthetic: 'model.topk' %d exceeds the experts of 'model.topk_groups' groups (%d x %d)",
+					   m->topk, m->topk_groups, m->experts / m->expert_groups);
 	}
 	if (w->steps < 0 || w->first_step < 0 || w->prompts_per_step < 1 || w->samples_per_prompt < 1 ||
 	    (uint64_t)w->prompts_per_step * (uint64_t)w->samples_per_prompt > UINT32_MAX)
@@ -591,7 +602,7 @@ static int check_config(const struct rlb_config *cfg, struct rlb_err *err)
 	    !(w->heavy_layer_fraction >= 0 && w->heavy_layer_fraction <= 1))
 		return rlb_err_set(err, RLB_ECONFIG, "synthetic: 'workload' token_noise, topic_drift, layer_correlation and heavy_layer_fraction must lie in 0..1");
 	if (!(w->hot_expert_boost >= 0) || !(w->base_skew >= 0) || !(w->heavy_layer_skew >= 0) ||
-	    !(w->topic_concentration >= 0))
+	    !(w->topic_concentration >= 0) || !(w->segment_concentration >= 0))
 		return rlb_err_set(err, RLB_ECONFIG, "synthetic: 'workload' concentrations, skews and boosts must not be negative");
 	return 0;
 }
@@ -779,14 +790,15 @@ void rlb_workload_defaults(struct rlb_workload_config *w)
 	w->len_min = 256;
 	w->len_max = 16384;
 	w->topics = 256;
-	w->topic_concentration = 1.2;
+	w->topic_concentration = 1.1;
 	w->topic_drift = 0.05;
 	w->base_skew = 0.1;
 	w->hot_expert_boost = 1.5;
 	w->heavy_layer_fraction = 0.125;
-	w->heavy_layer_skew = 0.6;
+	w->heavy_layer_skew = 0.7;
 	w->segment_min = 32;
 	w->segment_max = 512;
 	w->layer_correlation = 0.5;
 	w->token_noise = 0.1;
+	w->segment_concentration = 1.0;
 }

@@ -1,9 +1,515 @@
 /*
- * test_schedule.c - unit tests of lib/schedule (placeholder until the module lands).
+ * test_schedule.c - unit tests of lib/schedule: chunking, in-order windows,
+ * first-fit-decreasing, the budget and coverage invariants, and the
+ * per-(micro-batch, layer, rank, expert) counts, alone and from a trace.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "relibra.h"
 #include "suites.h"
+
+/* A small deterministic generator for test inputs (splitmix64). */
+static uint64_t test_rand(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void expect_chunk(const struct rlb_chunk *c, uint32_t seq, uint32_t start,
+			 uint32_t tokens, uint32_t mb, uint32_t rank)
+{
+	ck_assert_uint_eq(c->seq, seq);
+	ck_assert_uint_eq(c->start, start);
+	ck_assert_uint_eq(c->tokens, tokens);
+	ck_assert_uint_eq(c->mb, mb);
+	ck_assert_uint_eq(c->rank, rank);
+}
+
+START_TEST(test_chunking)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 20000 };
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 7, len, 1, 4, 8192, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.step, 7);
+	ck_assert_uint_eq(s.nchunks, 3);
+	ck_assert_uint_eq(s.micro_batches, 1);
+	expect_chunk(&s.chunks[0], 0, 0, 8192, 0, 0);
+	expect_chunk(&s.chunks[1], 0, 8192, 8192, 0, 1);
+	expect_chunk(&s.chunks[2], 0, 16384, 3616, 0, 2);
+	rlb_schedule_release(&s);
+	ck_assert_ptr_null(s.chunks);
+}
+END_TEST
+
+/*
+ * ranks 2, budget 10, lengths 6 5 4 7 3 10.  Window 0: 6 -> r0 (tie),
+ * 5 -> r1 (only fit), 4 -> r0 (least room that fits: 4); 7 fits nowhere:
+ * window 1: 7 -> r0, 3 -> r0 (room 3), 10 -> r1.
+ */
+START_TEST(test_in_order_hand)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 6, 5, 4, 7, 3, 10 };
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 6, 2, 10, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	ck_assert_uint_eq(s.nchunks, 6);
+	expect_chunk(&s.chunks[0], 0, 0, 6, 0, 0);
+	expect_chunk(&s.chunks[1], 1, 0, 5, 0, 1);
+	expect_chunk(&s.chunks[2], 2, 0, 4, 0, 0);
+	expect_chunk(&s.chunks[3], 3, 0, 7, 1, 0);
+	expect_chunk(&s.chunks[4], 4, 0, 3, 1, 0);
+	expect_chunk(&s.chunks[5], 5, 0, 10, 1, 1);
+	rlb_schedule_release(&s);
+}
+END_TEST
+
+/*
+ * Same input under ffd: 10 -> (0,0), 7 -> (0,1), 6 opens mb 1 -> (1,0),
+ * 5 -> (1,1), 4 -> (1,0), 3 -> (0,1).
+ */
+START_TEST(test_ffd_hand)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 6, 5, 4, 7, 3, 10 };
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 6, 2, 10, RLB_PACK_FFD, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	expect_chunk(&s.chunks[0], 0, 0, 6, 1, 0);
+	expect_chunk(&s.chunks[1], 1, 0, 5, 1, 1);
+	expect_chunk(&s.chunks[2], 2, 0, 4, 1, 0);
+	expect_chunk(&s.chunks[3], 3, 0, 7, 0, 1);
+	expect_chunk(&s.chunks[4], 4, 0, 3, 0, 1);
+	expect_chunk(&s.chunks[5], 5, 0, 10, 0, 0);
+	rlb_schedule_release(&s);
+}
+END_TEST
+
+/* ffd ties keep (seq, start) order: equal chunks fill bins in file order. */
+START_TEST(test_ffd_stable)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 4, 4, 4, 4, 4 };
+	uint32_t i;
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 5, 2, 4, RLB_PACK_FFD, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 3);
+	for (i = 0; i < 5; i++) {
+		ck_assert_uint_eq(s.chunks[i].mb, i / 2);
+		ck_assert_uint_eq(s.chunks[i].rank, i % 2);
+	}
+	rlb_schedule_release(&s);
+}
+END_TEST
+
+/*
+ * Every invariant of a schedule of LEN[n].  Plain checks in the loops (a
+ * Check assertion per chunk is slow under valgrind); the first violation
+ * is reported.
+ */
+#define EXPECT(cond) do { if (!(cond) && !bad) bad = #cond; } while (0)
+
+static void check_schedule(const struct rlb_schedule *s, const uint32_t *len,
+			   size_t n)
+{
+	uint64_t *used = calloc((size_t)s->micro_batches * s->ranks + 1, sizeof(*used));
+	const char *bad = NULL;
+	size_t c = 0, i;
+	uint32_t mb;
+
+	ck_assert_ptr_nonnull(used);
+	for (i = 0; i < n; i++) {
+		uint32_t next = 0;
+
+		EXPECT(rlb_schedule_first_chunk(s, (uint32_t)i) == (len[i] ? c : s->nchunks));
+		for (; c < s->nchunks && s->chunks[c].seq == i; c++) {
+			const struct rlb_chunk *ch = &s->chunks[c];
+
+			EXPECT(ch->start == next);
+			EXPECT(ch->tokens > 0);
+			EXPECT(ch->tokens <= s->mb_tokens);
+			/* only the last chunk of a sequence is shorter than the budget */
+			EXPECT(ch->start + ch->tokens == len[i] || ch->tokens == s->mb_tokens);
+			EXPECT(ch->mb < s->micro_batches);
+			EXPECT(ch->rank < s->ranks);
+			EXPECT(s->pack != RLB_PACK_IN_ORDER || c == 0 || ch->mb >= s->chunks[c - 1].mb);
+			if (ch->mb < s->micro_batches && ch->rank < s->ranks)
+				used[(size_t)ch->mb * s->ranks + ch->rank] += ch->tokens;
+			next += ch->tokens;
+		}
+		EXPECT(next == len[i]);	/* every token exactly once */
+	}
+	EXPECT(c == s->nchunks);
+	for (mb = 0; mb < s->micro_batches; mb++) {
+		uint64_t sum = 0;
+		uint32_t r;
+
+		for (r = 0; r < s->ranks; r++) {
+			EXPECT(used[(size_t)mb * s->ranks + r] <= s->mb_tokens);	/* budget */
+			sum += used[(size_t)mb * s->ranks + r];
+		}
+		EXPECT(sum > 0);	/* no empty micro-batch */
+	}
+	free(used);
+	ck_assert_msg(bad == NULL, "schedule invariant violated: %s", bad);
+}
+
+START_TEST(test_random_invariants)
+{
+	uint64_t x = 42;
+	int iter;
+
+	for (iter = 0; iter < 200; iter++) {
+		struct rlb_schedule a, b;
+		struct rlb_err err = {0};
+		size_t n = test_rand(&x) % 60, i;
+		uint32_t *len = calloc(n + 1, sizeof(*len));
+		uint32_t ranks = 1 + (uint32_t)(test_rand(&x) % 8);
+		uint32_t budget = iter % 50 == 7 ? 1 : 1 + (uint32_t)(test_rand(&x) % 3000);
+		enum rlb_pack pack = iter % 2 ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
+
+		for (i = 0; i < n; i++)
+			len[i] = test_rand(&x) % 7 == 0 ? 0 : (uint32_t)(test_rand(&x) % (budget == 1 ? 50 : 9000));
+		ck_assert_int_eq(rlb_schedule_build(&a, (uint32_t)iter, len, n, ranks, budget, pack, &err), 0);
+		check_schedule(&a, len, n);
+		/* deterministic */
+		ck_assert_int_eq(rlb_schedule_build(&b, (uint32_t)iter, len, n, ranks, budget, pack, &err), 0);
+		ck_assert_uint_eq(a.nchunks, b.nchunks);
+		ck_assert_uint_eq(a.micro_batches, b.micro_batches);
+		if (a.nchunks)
+			ck_assert_int_eq(memcmp(a.chunks, b.chunks, a.nchunks * sizeof(*a.chunks)), 0);
+		rlb_schedule_release(&a);
+		rlb_schedule_release(&b);
+		free(len);
+	}
+}
+END_TEST
+
+START_TEST(test_edge_cases)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t huge[] = { 1000000 };
+	const uint32_t some[] = { 0, 5, 0, 3 };
+	uint32_t i;
+
+	/* no sequences */
+	ck_assert_int_eq(rlb_schedule_build(&s, 3, NULL, 0, 4, 100, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.nchunks, 0);
+	ck_assert_uint_eq(s.micro_batches, 0);
+	ck_assert_uint_eq(rlb_schedule_first_chunk(&s, 0), 0);
+	rlb_schedule_release(&s);
+	ck_assert_int_eq(rlb_schedule_build(&s, 3, NULL, 0, 4, 100, RLB_PACK_FFD, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 0);
+	rlb_schedule_release(&s);
+
+	/* one huge sequence on one rank: one chunk per micro-batch */
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 1, 8192, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.nchunks, 123);
+	ck_assert_uint_eq(s.micro_batches, 123);
+	for (i = 0; i < 123; i++)
+		expect_chunk(&s.chunks[i], 0, i * 8192, i < 122 ? 8192 : 1000000 - 122 * 8192, i, 0);
+	check_schedule(&s, huge, 1);
+	rlb_schedule_release(&s);
+
+	/* ... and on 8 ranks: 16 micro-batches, ranks in order */
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 8, 8192, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 16);
+	ck_assert_uint_eq(s.chunks[9].mb, 1);
+	ck_assert_uint_eq(s.chunks[9].rank, 1);
+	check_schedule(&s, huge, 1);
+	rlb_schedule_release(&s);
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 8, 8192, RLB_PACK_FFD, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 16);
+	check_schedule(&s, huge, 1);
+	rlb_schedule_release(&s);
+
+	/* zero-length sequences get no chunk */
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, some, 4, 1, 4, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.nchunks, 3);
+	ck_assert_uint_eq(rlb_schedule_first_chunk(&s, 0), s.nchunks);
+	ck_assert_uint_eq(rlb_schedule_first_chunk(&s, 3), 2);
+	expect_chunk(&s.chunks[0], 1, 0, 4, 0, 0);
+	expect_chunk(&s.chunks[1], 1, 4, 1, 1, 0);
+	expect_chunk(&s.chunks[2], 3, 0, 3, 1, 0);
+	rlb_schedule_release(&s);
+
+	/* errors */
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, some, 4, 0, 4, RLB_PACK_IN_ORDER, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "schedule: EP size is 0");
+	rlb_schedule_release(&s);
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, some, 4, 2, 0, RLB_PACK_FFD, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "schedule: micro-batch token budget is 0");
+	rlb_schedule_release(&s);
+}
+END_TEST
+
+/*
+ * Loads by hand: 2 layers, 4 experts, top-2, 2 ranks, budget 3.
+ * seq 0 (4 tokens) -> chunks (0..3 on r0), (3..4 on r1); seq 1 (2 tokens)
+ * -> r1.  One micro-batch.
+ */
+START_TEST(test_loads_hand)
+{
+	const uint32_t len[] = { 4, 2 };
+	/* layer-major: ids[(layer * tokens + t) * 2 + k] */
+	const uint16_t ids0[] = {
+		0, 1, 1, 2, 2, 3, 3, 0,		/* layer 0 */
+		1, 0, 1, 3, 1, 2, 0, 2,		/* layer 1 */
+	};
+	const uint16_t ids1[] = {
+		3, 2, 3, 9,			/* layer 0 (9 is out of range: skipped) */
+		0, 1, 0, 2,			/* layer 1 */
+	};
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_err err = {0};
+	struct rlb_seq q0 = { 0, 0, 0, 4, ids0, NULL }, q1 = { 0, 1, 0, 2, ids1, NULL };
+	const uint32_t want[2][2][4] = {
+		{ { 1, 2, 2, 1 }, { 1, 0, 1, 3 } },	/* layer 0: rank 0, rank 1 */
+		{ { 1, 3, 1, 1 }, { 3, 1, 2, 0 } },	/* layer 1 */
+	};
+	uint32_t layer, r, e;
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 2, 2, 3, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 1);
+	expect_chunk(&s.chunks[0], 0, 0, 3, 0, 0);
+	expect_chunk(&s.chunks[1], 0, 3, 1, 0, 1);
+	expect_chunk(&s.chunks[2], 1, 0, 2, 0, 1);
+	ck_assert_int_eq(rlb_loads_init(&l, s.micro_batches, 2, 2, 4, &err), 0);
+	rlb_loads_add_seq(&l, &s, 0, &q0, 2);
+	rlb_loads_add_seq(&l, &s, 1, &q1, 2);
+	for (layer = 0; layer < 2; layer++)
+		for (r = 0; r < 2; r++)
+			for (e = 0; e < 4; e++)
+				ck_assert_msg(l.count[rlb_loads_index(&l, 0, layer, r, e)] == want[layer][r][e],
+					      "layer %u rank %u expert %u: %u, want %u", layer, r, e,
+					      l.count[rlb_loads_index(&l, 0, layer, r, e)], want[layer][r][e]);
+	rlb_loads_release(&l);
+	ck_assert_ptr_null(l.count);
+	rlb_schedule_release(&s);
+
+	/* an empty table is fine */
+	ck_assert_int_eq(rlb_loads_init(&l, 0, 2, 2, 4, &err), 0);
+	ck_assert_ptr_null(l.count);
+	rlb_loads_release(&l);
+}
+END_TEST
+
+/* Counts sum to tokens * topk per (micro-batch, layer), for random routing. */
+START_TEST(test_loads_sum)
+{
+	enum { L = 3, E = 16, K = 4, R = 4, B = 64 };
+	uint32_t len[12];
+	uint16_t *ids[12];
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_err err = {0};
+	uint64_t x = 7, *want;
+	size_t i, t;
+	int p;
+
+	for (i = 0; i < 12; i++) {
+		len[i] = 1 + (uint32_t)(test_rand(&x) % 200);
+		ids[i] = malloc((size_t)L * len[i] * K * sizeof(uint16_t));
+		for (t = 0; t < (size_t)L * len[i] * K; t++)
+			ids[i][t] = (uint16_t)(test_rand(&x) % E);
+	}
+	for (p = 0; p < 2; p++) {
+		uint32_t mb, layer, r, e;
+
+		ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 12, R, B, p ? RLB_PACK_FFD : RLB_PACK_IN_ORDER, &err), 0);
+		ck_assert_int_eq(rlb_loads_init(&l, s.micro_batches, L, R, E, &err), 0);
+		want = calloc(s.micro_batches, sizeof(*want));
+		for (i = 0; i < s.nchunks; i++)
+			want[s.chunks[i].mb] += (uint64_t)s.chunks[i].tokens * K;
+		for (i = 0; i < 12; i++) {
+			struct rlb_seq q = { 0, (uint32_t)i, 0, len[i], ids[i], NULL };
+
+			rlb_loads_add_seq(&l, &s, (uint32_t)i, &q, K);
+		}
+		for (mb = 0; mb < s.micro_batches; mb++)
+			for (layer = 0; layer < L; layer++) {
+				uint64_t sum = 0;
+
+				for (r = 0; r < R; r++)
+					for (e = 0; e < E; e++)
+						sum += l.count[rlb_loads_index(&l, mb, layer, r, e)];
+				ck_assert_uint_eq(sum, want[mb]);
+			}
+		free(want);
+		rlb_loads_release(&l);
+		rlb_schedule_release(&s);
+	}
+	for (i = 0; i < 12; i++)
+		free(ids[i]);
+}
+END_TEST
+
+/* Collects the generator's routing per step to compare with the trace. */
+struct collect {
+	struct rlb_schedule s[8];
+	struct rlb_loads l[8];
+	int nsteps;
+	uint32_t topk;
+	struct rlb_config *cfg;
+	enum rlb_pack pack;
+};
+
+static int col_begin(void *ctx, uint32_t step, const struct rlb_seq_meta *m,
+		     size_t n, struct rlb_err *err)
+{
+	struct collect *c = ctx;
+	uint32_t *len = malloc((n ? n : 1) * sizeof(*len));
+	size_t i;
+	int ret;
+
+	for (i = 0; i < n; i++)
+		len[i] = m[i].tokens;
+	ret = rlb_schedule_build(&c->s[c->nsteps], step, len, n,
+				 (uint32_t)c->cfg->parallel.ep_size,
+				 (uint32_t)c->cfg->parallel.micro_batch_tokens, c->pack, err);
+	free(len);
+	if (ret == 0)
+		ret = rlb_loads_init(&c->l[c->nsteps], c->s[c->nsteps].micro_batches,
+				     (uint32_t)c->cfg->model.moe_layers,
+				     (uint32_t)c->cfg->parallel.ep_size,
+				     (uint32_t)c->cfg->model.experts, err);
+	return ret;
+}
+
+static int col_seq(void *ctx, uint32_t index, const struct rlb_seq *seq,
+		   struct rlb_err *err)
+{
+	struct collect *c = ctx;
+
+	(void)err;
+	rlb_loads_add_seq(&c->l[c->nsteps], &c->s[c->nsteps], index, seq, c->topk);
+	return 0;
+}
+
+static int col_end(void *ctx, uint32_t step, struct rlb_err *err)
+{
+	struct collect *c = ctx;
+
+	(void)step;
+	(void)err;
+	c->nsteps++;
+	return 0;
+}
+
+static void small_config(struct rlb_config *cfg)
+{
+	rlb_config_defaults(cfg);
+	strcpy(cfg->model.name, "tiny");
+	cfg->model.experts = 16;
+	cfg->model.topk = 2;
+	cfg->model.moe_layers = 3;
+	cfg->cluster.nodes = 2;
+	cfg->cluster.gpus_per_node = 2;
+	cfg->parallel.ep_size = 4;
+	cfg->parallel.micro_batch_tokens = 512;
+	cfg->workload.steps = 3;
+	cfg->workload.first_step = 5;
+	cfg->workload.prompts_per_step = 3;
+	cfg->workload.samples_per_prompt = 4;
+	cfg->workload.len_median = 300;
+	cfg->workload.len_min = 16;
+	cfg->workload.len_max = 1500;
+	cfg->workload.segment_min = 8;
+	cfg->workload.segment_max = 64;
+}
+
+/* rlb_step_loads on a written trace equals counting the generator's output. */
+START_TEST(test_step_loads_trace)
+{
+	struct rlb_config cfg;
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w = NULL;
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_err err = {0};
+	struct collect c;
+	struct rlb_synth_sink sink = { &c, col_begin, col_seq, col_end };
+	char path[512];
+	int p, k;
+
+	small_config(&cfg);
+	snprintf(path, sizeof(path), "%s/schedule-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
+	rlb_trace_header_from_config(&h, &cfg);
+	h.seed = 3;
+	strcpy(h.source, "synthetic");
+	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_synth_generate(&cfg, 3, 0, w, NULL, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
+	for (p = 0; p < 2; p++) {
+		memset(&c, 0, sizeof(c));
+		c.cfg = &cfg;
+		c.topk = 2;
+		c.pack = p ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
+		ck_assert_int_eq(rlb_synth_generate_cb(&cfg, 3, 0, &sink, NULL, NULL, &err), 0);
+		ck_assert_int_eq(c.nsteps, 3);
+		for (k = 0; k < 3; k++) {
+			struct rlb_schedule s;
+			struct rlb_loads l;
+			size_t n;
+
+			ck_assert_msg(rlb_step_loads(r, 5 + (uint32_t)k, &cfg, c.pack, &s, &l, &err) == 0,
+				      "%s", err.msg);
+			ck_assert_uint_eq(s.step, 5 + (uint32_t)k);
+			ck_assert_uint_eq(s.micro_batches, c.s[k].micro_batches);
+			ck_assert_uint_eq(s.nchunks, c.s[k].nchunks);
+			ck_assert_int_eq(memcmp(s.chunks, c.s[k].chunks, s.nchunks * sizeof(*s.chunks)), 0);
+			n = (size_t)l.micro_batches * l.layers * l.ranks * l.experts;
+			ck_assert_uint_eq(l.layers, 3);
+			ck_assert_uint_eq(l.experts, 16);
+			ck_assert_int_eq(memcmp(l.count, c.l[k].count, n * sizeof(*l.count)), 0);
+			rlb_loads_release(&l);
+			rlb_schedule_release(&s);
+			rlb_loads_release(&c.l[k]);
+			rlb_schedule_release(&c.s[k]);
+		}
+	}
+	/* an absent step */
+	{
+		struct rlb_schedule s;
+		struct rlb_loads l;
+
+		ck_assert_int_lt(rlb_step_loads(r, 99, &cfg, RLB_PACK_IN_ORDER, &s, &l, &err), 0);
+		ck_assert_ptr_null(s.chunks);
+		ck_assert_ptr_null(l.count);
+	}
+	rlb_trace_reader_free(r);
+	unlink(path);
+}
+END_TEST
 
 Suite *rlb_suite_schedule(void)
 {
-	return suite_create("schedule");
+	Suite *s = suite_create("schedule");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_chunking);
+	tcase_add_test(tc, test_in_order_hand);
+	tcase_add_test(tc, test_ffd_hand);
+	tcase_add_test(tc, test_ffd_stable);
+	tcase_add_test(tc, test_random_invariants);
+	tcase_add_test(tc, test_edge_cases);
+	tcase_add_test(tc, test_loads_hand);
+	tcase_add_test(tc, test_loads_sum);
+	tcase_add_test(tc, test_step_loads_trace);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	return s;
 }
