@@ -581,7 +581,8 @@ void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
 {
 	double hf = (double)cfg->model.hidden * cfg->model.expert_ffn;
 	double flops_s = cfg->cluster.peak_tflops * 1e12 * cfg->cluster.gemm_eff_max;
-	double bytes_s = cfg->cluster.rdma_gbps * 1e9;
+	double bytes_s = cfg->cluster.rdma_gbps * 1e9 *
+			 (cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : 1);
 
 	*row_s = hf > 0 && flops_s > 0 ? 18.0 * hf / flops_s : 0;
 	*migration_s = hf > 0 && bytes_s > 0 ?

@@ -145,8 +145,11 @@ double rlb_reorder_objective_rows(const struct rlb_reorder *r,
  *     flops; backward twice that; at peak_tflops * gemm_eff_max:
  *     18 * hidden * expert_ffn / (peak_tflops * 1e12 * gemm_eff_max).
  *   migration_s: one expert's 3 * hidden * expert_ffn parameters times
- *     migration_bytes_per_param over rdma_gbps * 1e9 bytes/s (unweighted;
- *     the balancer multiplies by migration_weight).
+ *     migration_bytes_per_param over the EP group's aggregate inter-node
+ *     bandwidth, ep_size * rdma_gbps * 1e9 bytes/s: a step's moves run
+ *     concurrently over every GPU's RDMA link, so one more move costs its
+ *     share of that (unweighted; the balancer multiplies by
+ *     migration_weight).
  * Both are 0 when a factor they need is 0 (no model shape).
  */
 void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
