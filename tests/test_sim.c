@@ -1,9 +1,1092 @@
 /*
- * test_sim.c - unit tests of lib/sim (placeholder until the module lands).
+ * test_sim.c - unit tests of lib/sim and lib/traffic: the GEMM time at a
+ * few row counts (with the HBM floor), DeepEP copy counting, a uniform
+ * case where static equals the ideal, one hot expert replicated by hand,
+ * the dense estimate, migration, planning overlap, the streaming pass on
+ * a written trace, errors, and determinism.  Expected values are worked
+ * out by hand in the comments.
  */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "relibra.h"
+#include "sim.h"
 #include "suites.h"
+
+#define REL_EQ(a, b) ck_assert_msg(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-18, \
+				   "%s = %.12g, expected %.12g", #a, (double)(a), (double)(b))
+
+/*
+ * A toy model: hidden 64, expert_ffn 32, so an expert has 6144 params,
+ * 12288 forward FLOPs per row and 12288 weight bytes; a token copy is 128
+ * bytes.  Peak 1 TFLOP/s at gemm_eff_max 0.5 with 100 half rows:
+ * compute time of m rows = 12288 * (m + 100) / 0.5e12 = 24.576 ns * (m + 100).
+ * HBM 2 GB/s: the weight floor is 6.144 us.  NVLink 10 GB/s, 1 us; RDMA
+ * 5 GB/s, 4 us.  No attention shape: the dense part is the router alone.
+ */
+static void toy_config(struct rlb_config *cfg, int nodes, int gpn, int experts,
+		       int topk, int layers)
+{
+	rlb_config_defaults(cfg);
+	cfg->model.experts = experts;
+	cfg->model.topk = topk;
+	cfg->model.hidden = 64;
+	cfg->model.expert_ffn = 32;
+	cfg->model.moe_layers = layers;
+	cfg->cluster.nodes = nodes;
+	cfg->cluster.gpus_per_node = gpn;
+	cfg->cluster.peak_tflops = 1;
+	cfg->cluster.gemm_eff_max = 0.5;
+	cfg->cluster.gemm_eff_half_rows = 100;
+	cfg->cluster.hbm_gbps = 2;
+	cfg->cluster.nvlink_gbps = 10;
+	cfg->cluster.nvlink_latency_us = 1;
+	cfg->cluster.rdma_gbps = 5;
+	cfg->cluster.rdma_latency_us = 4;
+	cfg->parallel.ep_size = nodes * gpn;
+	cfg->balancer.planner_overlap = 1;
+}
+
+/* Sequences held in memory: ids layer-major as struct rlb_seq. */
+struct seqs {
+	size_t n;
+	uint32_t len[16];
+	uint16_t *ids[16];
+	uint32_t layers, topk;
+};
+
+static void seqs_init(struct seqs *q, size_t n, const uint32_t *len,
+		      uint32_t layers, uint32_t topk)
+{
+	size_t i;
+
+	memset(q, 0, sizeof(*q));
+	q->n = n;
+	q->layers = layers;
+	q->topk = topk;
+	for (i = 0; i < n; i++) {
+		q->len[i] = len[i];
+		q->ids[i] = calloc((size_t)layers * len[i] * topk + 1, sizeof(uint16_t));
+		ck_assert_ptr_nonnull(q->ids[i]);
+	}
+}
+
+static uint16_t *seq_id(struct seqs *q, size_t i, uint32_t layer, uint32_t t, uint32_t k)
+{
+	return &q->ids[i][((size_t)layer * q->len[i] + t) * q->topk + k];
+}
+
+static void seqs_free(struct seqs *q)
+{
+	size_t i;
+
+	for (i = 0; i < q->n; i++)
+		free(q->ids[i]);
+}
+
+static void seq_at(const struct seqs *q, size_t i, struct rlb_seq *seq)
+{
+	memset(seq, 0, sizeof(*seq));
+	seq->tokens = q->len[i];
+	seq->ids = q->ids[i];
+}
+
+/* Schedule and loads of the sequences (step 0, in-order). */
+static void build(const struct rlb_config *cfg, const struct seqs *q,
+		  struct rlb_schedule *s, struct rlb_loads *l)
+{
+	struct rlb_err err = {0};
+	size_t i;
+
+	ck_assert_msg(rlb_schedule_build(s, 0, q->len, q->n, (uint32_t)cfg->parallel.ep_size,
+					 (uint32_t)cfg->parallel.micro_batch_tokens,
+					 RLB_PACK_IN_ORDER, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_loads_init(l, s->micro_batches, q->layers, s->ranks,
+				     (uint32_t)cfg->model.experts, &err) == 0, "%s", err.msg);
+	for (i = 0; i < q->n; i++) {
+		struct rlb_seq seq;
+
+		seq_at(q, i, &seq);
+		rlb_loads_add_seq(l, s, (uint32_t)i, &seq, q->topk);
+	}
+}
+
+static void traffic_of(struct rlb_traffic *t, const struct rlb_config *cfg,
+		       const struct rlb_step_plan *plan, const struct seqs *q,
+		       const struct rlb_schedule *s, const struct rlb_loads *l)
+{
+	struct rlb_err err = {0};
+	size_t i;
+
+	ck_assert_msg(rlb_traffic_init(t, plan, l, (uint32_t)cfg->cluster.gpus_per_node, &err) == 0,
+		      "%s", err.msg);
+	for (i = 0; i < q->n; i++) {
+		struct rlb_seq seq;
+
+		seq_at(q, i, &seq);
+		rlb_traffic_add_seq(t, s, (uint32_t)i, &seq, q->topk);
+	}
+	ck_assert_uint_eq(t->unplanned_rows, 0);
+}
+
+/* ------------------------------------------------------------------ */
+
+/*
+ * gemm(m) = max(24.576 ns * (m + 100), 12288 B / HBM).  With HBM at
+ * 1 GB/s the floor is 12.288 us: m = 1 gives 2.482 us -> 12.288 us; m =
+ * 400 sits on it (12.288 us both ways); m = 900 gives 24.576 us; m = 2000
+ * gives 51.6096 us.  0 rows cost nothing.
+ */
+START_TEST(test_gemm_time)
+{
+	struct rlb_config cfg;
+	struct rlb_sim_params p;
+
+	toy_config(&cfg, 1, 2, 2, 1, 1);
+	cfg.cluster.hbm_gbps = 1;
+	rlb_sim_params_init(&p, &cfg);
+	REL_EQ(p.expert_params, 6144.0);
+	REL_EQ(p.expert_flops_per_row, 12288.0);
+	REL_EQ(p.expert_weight_bytes, 12288.0);
+	REL_EQ(p.token_bytes, 128.0);
+	ck_assert(rlb_sim_gemm_s(&p, 0) == 0);
+	REL_EQ(rlb_sim_gemm_s(&p, 1), 12.288e-6);
+	REL_EQ(rlb_sim_gemm_s(&p, 400), 12.288e-6);
+	REL_EQ(rlb_sim_gemm_s(&p, 900), 24.576e-6);
+	REL_EQ(rlb_sim_gemm_s(&p, 2000), 51.6096e-6);
+	/* a faster HBM lowers the floor: m = 1 is then compute bound */
+	cfg.cluster.hbm_gbps = 1000;
+	rlb_sim_params_init(&p, &cfg);
+	REL_EQ(rlb_sim_gemm_s(&p, 1), 2.482176e-6);
+	ck_assert_uint_eq(p.passes, 3);
+	ck_assert_uint_eq(p.a2a_phases, 4);
+	cfg.parallel.recompute = 1;
+	rlb_sim_params_init(&p, &cfg);
+	ck_assert_uint_eq(p.passes, 4);
+	ck_assert_uint_eq(p.a2a_phases, 6);
+}
+END_TEST
+
+/*
+ * 2 nodes x 4 GPUs, 16 experts (expert e on GPU e / 2), top-2; one token
+ * on rank 0 (node 0, lane 0; its rail GPU in node 1 is GPU 4), one layer
+ * per case:
+ *   layer 0, experts {10, 12} on GPUs 5, 6: 1 RDMA 0 -> 4, NVLink 4 -> 5, 4 -> 6;
+ *   layer 1, experts {8, 10} on GPUs 4, 5: 1 RDMA 0 -> 4, NVLink 4 -> 5;
+ *   layer 2, experts {2, 12} on GPUs 1, 6: NVLink 0 -> 1, RDMA 0 -> 4, NVLink 4 -> 6;
+ *   layer 3, experts {10, 11} both on GPU 5: 1 RDMA 0 -> 4, 1 NVLink 4 -> 5;
+ *   layer 4, experts {0, 1} on GPU 0 itself: nothing.
+ */
+START_TEST(test_deepep_counting)
+{
+	static const uint16_t pairs[5][2] = { {10, 12}, {8, 10}, {2, 12}, {10, 11}, {0, 1} };
+	static const uint32_t len[1] = { 1 };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_traffic t;
+	struct seqs q;
+	uint32_t layer, g;
+
+	toy_config(&cfg, 2, 4, 16, 2, 5);
+	seqs_init(&q, 1, len, 5, 2);
+	for (layer = 0; layer < 5; layer++) {
+		*seq_id(&q, 0, layer, 0, 0) = pairs[layer][0];
+		*seq_id(&q, 0, layer, 0, 1) = pairs[layer][1];
+	}
+	build(&cfg, &q, &s, &l);
+	ck_assert_uint_eq(s.chunks[0].rank, 0);
+	traffic_of(&t, &cfg, NULL, &q, &s, &l);
+	ck_assert_uint_eq(t.rows, 10);
+	{
+		static const uint64_t want[5][4][8] = {
+			/* rdma_send, rdma_recv, nvlink_send, nvlink_recv per GPU */
+			{ {1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 2}, {0, 0, 0, 0, 0, 1, 1} },
+			{ {1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 0, 1} },
+			{ {1}, {0, 0, 0, 0, 1}, {1, 0, 0, 0, 1}, {0, 1, 0, 0, 0, 0, 1} },
+			{ {1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 0, 1} },
+			{ {0}, {0}, {0}, {0} },
+		};
+
+		for (layer = 0; layer < 5; layer++)
+			for (g = 0; g < 8; g++) {
+				size_t i = (size_t)layer * 8 + g;
+
+				ck_assert_msg(t.rdma_send[i] == want[layer][0][g] &&
+					      t.rdma_recv[i] == want[layer][1][g] &&
+					      t.nvlink_send[i] == want[layer][2][g] &&
+					      t.nvlink_recv[i] == want[layer][3][g],
+					      "layer %u gpu %u: %llu %llu %llu %llu", layer, g,
+					      (unsigned long long)t.rdma_send[i],
+					      (unsigned long long)t.rdma_recv[i],
+					      (unsigned long long)t.nvlink_send[i],
+					      (unsigned long long)t.nvlink_recv[i]);
+			}
+	}
+	rlb_traffic_release(&t);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * 2 nodes x 2 GPUs, 4 experts (one per GPU), top-1, 2 layers, dense part
+ * estimated (q_heads 2, kv_heads 1, head_dim 8).  Four sequences of 4
+ * tokens, one per rank; token t goes to expert (t + layer) mod 4, so
+ * every rank sends one token to every GPU: 2 RDMA copies out and in per
+ * GPU (one token to each GPU of the other node, both through the rail
+ * GPU), 2 NVLink copies out and in (to its node mate, and the forward of
+ * a remote token to its node mate).  Every GPU computes 4 rows; the
+ * static layout is the ideal.
+ */
+START_TEST(test_uniform_static_is_ideal)
+{
+	static const uint32_t len[4] = { 4, 4, 4, 4 };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL, *isim = NULL;
+	struct rlb_sim_opts o;
+	struct rlb_sim_step st, ist;
+	struct rlb_sim_summary sum;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t i, layer, tok;
+	double disp, a2a, expert, dense, proj, attn, router;
+
+	toy_config(&cfg, 2, 2, 4, 1, 2);
+	cfg.parallel.micro_batch_tokens = 4;
+	cfg.model.q_heads = 2;
+	cfg.model.kv_heads = 1;
+	cfg.model.head_dim = 8;
+	seqs_init(&q, 4, len, 2, 1);
+	for (i = 0; i < 4; i++)
+		for (layer = 0; layer < 2; layer++)
+			for (tok = 0; tok < 4; tok++)
+				*seq_id(&q, i, layer, tok, 0) = (uint16_t)((tok + layer) % 4);
+	build(&cfg, &q, &s, &l);
+	for (i = 0; i < 4; i++)
+		ck_assert_uint_eq(s.chunks[i].rank, i);
+	traffic_of(&t, &cfg, NULL, &q, &s, &l);
+	for (i = 0; i < 8; i++) {
+		ck_assert_uint_eq(t.rdma_send[i], 2);
+		ck_assert_uint_eq(t.rdma_recv[i], 2);
+		ck_assert_uint_eq(t.nvlink_send[i], 2);
+		ck_assert_uint_eq(t.nvlink_recv[i], 2);
+	}
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_STATIC);
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
+	ck_assert_msg(rlb_sim_add_step(sim, &s, &l, NULL, &t, &t, &st, &err) == 0, "%s", err.msg);
+	REL_EQ(st.policy.total_s, st.ideal.total_s);
+	REL_EQ(st.policy.total_s, st.same_traffic_ideal.total_s);
+	REL_EQ(st.fraction_of_ideal, 1.0);
+	/*
+	 * Dispatch: RDMA 4 us + 256 B / 5 GB/s = 4.0512 us; NVLink 1 us +
+	 * 256 B / 10 GB/s = 1.0256 us; the slower sets it; 4 phases x 2 layers.
+	 */
+	disp = 4.0512e-6;
+	a2a = 8 * disp;
+	REL_EQ(st.policy.a2a_s, a2a);
+	REL_EQ(st.policy.a2a_rdma_s, a2a);
+	REL_EQ(st.policy.a2a_nvlink_s, 8 * 1.0256e-6);
+	/*
+	 * experts: 3 passes x 2 layers x gemm(4); 4 rows compute in
+	 * 24.576 ns * 104 = 2.556 us, below the HBM floor 12288 B / 2 GB/s
+	 * = 6.144 us.
+	 */
+	expert = 6 * 6.144e-6;
+	REL_EQ(st.policy.expert_s, expert);
+	REL_EQ(st.ideal.expert_s, expert);
+	/*
+	 * Dense per rank and layer (4 tokens from 0): projections 2*4*64*
+	 * (2*2 + 2*1)*8 = 24576, attention 4*2*8*(1+2+3+4) = 640, router
+	 * 2*4*64*4 = 2048: 27264 FLOP at 0.5 TFLOP/s; 3 passes x 2 layers.
+	 */
+	proj = 24576;
+	attn = 640;
+	router = 2048;
+	dense = 6 * (proj + attn + router) / 0.5e12;
+	REL_EQ(st.policy.dense_s, dense);
+	REL_EQ(st.policy.total_s, a2a + expert + dense);
+	ck_assert(st.policy.replication_s == 0 && st.policy.migration_s == 0 &&
+		  st.policy.planning_s == 0 && st.policy.grad_reduce_s == 0);
+	ck_assert_uint_eq(st.tokens, 16);
+	REL_EQ(st.tokens_per_s, 16 / st.policy.total_s);
+	REL_EQ(st.bytes.a2a_rdma, 4.0 * 2 * 8 * 128);
+	REL_EQ(st.bytes.a2a_nvlink, 4.0 * 2 * 8 * 128);
+	ck_assert_int_eq(rlb_sim_summary(sim, &sum, &err), 0);
+	REL_EQ(sum.gpu_before.max, 1.0);
+	REL_EQ(sum.node_floor.max, 1.0);
+	ck_assert_uint_eq(sum.gpu_after.n, 2);
+
+	/* the ideal policy gives the same number */
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_IDEAL);
+	ck_assert_int_eq(rlb_sim_new(&isim, &cfg, &o, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(isim, &s, &l, NULL, &t, NULL, &ist, &err), 0);
+	REL_EQ(ist.policy.total_s, st.policy.total_s);
+
+	rlb_sim_free(sim);
+	rlb_sim_free(isim);
+	rlb_traffic_release(&t);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * One node of 2 GPUs, 2 experts (e on GPU e), top-1, one layer, one spare
+ * slot.  Each rank holds one sequence of 800 tokens: 600 to expert 0,
+ * then 200 to expert 1.  Expert 0 has 1200 rows, expert 1 400.
+ *
+ * Static: GPU 0 computes 1200 rows: 24.576 ns * 1300 = 31.9488 us, GPU 1
+ * 400 rows: 12.288 us.  Dispatch: rank 1 sends 600 copies to GPU 0, rank
+ * 0 200 to GPU 1: 1 us + 600 * 128 B / 10 GB/s = 8.68 us.
+ *
+ * Replicated by hand: expert 0 keeps 800 rows at home and a replica on
+ * GPU 1 takes 400.  The locality split: the replica takes rank 1's own
+ * rows first (400), the home rank 0's 600 and rank 1's other 200.  In
+ * token order rank 1 sends its first 200 expert-0 rows to the home copy
+ * (the first instance that receives from it), the next 400 stay.
+ * GPU 0: gemm(800) = 22.1184 us; GPU 1: 2 x gemm(400) = 24.576 us (the
+ * slowest).  Dispatch: 200 copies each way: 1 us + 2.56 us = 3.56 us.
+ * Replica copy and gradient: 1 us + 12288 B / 10 GB/s = 2.2288 us each.
+ * Dense: only the router, 2 * 800 * 64 * 2 = 204800 FLOP per rank at
+ * 0.5 TFLOP/s = 0.4096 us forward, 1.2288 us in 3 passes.
+ *
+ * Step: static 3 * 31.9488 + 4 * 8.68 + 1.2288 = 131.7952 us; replicated
+ * 3 * 24.576 + 4 * 3.56 + 2 * 2.2288 + 1.2288 = 93.6544 us: a gain of
+ * 38.1408 us.
+ */
+static void hot_case(struct rlb_config *cfg, struct seqs *q, struct rlb_schedule *s,
+		     struct rlb_loads *l, struct rlb_step_plan *plan)
+{
+	static const uint32_t len[2] = { 800, 800 };
+	struct rlb_err err = {0};
+	uint32_t i, tok;
+
+	toy_config(cfg, 1, 2, 2, 1, 1);
+	cfg->parallel.micro_batch_tokens = 800;
+	cfg->balancer.replica_slots = 1;
+	seqs_init(q, 2, len, 1, 1);
+	for (i = 0; i < 2; i++)
+		for (tok = 0; tok < 800; tok++)
+			*seq_id(q, i, 0, tok, 0) = tok < 600 ? 0 : 1;
+	build(cfg, q, s, l);
+	ck_assert_msg(rlb_step_plan_init(plan, 0, 1, 1, 2, 2, 2, 1, RLB_SPLIT_LOCALITY, &err) == 0,
+		      "%s", err.msg);
+	ck_assert_int_eq(rlb_step_plan_add(plan, 0, 0, 0, 0, 800, &err), 0);
+	ck_assert_int_eq(rlb_step_plan_add(plan, 0, 0, 0, 1, 400, &err), 0);
+	ck_assert_int_eq(rlb_step_plan_add(plan, 0, 0, 1, 1, 400, &err), 0);
+	ck_assert_msg(rlb_step_plan_check(plan, l, &err) == 0, "%s", err.msg);
+}
+
+START_TEST(test_hot_expert_replication)
+{
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t, ts;
+	struct rlb_sim *ssim = NULL, *rsim = NULL, *wsim = NULL;
+	struct rlb_sim_opts o;
+	struct rlb_sim_step sst, rst, wst;
+	struct rlb_sim_summary sum;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t rows[4];
+
+	hot_case(&cfg, &q, &s, &l, &plan);
+	rlb_step_plan_split(&plan, &l, 0, 0, 0, rows);
+	ck_assert_uint_eq(rows[0], 600);	/* rank 0 -> home */
+	ck_assert_uint_eq(rows[1], 0);
+	ck_assert_uint_eq(rows[2], 200);	/* rank 1 -> home */
+	ck_assert_uint_eq(rows[3], 400);	/* rank 1 -> replica */
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	traffic_of(&ts, &cfg, NULL, &q, &s, &l);
+	ck_assert_uint_eq(ts.nvlink_send[0], 200);
+	ck_assert_uint_eq(ts.nvlink_send[1], 600);
+	ck_assert_uint_eq(ts.nvlink_recv[0], 600);
+	ck_assert_uint_eq(t.nvlink_send[0], 200);
+	ck_assert_uint_eq(t.nvlink_send[1], 200);
+	ck_assert_uint_eq(t.nvlink_recv[0], 200);
+	ck_assert_uint_eq(t.nvlink_recv[1], 200);
+	ck_assert_uint_eq(t.rdma_send[0] + t.rdma_send[1], 0);
+
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_STATIC);
+	ck_assert_int_eq(rlb_sim_new(&ssim, &cfg, &o, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(ssim, &s, &l, NULL, &ts, NULL, &sst, &err), 0);
+	REL_EQ(sst.policy.expert_s, 3 * 31.9488e-6);
+	REL_EQ(sst.policy.a2a_s, 4 * 8.68e-6);
+	REL_EQ(sst.policy.dense_s, 1.2288e-6);
+	REL_EQ(sst.policy.total_s, 131.7952e-6);
+
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_REPLICATE);
+	ck_assert_int_eq(rlb_sim_new(&rsim, &cfg, &o, &err), 0);
+	ck_assert_msg(rlb_sim_add_step(rsim, &s, &l, &plan, &t, &ts, &rst, &err) == 0, "%s", err.msg);
+	REL_EQ(rst.policy.expert_s, 3 * 24.576e-6);
+	REL_EQ(rst.policy.a2a_s, 4 * 3.56e-6);
+	REL_EQ(rst.policy.replication_s, 2.2288e-6);
+	REL_EQ(rst.policy.grad_reduce_s, 2.2288e-6);
+	REL_EQ(rst.policy.total_s, 93.6544e-6);
+	REL_EQ(sst.policy.total_s - rst.policy.total_s, 38.1408e-6);
+	ck_assert_uint_eq(rst.replicas, 1);
+	ck_assert_uint_eq(rst.replica_copies, 1);
+	ck_assert_uint_eq(rst.replica_slots, 2);
+	REL_EQ(rst.bytes.replica_nvlink, 12288.0);
+	REL_EQ(rst.bytes.grad_nvlink, 12288.0);
+	ck_assert(rst.bytes.replica_rdma == 0 && rst.bytes.grad_rdma == 0);
+	/*
+	 * Ideal: (gemm(1200) + gemm(400)) / 2 = 24.576 ns * 1800 / 2 =
+	 * 22.1184 us per pass; static mean traffic (800 copies / 2 GPUs):
+	 * 1 us + 400 * 128 B / 10 GB/s = 6.12 us.
+	 */
+	REL_EQ(rst.ideal.expert_s, 3 * 22.1184e-6);
+	REL_EQ(rst.ideal.a2a_s, 4 * 6.12e-6);
+	REL_EQ(rst.same_traffic_ideal.a2a_s, 4 * 3.56e-6);
+	REL_EQ(rst.ideal.total_s, sst.ideal.total_s);
+	REL_EQ(rst.fraction_of_ideal, (3 * 22.1184e-6 + 4 * 6.12e-6 + 1.2288e-6) / 93.6544e-6);
+	ck_assert_int_eq(rlb_sim_summary(rsim, &sum, &err), 0);
+	REL_EQ(sum.gpu_before.p50, 1.5);
+	REL_EQ(sum.gpu_after.p50, 1.0);
+	REL_EQ(sum.node_floor.max, 1.0);
+	REL_EQ(sum.slot_use, 0.5);
+	REL_EQ(sum.fraction_of_ideal, rst.fraction_of_ideal);
+
+	/*
+	 * relibra's window: a dense part of 9 us per layer (3 us forward)
+	 * hides the 2.2288 us copy of layer 0; the gradient stays.
+	 */
+	cfg.model.dense_time_ms = 0.009;
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_RELIBRA);
+	ck_assert_int_eq(o.window, RLB_SIM_WINDOW_PREV_LAYER);
+	ck_assert_int_eq(rlb_sim_new(&wsim, &cfg, &o, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(wsim, &s, &l, &plan, &t, &ts, &wst, &err), 0);
+	ck_assert(wst.policy.replication_s == 0);
+	REL_EQ(wst.policy.grad_reduce_s, 2.2288e-6);
+	REL_EQ(wst.policy.dense_s, 9e-6);
+	REL_EQ(wst.policy.total_s, 93.6544e-6 - 1.2288e-6 - 2.2288e-6 + 9e-6);
+
+	rlb_sim_free(ssim);
+	rlb_sim_free(rsim);
+	rlb_sim_free(wsim);
+	rlb_traffic_release(&t);
+	rlb_traffic_release(&ts);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/* Planning: 2 ms of planner wall time with 25% hidden costs 1.5 ms. */
+START_TEST(test_planning_overlap)
+{
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_step st;
+	struct rlb_err err = {0};
+	struct seqs q;
+
+	hot_case(&cfg, &q, &s, &l, &plan);
+	cfg.balancer.planner_overlap = 0.25;
+	plan.planner_ns = 2000000;
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	strcpy(cfg.balancer.policy, "replicate");
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, &plan, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.planning_s, 1.5e-3);
+	REL_EQ(st.policy.total_s, 93.6544e-6 + 1.5e-3);
+	ck_assert_uint_eq(st.planner_ns, 2000000);
+	rlb_sim_free(sim);
+	rlb_traffic_release(&t);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/* A plan with the given homes (layer 0) and one instance per expert. */
+static void homes_plan(struct rlb_step_plan *p, const struct rlb_loads *l,
+		       const uint32_t *home)
+{
+	struct rlb_err err = {0};
+	uint32_t e, r;
+
+	ck_assert_int_eq(rlb_step_plan_init(p, 0, l->micro_batches, 1, 4, 4, 2, 0,
+					    RLB_SPLIT_LOCALITY, &err), 0);
+	memcpy(p->home, home, 4 * sizeof(*home));
+	for (e = 0; e < 4; e++) {
+		uint32_t load = 0;
+
+		for (r = 0; r < 4; r++)
+			load += l->count[rlb_loads_index(l, 0, 0, r, e)];
+		ck_assert_int_eq(rlb_step_plan_add(p, 0, 0, e, home[e], load, &err), 0);
+	}
+	ck_assert_msg(rlb_step_plan_check(p, l, &err) == 0, "%s", err.msg);
+}
+
+/*
+ * 2 nodes x 2 GPUs, 4 experts; migration_bytes_per_param 14: an expert
+ * moves 6144 * 14 = 86016 bytes.  Step A swaps experts 0 and 2 across
+ * the nodes (from the static layout): GPUs 0 and 2 each send and receive
+ * one expert over RDMA: 4 us + 86016 B / 5 GB/s = 21.2032 us.  Step B
+ * keeps the homes: nothing.  Step C swaps experts 1 and 2 inside node 0
+ * (GPUs 0 and 1): NVLink, 1 us + 86016 B / 10 GB/s = 9.6016 us.
+ */
+START_TEST(test_migration)
+{
+	static const uint32_t len[1] = { 4 };
+	static const uint32_t ha[4] = { 2, 1, 0, 3 }, hc[4] = { 2, 0, 1, 3 };
+	const uint32_t *homes[3] = { ha, ha, hc };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_step st[3];
+	struct rlb_sim_summary sum;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t tok;
+	int k;
+
+	toy_config(&cfg, 2, 2, 4, 1, 1);
+	seqs_init(&q, 1, len, 1, 1);
+	for (tok = 0; tok < 4; tok++)
+		*seq_id(&q, 0, 0, tok, 0) = (uint16_t)tok;
+	build(&cfg, &q, &s, &l);
+	strcpy(cfg.balancer.policy, "relibra");
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	for (k = 0; k < 3; k++) {
+		struct rlb_step_plan plan;
+		struct rlb_traffic t;
+
+		homes_plan(&plan, &l, homes[k]);
+		traffic_of(&t, &cfg, &plan, &q, &s, &l);
+		ck_assert_msg(rlb_sim_add_step(sim, &s, &l, &plan, &t, NULL, &st[k], &err) == 0,
+			      "%s", err.msg);
+		rlb_traffic_release(&t);
+		rlb_step_plan_release(&plan);
+	}
+	ck_assert_uint_eq(st[0].migrated_experts, 2);
+	ck_assert_uint_eq(st[0].moved_in_node, 0);
+	REL_EQ(st[0].policy.migration_s, 21.2032e-6);
+	REL_EQ(st[0].bytes.migration_rdma, 2 * 86016.0);
+	ck_assert(st[0].bytes.migration_nvlink == 0);
+	ck_assert(st[1].policy.migration_s == 0);
+	ck_assert_uint_eq(st[1].migrated_experts, 0);
+	ck_assert_uint_eq(st[2].migrated_experts, 0);
+	ck_assert_uint_eq(st[2].moved_in_node, 2);
+	REL_EQ(st[2].policy.migration_s, 9.6016e-6);
+	REL_EQ(st[2].bytes.migration_nvlink, 2 * 86016.0);
+	/* migration is the only difference between steps A and B */
+	REL_EQ(st[0].policy.total_s - st[1].policy.total_s, 21.2032e-6);
+	ck_assert_int_eq(rlb_sim_summary(sim, &sum, &err), 0);
+	ck_assert_uint_eq(sum.steps, 3);
+	ck_assert_uint_eq(sum.migrated_experts, 2);
+	ck_assert_uint_eq(sum.moved_in_node, 2);
+	REL_EQ(sum.policy_time.migration_s, 21.2032e-6 + 9.6016e-6);
+	REL_EQ(sum.step_time_s, sum.policy_time.total_s / 3);
+	rlb_sim_free(sim);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * Dense estimate: one rank, budget 4, one sequence of 8 tokens cut into
+ * chunks [0, 4) (micro-batch 0) and [4, 8) (micro-batch 1).  Per layer:
+ * projections 24576 FLOP and router 2048 each; attention 4*2*8*ctx with
+ * ctx 1+2+3+4 = 10 and 5+6+7+8 = 26.  The slower micro-batch does not
+ * set the other's time.  With first_dense_layers 1 (dense_ffn 16) each
+ * micro-batch adds projections + attention + 6*4*64*16 = 24576 FLOP.
+ * With recompute: 4 passes.  dense_time_ms replaces the estimate.
+ */
+START_TEST(test_dense_estimate)
+{
+	static const uint32_t len[1] = { 8 };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_step st;
+	struct rlb_err err = {0};
+	struct seqs q;
+	double moe0, moe1, first0, first1, rate = 0.5e12;
+
+	toy_config(&cfg, 1, 1, 4, 1, 1);
+	cfg.parallel.micro_batch_tokens = 4;
+	cfg.model.q_heads = 2;
+	cfg.model.kv_heads = 1;
+	cfg.model.head_dim = 8;
+	cfg.model.first_dense_layers = 1;
+	cfg.model.dense_ffn = 16;
+	seqs_init(&q, 1, len, 1, 1);
+	build(&cfg, &q, &s, &l);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	traffic_of(&t, &cfg, NULL, &q, &s, &l);
+	moe0 = (24576 + 2048 + 640) / rate;
+	moe1 = (24576 + 2048 + 4 * 2 * 8 * 26) / rate;
+	first0 = (24576 + 640 + 24576) / rate;
+	first1 = (24576 + 4 * 2 * 8 * 26 + 24576) / rate;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1));
+	rlb_sim_free(sim);
+	sim = NULL;
+
+	cfg.parallel.recompute = 1;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 4 * (moe0 + moe1 + first0 + first1));
+	/* 4 rows of expert 0 per micro-batch: the HBM floor, 6.144 us */
+	REL_EQ(st.policy.expert_s, 2 * 4 * 6.144e-6);
+	rlb_sim_free(sim);
+	sim = NULL;
+
+	cfg.model.dense_time_ms = 0.5;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	/* 2 micro-batches x (1 MoE + 1 dense layer) x 0.5 ms */
+	REL_EQ(st.policy.dense_s, 2e-3);
+	rlb_sim_free(sim);
+	rlb_traffic_release(&t);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * A replica kept on the same GPU over consecutive micro-batches is
+ * copied once and reduced once: two micro-batches of the hot case.
+ */
+START_TEST(test_replica_reuse)
+{
+	static const uint32_t len[4] = { 800, 800, 800, 800 };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_step st;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t i, tok, mb;
+
+	toy_config(&cfg, 1, 2, 2, 1, 1);
+	cfg.parallel.micro_batch_tokens = 800;
+	seqs_init(&q, 4, len, 1, 1);
+	for (i = 0; i < 4; i++)
+		for (tok = 0; tok < 800; tok++)
+			*seq_id(&q, i, 0, tok, 0) = tok < 600 ? 0 : 1;
+	build(&cfg, &q, &s, &l);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	ck_assert_int_eq(rlb_step_plan_init(&plan, 0, 2, 1, 2, 2, 2, 1, RLB_SPLIT_LOCALITY, &err), 0);
+	for (mb = 0; mb < 2; mb++) {
+		ck_assert_int_eq(rlb_step_plan_add(&plan, mb, 0, 0, 0, 800, &err), 0);
+		ck_assert_int_eq(rlb_step_plan_add(&plan, mb, 0, 0, 1, 400, &err), 0);
+		ck_assert_int_eq(rlb_step_plan_add(&plan, mb, 0, 1, 1, 400, &err), 0);
+	}
+	ck_assert_msg(rlb_step_plan_check(&plan, &l, &err) == 0, "%s", err.msg);
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	strcpy(cfg.balancer.policy, "replicate");
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, &plan, &t, NULL, &st, &err), 0);
+	ck_assert_uint_eq(st.replicas, 2);
+	ck_assert_uint_eq(st.replica_copies, 1);
+	REL_EQ(st.policy.replication_s, 2.2288e-6);
+	REL_EQ(st.policy.grad_reduce_s, 2.2288e-6);
+	REL_EQ(st.policy.total_s, 2 * (93.6544e-6 - 2 * 2.2288e-6) + 2 * 2.2288e-6);
+	rlb_sim_free(sim);
+	rlb_traffic_release(&t);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/* Same inputs, same bytes: two simulators of the hot case. */
+START_TEST(test_determinism)
+{
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t[2], ts;
+	struct rlb_sim *sim[2] = { NULL, NULL };
+	struct rlb_sim_step st[2];
+	struct rlb_sim_summary sum[2];
+	struct rlb_err err = {0};
+	struct seqs q;
+	int k;
+
+	hot_case(&cfg, &q, &s, &l, &plan);
+	traffic_of(&ts, &cfg, NULL, &q, &s, &l);
+	memset(st, 0, sizeof(st));
+	memset(sum, 0, sizeof(sum));
+	for (k = 0; k < 2; k++) {
+		traffic_of(&t[k], &cfg, &plan, &q, &s, &l);
+		ck_assert_int_eq(rlb_sim_new(&sim[k], &cfg, NULL, &err), 0);
+		ck_assert_int_eq(rlb_sim_add_step(sim[k], &s, &l, &plan, &t[k], &ts, &st[k], &err), 0);
+		ck_assert_int_eq(rlb_sim_summary(sim[k], &sum[k], &err), 0);
+	}
+	ck_assert_int_eq(memcmp(t[0].rdma_send, t[1].rdma_send, 2 * sizeof(uint64_t)), 0);
+	ck_assert_int_eq(memcmp(t[0].nvlink_send, t[1].nvlink_send, 2 * sizeof(uint64_t)), 0);
+	ck_assert_int_eq(memcmp(&st[0], &st[1], sizeof(st[0])), 0);
+	ck_assert_int_eq(memcmp(&sum[0].policy_time, &sum[1].policy_time, sizeof(sum[0].policy_time)), 0);
+	ck_assert_int_eq(memcmp(&sum[0].ideal, &sum[1].ideal, sizeof(sum[0].ideal)), 0);
+	ck_assert_int_eq(memcmp(&sum[0].gpu_after, &sum[1].gpu_after, sizeof(sum[0].gpu_after)), 0);
+	ck_assert_int_eq(memcmp(&sum[0].bytes, &sum[1].bytes, sizeof(sum[0].bytes)), 0);
+	ck_assert(sum[0].fraction_of_ideal == sum[1].fraction_of_ideal);
+	ck_assert(sum[0].tokens_per_s > 0);
+	for (k = 0; k < 2; k++) {
+		rlb_sim_free(sim[k]);
+		rlb_traffic_release(&t[k]);
+	}
+	rlb_traffic_release(&ts);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * The streaming pass on a written trace equals feeding the sequences by
+ * hand; a plan of another trace is refused.
+ */
+START_TEST(test_traffic_step_trace)
+{
+	struct rlb_config cfg;
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w = NULL;
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_schedule s, s2;
+	struct rlb_loads l, l2;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t, tr, ts;
+	struct rlb_traffic *tv[2];
+	struct rlb_err err = {0};
+	struct seqs q;
+	char path[512];
+	size_t i, n;
+	int ret;
+
+	hot_case(&cfg, &q, &s, &l, &plan);
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	snprintf(path, sizeof(path), "%s/sim-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
+	rlb_trace_header_from_config(&h, &cfg);
+	strcpy(h.source, "api");
+	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
+	for (i = 0; i < q.n; i++) {
+		struct rlb_seq seq;
+
+		seq_at(&q, i, &seq);
+		seq.sample = (uint32_t)i;
+		ck_assert_int_eq(rlb_trace_writer_append(w, &seq), 0);
+	}
+	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(rlb_traffic_init(&tr, &plan, &l2, 2, &err), 0);
+	ck_assert_int_eq(rlb_traffic_init(&ts, NULL, &l2, 2, &err), 0);
+	tv[0] = &tr;
+	tv[1] = &ts;
+	ck_assert_msg(rlb_traffic_step(r, &s2, tv, 2, &err) == 0, "%s", err.msg);
+	n = (size_t)t.micro_batches * t.layers * t.ranks;
+	ck_assert_int_eq(memcmp(t.nvlink_send, tr.nvlink_send, n * sizeof(uint64_t)), 0);
+	ck_assert_int_eq(memcmp(t.nvlink_recv, tr.nvlink_recv, n * sizeof(uint64_t)), 0);
+	ck_assert_uint_eq(ts.nvlink_send[1], 600);
+	rlb_traffic_release(&tr);
+	rlb_traffic_release(&ts);
+
+	/* a plan whose quotas do not match the trace: rank 0 sends 800 rows of expert 0 */
+	l2.count[rlb_loads_index(&l2, 0, 0, 0, 0)] = 100;
+	ck_assert_int_eq(rlb_traffic_init(&tr, &plan, &l2, 2, &err), 0);
+	tv[0] = &tr;
+	ret = rlb_traffic_step(r, &s2, tv, 1, &err);
+	ck_assert_int_eq(ret, RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "step 0: 500 expert rows are not in the plan (the plan does not belong to this trace)");
+	rlb_traffic_release(&tr);
+
+	/* dimensions that do not match the step */
+	ck_assert_int_eq(rlb_traffic_init(&tr, NULL, &l2, 1, &err), 0);
+	tr.micro_batches = 3;
+	ck_assert_int_eq(rlb_traffic_step(r, &s2, tv, 1, &err), RLB_EMISMATCH);
+	tr.micro_batches = 1;
+	rlb_traffic_release(&tr);
+
+	rlb_trace_reader_free(r);
+	unlink(path);
+	rlb_traffic_release(&t);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_loads_release(&l2);
+	rlb_schedule_release(&s);
+	rlb_schedule_release(&s2);
+	seqs_free(&q);
+}
+END_TEST
+
+/* Inputs that do not belong together are refused; the simulator is unchanged. */
+START_TEST(test_errors)
+{
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l, l3;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_summary sum;
+	struct rlb_err err = {0};
+	struct seqs q;
+
+	hot_case(&cfg, &q, &s, &l, &plan);
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	/* loads of another shape */
+	ck_assert_int_eq(rlb_loads_init(&l3, 1, 1, 2, 3, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l3, &plan, &t, NULL, NULL, &err), RLB_EINVAL);
+	rlb_loads_release(&l3);
+	ck_assert_int_eq(rlb_loads_init(&l3, 1, 2, 2, 2, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l3, &plan, &t, NULL, NULL, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "sim: plan of 1 micro-batches x 1 layers x 2 experts on 2 ranks (2 per node), loads of 1 x 2 x 2 on 2 (2 per node)");
+	rlb_loads_release(&l3);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, &plan, NULL, NULL, NULL, &err), RLB_EINVAL);
+	ck_assert_int_eq(rlb_sim_summary(sim, &sum, &err), 0);
+	ck_assert_uint_eq(sum.steps, 0);
+	ck_assert(sum.policy_time.total_s == 0);
+	/* a plan with another number of GPUs per node */
+	rlb_traffic_release(&t);
+	ck_assert_int_eq(rlb_traffic_init(&t, &plan, &l, 1, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "traffic: plan has 2 GPUs per node, expected 1");
+	rlb_sim_free(sim);
+	rlb_traffic_release(&t);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/* A small deterministic generator (splitmix64). */
+static uint64_t test_rand(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/*
+ * The copies of one token, counted the plain way: its set of GPUs, then
+ * per remote node one RDMA copy to the rail GPU and NVLink copies from
+ * there, and NVLink copies to the GPUs of its own node.
+ */
+static void ref_token(uint64_t *rs, uint64_t *rr, uint64_t *ns, uint64_t *nr,
+		      const uint32_t *gpus, uint32_t n, uint32_t src, uint32_t R,
+		      uint32_t gpn)
+{
+	uint8_t dest[128] = { 0 };
+	uint32_t i, d, node, lane = src % gpn;
+
+	for (i = 0; i < n; i++)
+		dest[gpus[i]] = 1;
+	for (node = 0; node < R / gpn; node++) {
+		uint32_t rail = node * gpn + lane, any = 0;
+
+		for (d = node * gpn; d < (node + 1) * gpn; d++)
+			any |= dest[d];
+		if (!any)
+			continue;
+		if (node == src / gpn) {
+			for (d = node * gpn; d < (node + 1) * gpn; d++)
+				if (dest[d] && d != src) {
+					ns[src]++;
+					nr[d]++;
+				}
+			continue;
+		}
+		rs[src]++;
+		rr[rail]++;
+		for (d = node * gpn; d < (node + 1) * gpn; d++)
+			if (dest[d] && d != rail) {
+				ns[rail]++;
+				nr[d]++;
+			}
+	}
+}
+
+/*
+ * Random routing on 2 nodes of gpn GPUs (8 ranks: the bit-mask path; 80
+ * ranks: the general one), a plan replicating every third expert on the
+ * next GPU of its node with half its rows, both split rules: the traffic
+ * equals a plain recount that walks every source's rows through
+ * rlb_step_plan_split's counts.
+ */
+START_TEST(test_traffic_reference)
+{
+	const uint32_t gpn = _i ? 40 : 4, R = 2 * gpn, E = 2 * R, L = 2, topk = 4;
+	const enum rlb_split split = _i ? RLB_SPLIT_EVEN : RLB_SPLIT_LOCALITY;
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t len[16], i, mb, layer, e, k, tok, src;
+	uint64_t x = 7 + (uint64_t)_i;
+	uint64_t *ref[4], *used;
+	uint32_t *rows;
+	size_t nml, c;
+
+	for (i = 0; i < 16; i++)
+		len[i] = 1 + (uint32_t)(test_rand(&x) % 60);
+	toy_config(&cfg, 2, (int)gpn, (int)E, (int)topk, (int)L);
+	cfg.parallel.micro_batch_tokens = _i ? 4 : 24;
+	seqs_init(&q, 16, len, L, topk);
+	for (i = 0; i < 16; i++)
+		for (layer = 0; layer < L; layer++)
+			for (tok = 0; tok < len[i]; tok++)
+				for (k = 0; k < topk; k++) {
+					uint16_t v;
+					uint32_t j;
+
+					do {	/* distinct experts, skewed toward a few */
+						uint64_t r = test_rand(&x);
+
+						v = (uint16_t)(r % 3 == 0 ? (r >> 8) % 6 : (r >> 8) % E);
+						for (j = 0; j < k && *seq_id(&q, i, layer, tok, j) != v; j++)
+							;
+					} while (j < k);
+					*seq_id(&q, i, layer, tok, k) = v;
+				}
+	build(&cfg, &q, &s, &l);
+	ck_assert_uint_gt(s.micro_batches, 1);
+	ck_assert_int_eq(rlb_step_plan_init(&plan, 0, s.micro_batches, L, E, R, gpn, 8, split, &err), 0);
+	for (mb = 0; mb < s.micro_batches; mb++)
+		for (layer = 0; layer < L; layer++)
+			for (e = 0; e < E; e++) {
+				uint32_t home = e / 2, load = 0, rep = home / gpn * gpn + (home % gpn + 1) % gpn;
+
+				for (src = 0; src < R; src++)
+					load += l.count[rlb_loads_index(&l, mb, layer, src, e)];
+				if (e % 3) {
+					ck_assert_int_eq(rlb_step_plan_add(&plan, mb, layer, e, home, load, &err), 0);
+					continue;
+				}
+				if (split == RLB_SPLIT_EVEN) {
+					/* EVEN: quotas are the even split's sums */
+					uint32_t q0 = 0, q1 = 0;
+
+					for (src = 0; src < R; src++) {
+						uint32_t v = l.count[rlb_loads_index(&l, mb, layer, src, e)];
+
+						q0 += v / 2 + (v % 2 && src % 2 == 0);
+						q1 += v / 2 + (v % 2 && src % 2 == 1);
+					}
+					ck_assert_int_eq(rlb_step_plan_add(&plan, mb, layer, e, home, q0, &err), 0);
+					ck_assert_int_eq(rlb_step_plan_add(&plan, mb, layer, e, rep, q1, &err), 0);
+				} else {
+					ck_assert_int_eq(rlb_step_plan_add(&plan, mb, layer, e, home, load - load / 2, &err), 0);
+					ck_assert_int_eq(rlb_step_plan_add(&plan, mb, layer, e, rep, load / 2, &err), 0);
+				}
+			}
+	ck_assert_msg(rlb_step_plan_check(&plan, &l, &err) == 0, "%s", err.msg);
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+
+	/* the plain recount */
+	nml = (size_t)s.micro_batches * L;
+	for (k = 0; k < 4; k++) {
+		ref[k] = calloc(nml * R, sizeof(uint64_t));
+		ck_assert_ptr_nonnull(ref[k]);
+	}
+	used = calloc(nml * R * E, sizeof(uint64_t));
+	rows = calloc((size_t)R * R, sizeof(uint32_t));
+	ck_assert_ptr_nonnull(used);
+	ck_assert_ptr_nonnull(rows);
+	for (c = 0; c < s.nchunks; c++) {
+		const struct rlb_chunk *ch = &s.chunks[c];
+
+		for (layer = 0; layer < L; layer++) {
+			size_t ml = (size_t)ch->mb * L + layer;
+
+			for (tok = ch->start; tok < ch->start + ch->tokens; tok++) {
+				uint32_t gpus[4];
+
+				for (k = 0; k < topk; k++) {
+					uint32_t n, inst;
+					const struct rlb_plan_instance *in;
+					uint64_t j, acc = 0;
+
+					e = *seq_id(&q, ch->seq, layer, tok, k);
+					in = rlb_step_plan_cell(&plan, ch->mb, layer, e, &n);
+					rlb_step_plan_split(&plan, &l, ch->mb, layer, e, rows);
+					j = used[ml * R * E + (size_t)ch->rank * E + e]++;
+					for (inst = 0; inst < n; inst++) {
+						acc += rows[(size_t)ch->rank * n + inst];
+						if (j < acc)
+							break;
+					}
+					ck_assert_uint_lt(inst, n);
+					gpus[k] = in[inst].gpu;
+				}
+				ref_token(ref[0] + ml * R, ref[1] + ml * R, ref[2] + ml * R,
+					  ref[3] + ml * R, gpus, topk, ch->rank, R, gpn);
+			}
+		}
+	}
+	ck_assert_int_eq(memcmp(ref[0], t.rdma_send, nml * R * sizeof(uint64_t)), 0);
+	ck_assert_int_eq(memcmp(ref[1], t.rdma_recv, nml * R * sizeof(uint64_t)), 0);
+	ck_assert_int_eq(memcmp(ref[2], t.nvlink_send, nml * R * sizeof(uint64_t)), 0);
+	ck_assert_int_eq(memcmp(ref[3], t.nvlink_recv, nml * R * sizeof(uint64_t)), 0);
+	ck_assert_uint_gt(t.nsplit, 0);
+	for (k = 0; k < 4; k++)
+		free(ref[k]);
+	free(used);
+	free(rows);
+	rlb_traffic_release(&t);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
 
 Suite *rlb_suite_sim(void)
 {
-	return suite_create("sim");
+	Suite *s = suite_create("sim");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_gemm_time);
+	tcase_add_test(tc, test_deepep_counting);
+	tcase_add_loop_test(tc, test_traffic_reference, 0, 2);
+	tcase_add_test(tc, test_uniform_static_is_ideal);
+	tcase_add_test(tc, test_hot_expert_replication);
+	tcase_add_test(tc, test_planning_overlap);
+	tcase_add_test(tc, test_migration);
+	tcase_add_test(tc, test_dense_estimate);
+	tcase_add_test(tc, test_replica_reuse);
+	tcase_add_test(tc, test_determinism);
+	tcase_add_test(tc, test_traffic_step_trace);
+	tcase_add_test(tc, test_errors);
+	suite_add_tcase(s, tc);
+	return s;
 }

@@ -1,0 +1,879 @@
+/*
+ * sim.c - the cost model of a training step: expert compute on the slowest
+ * GPU, dispatch and combine from the traffic pass (traffic.c), replica
+ * copies beyond the overlap window, replica gradient reduction, migration,
+ * planning and the dense part; the uniform-traffic and same-traffic
+ * ideals; imbalance values kept for the summary.  docs/cost-model.md.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
+{
+	const struct rlb_model_config *m = &cfg->model;
+	const struct rlb_cluster_config *c = &cfg->cluster;
+	double h = m->hidden, f = m->expert_ffn;
+
+	memset(p, 0, sizeof(*p));
+	p->peak_flops = c->peak_tflops * 1e12;
+	p->gemm_eff_max = c->gemm_eff_max;
+	p->gemm_eff_half_rows = c->gemm_eff_half_rows;
+	p->hbm_bytes_per_s = c->hbm_gbps * 1e9;
+	p->nvlink_bytes_per_s = c->nvlink_gbps * 1e9;
+	p->nvlink_latency_s = c->nvlink_latency_us * 1e-6;
+	p->rdma_bytes_per_s = c->rdma_gbps * 1e9;
+	p->rdma_latency_s = c->rdma_latency_us * 1e-6;
+	p->expert_params = 3.0 * h * f;
+	p->expert_flops_per_row = 2.0 * p->expert_params;
+	p->expert_weight_bytes = 2.0 * p->expert_params;
+	p->expert_grad_bytes = 2.0 * p->expert_params;
+	p->migration_bytes = p->expert_params * cfg->balancer.migration_bytes_per_param;
+	p->token_bytes = 2.0 * h;
+	p->planner_overlap = cfg->balancer.planner_overlap;
+	p->passes = cfg->parallel.recompute ? 4 : 3;
+	p->a2a_phases = cfg->parallel.recompute ? 6 : 4;
+	p->gpus_per_node = c->gpus_per_node > 0 ? (uint32_t)c->gpus_per_node : 1;
+	p->dense_time_s = m->dense_time_ms * 1e-3;
+	p->hidden = h;
+	p->q_heads = m->q_heads;
+	p->kv_heads = m->kv_heads;
+	p->head_dim = m->head_dim;
+	p->experts = m->experts;
+	p->shared_experts = m->shared_experts;
+	p->shared_expert_ffn = m->shared_expert_ffn;
+	p->first_dense_layers = m->first_dense_layers;
+	p->dense_ffn = m->dense_ffn;
+}
+
+/* GEMM time of ROWS rows of a matrix set with these FLOPs per row and weight bytes. */
+static double gemm_s(const struct rlb_sim_params *p, double rows,
+		     double flops_per_row, double weight_bytes)
+{
+	double eta, t, floor_s;
+
+	if (rows <= 0)
+		return 0;
+	eta = p->gemm_eff_max * rows / (rows + p->gemm_eff_half_rows);
+	t = flops_per_row * rows / (p->peak_flops * eta);
+	floor_s = weight_bytes / p->hbm_bytes_per_s;
+	return t > floor_s ? t : floor_s;
+}
+
+double rlb_sim_gemm_s(const struct rlb_sim_params *p, uint64_t rows)
+{
+	return gemm_s(p, (double)rows, p->expert_flops_per_row, p->expert_weight_bytes);
+}
+
+void rlb_sim_opts_for_policy(struct rlb_sim_opts *o, enum rlb_policy policy)
+{
+	o->policy = policy;
+	o->window = policy == RLB_POLICY_RELIBRA ? RLB_SIM_WINDOW_PREV_LAYER
+						 : RLB_SIM_WINDOW_NONE;
+}
+
+/* A growable array of doubles. */
+struct dvec {
+	double *v;
+	size_t n, cap;
+};
+
+static int dvec_reserve(struct dvec *d, size_t more)
+{
+	size_t cap;
+	double *v;
+
+	if (d->n + more <= d->cap)
+		return 0;
+	cap = d->cap ? d->cap : 1024;
+	while (cap < d->n + more)
+		cap *= 2;
+	v = realloc(d->v, cap * sizeof(*v));
+	if (!v)
+		return RLB_ENOMEM;
+	d->v = v;
+	d->cap = cap;
+	return 0;
+}
+
+enum { V_GPU_BEFORE, V_GPU_AFTER, V_NODE_BEFORE, V_NODE_AFTER, V_NODE_FLOOR, NVEC };
+
+struct rlb_sim {
+	struct rlb_sim_params p;
+	struct rlb_sim_opts o;
+	int have_shape;
+	uint32_t layers, experts, ranks, gpn, nodes;
+	uint32_t *prev_home;		/* [layers][experts] homes of the previous step */
+	struct rlb_sim_summary acc;	/* sums; distributions at rlb_sim_summary */
+	struct dvec vals[NVEC];		/* per (mb, layer) with rows */
+};
+
+int rlb_sim_new(struct rlb_sim **out, const struct rlb_config *cfg,
+		const struct rlb_sim_opts *opts, struct rlb_err *err)
+{
+	struct rlb_sim *sim;
+	int ret;
+
+	*out = NULL;
+	sim = calloc(1, sizeof(*sim));
+	if (!sim)
+		return rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+	rlb_sim_params_init(&sim->p, cfg);
+	if (opts) {
+		sim->o = *opts;
+	} else {
+		enum rlb_policy pol;
+
+		ret = rlb_policy_from_name(cfg->balancer.policy, &pol, err);
+		if (ret < 0) {
+			free(sim);
+			return ret;
+		}
+		rlb_sim_opts_for_policy(&sim->o, pol);
+	}
+	if ((unsigned)sim->o.policy >= RLB_POLICY_COUNT ||
+	    (sim->o.window != RLB_SIM_WINDOW_NONE && sim->o.window != RLB_SIM_WINDOW_PREV_LAYER)) {
+		free(sim);
+		return rlb_err_set(err, RLB_EINVAL, "sim: unknown policy or window");
+	}
+	if (!(sim->p.peak_flops > 0 && sim->p.gemm_eff_max > 0 && sim->p.hbm_bytes_per_s > 0 &&
+	      sim->p.nvlink_bytes_per_s > 0 && sim->p.rdma_bytes_per_s > 0)) {
+		free(sim);
+		return rlb_err_set(err, RLB_EINVAL, "sim: peak, efficiency and bandwidths must be positive");
+	}
+	sim->acc.policy = sim->o.policy;
+	*out = sim;
+	return 0;
+}
+
+void rlb_sim_free(struct rlb_sim *sim)
+{
+	int i;
+
+	if (!sim)
+		return;
+	free(sim->prev_home);
+	for (i = 0; i < NVEC; i++)
+		free(sim->vals[i].v);
+	free(sim);
+}
+
+const struct rlb_sim_params *rlb_sim_params(const struct rlb_sim *sim)
+{
+	return &sim->p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Checks.                                                             */
+
+static int check_traffic(const struct rlb_traffic *t, const struct rlb_loads *l,
+			 uint32_t gpn, const char *what, struct rlb_err *err)
+{
+	if (!t)
+		return rlb_err_set(err, RLB_EINVAL, "sim: no %s traffic", what);
+	if (t->micro_batches != l->micro_batches || t->layers != l->layers ||
+	    t->ranks != l->ranks || t->experts != l->experts || t->gpus_per_node != gpn)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "sim: %s traffic of %u micro-batches x %u layers x %u experts on %u ranks (%u per node), loads of %u x %u x %u on %u (%u per node)",
+				   what, t->micro_batches, t->layers, t->experts, t->ranks,
+				   t->gpus_per_node, l->micro_batches, l->layers, l->experts,
+				   l->ranks, gpn);
+	return 0;
+}
+
+/* Homes, instance bounds and GPUs of a plan within range. */
+static int check_plan_ranges(const struct rlb_step_plan *p, struct rlb_err *err)
+{
+	size_t ncells = (size_t)p->micro_batches * p->layers * p->experts, i;
+
+	if (!p->home || !p->inst_first)
+		return rlb_err_set(err, RLB_EINVAL, "sim: plan has no placement");
+	for (i = 0; i < (size_t)p->layers * p->experts; i++)
+		if (p->home[i] >= p->ranks)
+			return rlb_err_set(err, RLB_EINVAL, "sim: home GPU %u out of range", p->home[i]);
+	for (i = 0; i < ncells; i++)
+		if (p->inst_first[i] > p->inst_first[i + 1] || p->inst_first[i + 1] > p->ninst)
+			return rlb_err_set(err, RLB_EINVAL, "sim: plan cell %zu has bad instance bounds", i);
+	for (i = 0; i < p->inst_first[ncells]; i++)
+		if (p->inst[i].gpu >= p->ranks)
+			return rlb_err_set(err, RLB_EINVAL, "sim: instance GPU %u out of range", p->inst[i].gpu);
+	return 0;
+}
+
+static int check_inputs(const struct rlb_sim *sim, const struct rlb_schedule *s,
+			const struct rlb_loads *l, const struct rlb_step_plan *plan,
+			const struct rlb_traffic *t, const struct rlb_traffic *st,
+			uint32_t gpn, struct rlb_err *err)
+{
+	int ret;
+
+	if (l->ranks == 0 || l->experts == 0 || l->experts % l->ranks)
+		return rlb_err_set(err, RLB_EINVAL, "sim: %u experts are not a positive multiple of %u ranks",
+				   l->experts, l->ranks);
+	if (l->ranks % gpn)
+		return rlb_err_set(err, RLB_EINVAL, "sim: %u GPUs per node do not divide %u ranks",
+				   gpn, l->ranks);
+	if (s->micro_batches != l->micro_batches || s->ranks != l->ranks)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "sim: schedule of %u micro-batches on %u ranks, loads of %u on %u",
+				   s->micro_batches, s->ranks, l->micro_batches, l->ranks);
+	if (sim->have_shape && (l->layers != sim->layers || l->experts != sim->experts ||
+				l->ranks != sim->ranks))
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "sim: step %u has %u layers x %u experts on %u ranks, earlier steps %u x %u on %u",
+				   s->step, l->layers, l->experts, l->ranks, sim->layers,
+				   sim->experts, sim->ranks);
+	if (plan) {
+		uint32_t pgpn = plan->gpus_per_node < plan->ranks ? plan->gpus_per_node : plan->ranks;
+
+		if (plan->micro_batches != l->micro_batches || plan->layers != l->layers ||
+		    plan->experts != l->experts || plan->ranks != l->ranks || pgpn != gpn)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "sim: plan of %u micro-batches x %u layers x %u experts on %u ranks (%u per node), loads of %u x %u x %u on %u (%u per node)",
+					   plan->micro_batches, plan->layers, plan->experts,
+					   plan->ranks, plan->gpus_per_node, l->micro_batches,
+					   l->layers, l->experts, l->ranks, gpn);
+		ret = check_plan_ranges(plan, err);
+		if (ret < 0)
+			return ret;
+	}
+	ret = check_traffic(t, l, gpn, "plan", err);
+	if (ret < 0)
+		return ret;
+	return check_traffic(st, l, gpn, "static", err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Terms.                                                              */
+
+/* Busiest GPU of one network: latency + max(sent, received) / bandwidth; 0 when idle. */
+static double net_s(const double *send, const double *recv, uint32_t n,
+		    double latency_s, double bytes_per_s)
+{
+	double busy = 0;
+	uint32_t g;
+
+	for (g = 0; g < n; g++) {
+		if (send[g] > busy)
+			busy = send[g];
+		if (recv[g] > busy)
+			busy = recv[g];
+	}
+	return busy > 0 ? latency_s + busy / bytes_per_s : 0;
+}
+
+/* One dispatch over one network from per-GPU copy counts. */
+static double copies_s(const uint64_t *send, const uint64_t *recv, uint32_t n,
+		       double token_bytes, double latency_s, double bytes_per_s)
+{
+	uint64_t busy = 0;
+	uint32_t g;
+
+	for (g = 0; g < n; g++) {
+		if (send[g] > busy)
+			busy = send[g];
+		if (recv[g] > busy)
+			busy = recv[g];
+	}
+	return busy ? latency_s + (double)busy * token_bytes / bytes_per_s : 0;
+}
+
+static uint64_t sum_u64(const uint64_t *v, uint32_t n)
+{
+	uint64_t s = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		s += v[i];
+	return s;
+}
+
+/* One dispatch at the mean volume of the static layout. */
+static double mean_copies_s(const uint64_t *send, uint32_t n, double token_bytes,
+			    double latency_s, double bytes_per_s)
+{
+	uint64_t total = sum_u64(send, n);
+
+	return total ? latency_s + (double)total / n * token_bytes / bytes_per_s : 0;
+}
+
+/* Largest value over its mean (0 when the total is 0). */
+static double max_over_mean(const uint64_t *v, uint32_t n)
+{
+	uint64_t max = 0, total = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		total += v[i];
+		if (v[i] > max)
+			max = v[i];
+	}
+	return total ? (double)max * n / (double)total : 0;
+}
+
+/* Does cell (mb, layer, expert) have an instance on GPU? */
+static int has_instance(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
+			uint32_t expert, uint32_t gpu)
+{
+	uint32_t n, i;
+	const struct rlb_plan_instance *in = rlb_step_plan_cell(p, mb, layer, expert, &n);
+
+	for (i = 0; i < n; i++)
+		if (in[i].gpu == gpu)
+			return 1;
+	return 0;
+}
+
+/* Per-step workspace. */
+struct work {
+	uint32_t R, E, nodes, gpn, mbs, layers;
+	double *tok, *ctx;		/* [mb][rank] tokens and causal context sums */
+	double *moe_dense_f;		/* [mb] forward dense time of one MoE layer */
+	double *first_dense_f;		/* [mb] forward time of the first dense layers */
+	uint64_t *erows;		/* [E] rows per expert */
+	uint64_t *gpu_static, *gpu_plan, *node_a, *node_b; /* [R], [R], [nodes], [nodes] */
+	double *gpu_t;			/* [R] forward expert time */
+	double *ns, *nr, *rs, *rr;	/* [R] bytes per GPU of one exchange */
+	double *vals;			/* [mbs * layers][NVEC] */
+	size_t nvals;
+};
+
+static void work_free(struct work *w)
+{
+	free(w->tok);
+	free(w->ctx);
+	free(w->moe_dense_f);
+	free(w->first_dense_f);
+	free(w->erows);
+	free(w->gpu_static);
+	free(w->gpu_plan);
+	free(w->node_a);
+	free(w->node_b);
+	free(w->gpu_t);
+	free(w->ns);
+	free(w->nr);
+	free(w->rs);
+	free(w->rr);
+	free(w->vals);
+}
+
+static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
+{
+	size_t mr = (size_t)l->micro_batches * l->ranks, ml = (size_t)l->micro_batches * l->layers;
+
+	memset(w, 0, sizeof(*w));
+	w->R = l->ranks;
+	w->E = l->experts;
+	w->gpn = gpn;
+	w->nodes = l->ranks / gpn;
+	w->mbs = l->micro_batches;
+	w->layers = l->layers;
+	w->tok = calloc(mr + 1, sizeof(double));
+	w->ctx = calloc(mr + 1, sizeof(double));
+	w->moe_dense_f = calloc(w->mbs + 1, sizeof(double));
+	w->first_dense_f = calloc(w->mbs + 1, sizeof(double));
+	w->erows = calloc(w->E, sizeof(uint64_t));
+	w->gpu_static = calloc(w->R, sizeof(uint64_t));
+	w->gpu_plan = calloc(w->R, sizeof(uint64_t));
+	w->node_a = calloc(w->nodes, sizeof(uint64_t));
+	w->node_b = calloc(w->nodes, sizeof(uint64_t));
+	w->gpu_t = calloc(w->R, sizeof(double));
+	w->ns = calloc(w->R, sizeof(double));
+	w->nr = calloc(w->R, sizeof(double));
+	w->rs = calloc(w->R, sizeof(double));
+	w->rr = calloc(w->R, sizeof(double));
+	w->vals = calloc(ml * NVEC + 1, sizeof(double));
+	if (!w->tok || !w->ctx || !w->moe_dense_f || !w->first_dense_f || !w->erows ||
+	    !w->gpu_static || !w->gpu_plan || !w->node_a || !w->node_b || !w->gpu_t ||
+	    !w->ns || !w->nr || !w->rs || !w->rr || !w->vals)
+		return RLB_ENOMEM;
+	return 0;
+}
+
+static void clear_exchange(struct work *w)
+{
+	memset(w->ns, 0, w->R * sizeof(double));
+	memset(w->nr, 0, w->R * sizeof(double));
+	memset(w->rs, 0, w->R * sizeof(double));
+	memset(w->rr, 0, w->R * sizeof(double));
+}
+
+/* BYTES from GPU a to GPU b: NVLink inside a node, else RDMA. */
+static void exchange(struct work *w, uint32_t a, uint32_t b, double bytes,
+		     double *nvlink_bytes, double *rdma_bytes)
+{
+	if (a / w->gpn == b / w->gpn) {
+		w->ns[a] += bytes;
+		w->nr[b] += bytes;
+		*nvlink_bytes += bytes;
+	} else {
+		w->rs[a] += bytes;
+		w->rr[b] += bytes;
+		*rdma_bytes += bytes;
+	}
+}
+
+
+/* Time of the exchange in w: both networks at once, the slower sets it. */
+static double exchange_s(const struct rlb_sim_params *p, const struct work *w)
+{
+	double n = net_s(w->ns, w->nr, w->R, p->nvlink_latency_s, p->nvlink_bytes_per_s);
+	double r = net_s(w->rs, w->rr, w->R, p->rdma_latency_s, p->rdma_bytes_per_s);
+
+	return n > r ? n : r;
+}
+
+/*
+ * Forward dense time per micro-batch: of one MoE layer (attention, QKV/O
+ * projections, router, shared experts) and of all first dense layers
+ * (attention, projections, dense FFN), each on the slowest rank.
+ */
+static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
+			struct work *w)
+{
+	double rate = p->peak_flops * p->gemm_eff_max;
+	double shared_flops_per_row = 6.0 * p->hidden * p->shared_expert_ffn;
+	double shared_bytes = 6.0 * p->hidden * p->shared_expert_ffn;
+	size_t c;
+	uint32_t mb, r;
+
+	for (c = 0; c < s->nchunks; c++) {
+		const struct rlb_chunk *ch = &s->chunks[c];
+		double n = ch->tokens, st = ch->start;
+
+		if (ch->mb >= w->mbs || ch->rank >= w->R)
+			continue;
+		w->tok[(size_t)ch->mb * w->R + ch->rank] += n;
+		w->ctx[(size_t)ch->mb * w->R + ch->rank] += n * st + n * (n + 1) / 2;
+	}
+	for (mb = 0; mb < w->mbs; mb++) {
+		double moe = 0, first = 0;
+
+		if (p->dense_time_s > 0) {
+			w->moe_dense_f[mb] = p->dense_time_s / p->passes;
+			w->first_dense_f[mb] = p->first_dense_layers * p->dense_time_s / p->passes;
+			continue;
+		}
+		for (r = 0; r < w->R; r++) {
+			double tok = w->tok[(size_t)mb * w->R + r];
+			double ctx = w->ctx[(size_t)mb * w->R + r];
+			double proj = 2 * tok * p->hidden *
+				      (2 * p->q_heads + 2 * p->kv_heads) * p->head_dim;
+			double attn = 4 * ctx * p->q_heads * p->head_dim;
+			double router = 2 * tok * p->hidden * p->experts;
+			double ffn = 6 * tok * p->hidden * p->dense_ffn;
+			double tm = (proj + attn + router) / rate +
+				    p->shared_experts * gemm_s(p, tok, shared_flops_per_row, shared_bytes);
+			double tf = (proj + attn + ffn) / rate;
+
+			if (tm > moe)
+				moe = tm;
+			if (tf > first)
+				first = tf;
+		}
+		w->moe_dense_f[mb] = moe;
+		w->first_dense_f[mb] = p->first_dense_layers * first;
+	}
+}
+
+static void time_add(struct rlb_sim_time *a, const struct rlb_sim_time *b)
+{
+	a->total_s += b->total_s;
+	a->dense_s += b->dense_s;
+	a->expert_s += b->expert_s;
+	a->a2a_s += b->a2a_s;
+	a->a2a_rdma_s += b->a2a_rdma_s;
+	a->a2a_nvlink_s += b->a2a_nvlink_s;
+	a->replication_s += b->replication_s;
+	a->grad_reduce_s += b->grad_reduce_s;
+	a->migration_s += b->migration_s;
+	a->planning_s += b->planning_s;
+}
+
+static void time_total(struct rlb_sim_time *a)
+{
+	a->total_s = a->dense_s + a->expert_s + a->a2a_s + a->replication_s +
+		     a->grad_reduce_s + a->migration_s + a->planning_s;
+}
+
+static void bytes_add(struct rlb_sim_bytes *a, const struct rlb_sim_bytes *b)
+{
+	a->a2a_rdma += b->a2a_rdma;
+	a->a2a_nvlink += b->a2a_nvlink;
+	a->replica_rdma += b->replica_rdma;
+	a->replica_nvlink += b->replica_nvlink;
+	a->grad_rdma += b->grad_rdma;
+	a->grad_nvlink += b->grad_nvlink;
+	a->migration_rdma += b->migration_rdma;
+	a->migration_nvlink += b->migration_nvlink;
+}
+
+/*
+ * Replica weight copies and gradient reductions of one (mb, layer).  A
+ * replica present on the same GPU in the previous micro-batch keeps its
+ * weights (no copy); one present in the next keeps accumulating its
+ * gradient (no reduction yet).
+ */
+static void replicas(const struct rlb_sim *sim, const struct rlb_step_plan *plan,
+		     uint32_t mb, uint32_t layer, struct work *w, double window_s,
+		     struct rlb_sim_step *st, double *repl_s, double *grad_s)
+{
+	const struct rlb_sim_params *p = &sim->p;
+	uint32_t e, i, n;
+
+	clear_exchange(w);
+	for (e = 0; e < w->E; e++) {
+		const struct rlb_plan_instance *in = rlb_step_plan_cell(plan, mb, layer, e, &n);
+
+		for (i = 1; i < n; i++) {
+			st->replicas++;
+			if (mb > 0 && has_instance(plan, mb - 1, layer, e, in[i].gpu))
+				continue;
+			st->replica_copies++;
+			exchange(w, in[0].gpu, in[i].gpu, p->expert_weight_bytes,
+				 &st->bytes.replica_nvlink, &st->bytes.replica_rdma);
+		}
+	}
+	*repl_s = exchange_s(p, w) - window_s;
+	if (*repl_s < 0)
+		*repl_s = 0;
+	clear_exchange(w);
+	for (e = 0; e < w->E; e++) {
+		const struct rlb_plan_instance *in = rlb_step_plan_cell(plan, mb, layer, e, &n);
+
+		for (i = 1; i < n; i++) {
+			if (mb + 1 < w->mbs && has_instance(plan, mb + 1, layer, e, in[i].gpu))
+				continue;
+			exchange(w, in[i].gpu, in[0].gpu, p->expert_grad_bytes,
+				 &st->bytes.grad_nvlink, &st->bytes.grad_rdma);
+		}
+	}
+	*grad_s = exchange_s(p, w);
+}
+
+/* Migration of homes that moved since the previous step (whole step at once). */
+static double migration(const struct rlb_sim *sim, const uint32_t *prev,
+			const uint32_t *home, struct work *w, struct rlb_sim_step *st)
+{
+	size_t i, n = (size_t)w->layers * w->E;
+
+	clear_exchange(w);
+	for (i = 0; i < n; i++) {
+		if (prev[i] == home[i])
+			continue;
+		if (prev[i] / w->gpn == home[i] / w->gpn)
+			st->moved_in_node++;
+		else
+			st->migrated_experts++;
+		exchange(w, prev[i], home[i], sim->p.migration_bytes,
+			 &st->bytes.migration_nvlink, &st->bytes.migration_rdma);
+	}
+	return exchange_s(&sim->p, w);
+}
+
+/* Imbalance values of one (mb, layer) into v[NVEC]; 0 when it has no rows. */
+static int imbalance(const struct rlb_step_plan *plan, uint32_t layer, int ideal,
+		     struct work *w, double *v)
+{
+	uint32_t g, e;
+	uint64_t total = 0;
+
+	for (g = 0; g < w->R; g++)
+		total += w->gpu_static[g];
+	if (total == 0)
+		return 0;
+	memset(w->node_a, 0, w->nodes * sizeof(uint64_t));
+	memset(w->node_b, 0, w->nodes * sizeof(uint64_t));
+	for (g = 0; g < w->R; g++) {
+		w->node_a[g / w->gpn] += w->gpu_static[g];
+		w->node_b[g / w->gpn] += w->gpu_plan[g];
+	}
+	v[V_GPU_BEFORE] = max_over_mean(w->gpu_static, w->R);
+	v[V_NODE_BEFORE] = max_over_mean(w->node_a, w->nodes);
+	v[V_GPU_AFTER] = ideal ? 1 : max_over_mean(w->gpu_plan, w->R);
+	v[V_NODE_AFTER] = ideal ? 1 : max_over_mean(w->node_b, w->nodes);
+	if (ideal) {
+		v[V_NODE_FLOOR] = 1;
+	} else if (!plan) {
+		v[V_NODE_FLOOR] = v[V_NODE_BEFORE];
+	} else {
+		memset(w->node_a, 0, w->nodes * sizeof(uint64_t));
+		for (e = 0; e < w->E; e++)
+			w->node_a[plan->home[(size_t)layer * w->E + e] / w->gpn] += w->erows[e];
+		v[V_NODE_FLOOR] = max_over_mean(w->node_a, w->nodes);
+	}
+	return 1;
+}
+
+/* Rows per expert of (mb, layer), static GPU rows, the ideal's compute. */
+static double expert_rows(const struct rlb_sim_params *p, const struct rlb_loads *l,
+			  uint32_t mb, uint32_t layer, struct work *w)
+{
+	uint32_t s, e, epr = w->E / w->R;
+	double sum = 0;
+
+	memset(w->erows, 0, w->E * sizeof(uint64_t));
+	memset(w->gpu_static, 0, w->R * sizeof(uint64_t));
+	for (s = 0; s < w->R; s++) {
+		const uint32_t *row = l->count + rlb_loads_index(l, mb, layer, s, 0);
+
+		for (e = 0; e < w->E; e++)
+			w->erows[e] += row[e];
+	}
+	for (e = 0; e < w->E; e++) {
+		w->gpu_static[e / epr] += w->erows[e];
+		sum += rlb_sim_gemm_s(p, w->erows[e]);
+	}
+	return sum / w->R;
+}
+
+/* The policy's rows and forward expert time per GPU; returns the slowest. */
+static double plan_compute(const struct rlb_sim_params *p, const struct rlb_step_plan *plan,
+			   uint32_t mb, uint32_t layer, struct work *w)
+{
+	uint32_t g, e, i, n, epr = w->E / w->R;
+	double max = 0;
+
+	memset(w->gpu_plan, 0, w->R * sizeof(uint64_t));
+	memset(w->gpu_t, 0, w->R * sizeof(double));
+	for (e = 0; e < w->E; e++) {
+		const struct rlb_plan_instance *in;
+
+		if (!plan) {
+			w->gpu_plan[e / epr] += w->erows[e];
+			w->gpu_t[e / epr] += rlb_sim_gemm_s(p, w->erows[e]);
+			continue;
+		}
+		in = rlb_step_plan_cell(plan, mb, layer, e, &n);
+		for (i = 0; i < n; i++) {
+			w->gpu_plan[in[i].gpu] += in[i].quota;
+			w->gpu_t[in[i].gpu] += rlb_sim_gemm_s(p, in[i].quota);
+		}
+	}
+	for (g = 0; g < w->R; g++)
+		if (w->gpu_t[g] > max)
+			max = w->gpu_t[g];
+	return max;
+}
+
+int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
+		     const struct rlb_loads *l,
+		     const struct rlb_step_plan *plan,
+		     const struct rlb_traffic *t,
+		     const struct rlb_traffic *static_t,
+		     struct rlb_sim_step *out, struct rlb_err *err)
+{
+	const struct rlb_sim_params *p = &sim->p;
+	int ideal = sim->o.policy == RLB_POLICY_IDEAL;
+	struct rlb_sim_time *pol, *idl, *sti;
+	struct rlb_sim_step st;
+	struct work w;
+	uint32_t gpn, mb, layer, R;
+	uint32_t *home = NULL, *prev = NULL;
+	size_t nhome, c, k;
+	int ret, i;
+
+	memset(&w, 0, sizeof(w));
+	memset(&st, 0, sizeof(st));
+	if (!static_t)
+		static_t = t;
+	gpn = p->gpus_per_node < l->ranks ? p->gpus_per_node : l->ranks;
+	if (gpn == 0)
+		gpn = 1;
+	ret = check_inputs(sim, s, l, plan, t, static_t, gpn, err);
+	if (ret < 0)
+		return ret;
+	if (work_alloc(&w, l, gpn) < 0) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+		goto out;
+	}
+	R = w.R;
+	nhome = (size_t)l->layers * l->experts;
+	home = malloc((nhome ? nhome : 1) * sizeof(*home));
+	if (!home) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+		goto out;
+	}
+	for (c = 0; c < nhome; c++)
+		home[c] = plan && !ideal ? plan->home[c]
+					 : (uint32_t)(c % l->experts) / (l->experts / R);
+	if (!sim->have_shape) {
+		prev = malloc((nhome ? nhome : 1) * sizeof(*prev));
+		if (!prev) {
+			ret = rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+			goto out;
+		}
+		for (c = 0; c < nhome; c++)
+			prev[c] = (uint32_t)(c % l->experts) / (l->experts / R);
+	}
+	for (i = 0; i < NVEC; i++)
+		if (dvec_reserve(&sim->vals[i], (size_t)l->micro_batches * l->layers) < 0) {
+			ret = rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+			goto out;
+		}
+
+	st.step = s->step;
+	st.micro_batches = l->micro_batches;
+	for (c = 0; c < s->nchunks; c++)
+		st.tokens += s->chunks[c].tokens;
+	pol = &st.policy;
+	idl = &st.ideal;
+	sti = &st.same_traffic_ideal;
+	dense_times(p, s, &w);
+
+	for (mb = 0; mb < l->micro_batches; mb++) {
+		double first = p->passes * w.first_dense_f[mb], comp_prev = 0;
+
+		pol->dense_s += first;
+		idl->dense_s += first;
+		sti->dense_s += first;
+		for (layer = 0; layer < l->layers; layer++) {
+			size_t ml = (size_t)mb * l->layers + layer;
+			const struct rlb_traffic *pt = ideal ? static_t : t;
+			double dense = p->passes * w.moe_dense_f[mb];
+			double comp_ideal, comp, r_s, n_s, ir_s, in_s, d_s, id_s;
+			double phases = p->a2a_phases;
+
+			comp_ideal = expert_rows(p, l, mb, layer, &w);
+			comp = plan_compute(p, ideal ? NULL : plan, mb, layer, &w);
+			if (ideal)
+				comp = comp_ideal;
+
+			r_s = copies_s(t->rdma_send + ml * R, t->rdma_recv + ml * R, R,
+				       p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
+			n_s = copies_s(t->nvlink_send + ml * R, t->nvlink_recv + ml * R, R,
+				       p->token_bytes, p->nvlink_latency_s, p->nvlink_bytes_per_s);
+			ir_s = mean_copies_s(static_t->rdma_send + ml * R, R, p->token_bytes,
+					     p->rdma_latency_s, p->rdma_bytes_per_s);
+			in_s = mean_copies_s(static_t->nvlink_send + ml * R, R, p->token_bytes,
+					     p->nvlink_latency_s, p->nvlink_bytes_per_s);
+			d_s = r_s > n_s ? r_s : n_s;
+			id_s = ir_s > in_s ? ir_s : in_s;
+
+			idl->dense_s += dense;
+			idl->expert_s += p->passes * comp_ideal;
+			idl->a2a_s += phases * id_s;
+			idl->a2a_rdma_s += phases * ir_s;
+			idl->a2a_nvlink_s += phases * in_s;
+			sti->dense_s += dense;
+			sti->expert_s += p->passes * comp_ideal;
+			sti->a2a_s += phases * d_s;
+			sti->a2a_rdma_s += phases * r_s;
+			sti->a2a_nvlink_s += phases * n_s;
+
+			pol->dense_s += dense;
+			pol->expert_s += p->passes * comp;
+			if (ideal) {
+				pol->a2a_s += phases * id_s;
+				pol->a2a_rdma_s += phases * ir_s;
+				pol->a2a_nvlink_s += phases * in_s;
+			} else {
+				pol->a2a_s += phases * d_s;
+				pol->a2a_rdma_s += phases * r_s;
+				pol->a2a_nvlink_s += phases * n_s;
+			}
+			st.bytes.a2a_rdma += phases * p->token_bytes *
+				(double)sum_u64(pt->rdma_send + ml * R, R);
+			st.bytes.a2a_nvlink += phases * p->token_bytes *
+				(double)sum_u64(pt->nvlink_send + ml * R, R);
+
+			if (plan && !ideal) {
+				double window = 0, repl_s, grad_s;
+
+				if (sim->o.window == RLB_SIM_WINDOW_PREV_LAYER)
+					window = (layer ? comp_prev : w.first_dense_f[mb]) +
+						 w.moe_dense_f[mb];
+				replicas(sim, plan, mb, layer, &w, window, &st, &repl_s, &grad_s);
+				pol->replication_s += repl_s;
+				pol->grad_reduce_s += grad_s;
+			}
+			comp_prev = comp;
+			if (imbalance(ideal ? NULL : plan, layer, ideal, &w, w.vals + w.nvals * NVEC))
+				w.nvals++;
+		}
+	}
+	if (plan && !ideal) {
+		st.replica_slots = (uint64_t)l->micro_batches * l->layers * R * plan->replica_slots;
+		st.planner_ns = plan->planner_ns;
+		pol->planning_s = (double)plan->planner_ns * 1e-9 * (1 - p->planner_overlap);
+	}
+	pol->migration_s = migration(sim, sim->have_shape ? sim->prev_home : prev, home, &w, &st);
+	time_total(pol);
+	time_total(idl);
+	time_total(sti);
+	st.tokens_per_s = pol->total_s > 0 ? (double)st.tokens / pol->total_s : 0;
+	st.fraction_of_ideal = pol->total_s > 0 ? idl->total_s / pol->total_s : 0;
+
+	/* Commit: nothing below fails. */
+	if (!sim->have_shape) {
+		sim->have_shape = 1;
+		sim->layers = l->layers;
+		sim->experts = l->experts;
+		sim->ranks = l->ranks;
+		sim->gpn = gpn;
+		sim->nodes = l->ranks / gpn;
+		sim->prev_home = prev;
+		prev = NULL;
+	}
+	memcpy(sim->prev_home, home, nhome * sizeof(*home));
+	for (k = 0; k < w.nvals; k++)
+		for (i = 0; i < NVEC; i++)
+			sim->vals[i].v[sim->vals[i].n++] = w.vals[k * NVEC + i];
+	sim->acc.steps++;
+	sim->acc.micro_batches += st.micro_batches;
+	sim->acc.tokens += st.tokens;
+	time_add(&sim->acc.policy_time, pol);
+	time_add(&sim->acc.ideal, idl);
+	time_add(&sim->acc.same_traffic_ideal, sti);
+	bytes_add(&sim->acc.bytes, &st.bytes);
+	sim->acc.replicas += st.replicas;
+	sim->acc.replica_slots += st.replica_slots;
+	sim->acc.replica_copies += st.replica_copies;
+	sim->acc.migrated_experts += st.migrated_experts;
+	sim->acc.moved_in_node += st.moved_in_node;
+	sim->acc.planner_ns += st.planner_ns;
+	if (out)
+		*out = st;
+	ret = 0;
+out:
+	work_free(&w);
+	free(home);
+	free(prev);
+	return ret;
+}
+
+int rlb_sim_summary(const struct rlb_sim *sim, struct rlb_sim_summary *sum,
+		    struct rlb_err *err)
+{
+	struct rlb_dist *d[NVEC];
+	double *tmp;
+	size_t n = sim->vals[0].n;
+	int i;
+
+	*sum = sim->acc;
+	d[V_GPU_BEFORE] = &sum->gpu_before;
+	d[V_GPU_AFTER] = &sum->gpu_after;
+	d[V_NODE_BEFORE] = &sum->node_before;
+	d[V_NODE_AFTER] = &sum->node_after;
+	d[V_NODE_FLOOR] = &sum->node_floor;
+	tmp = malloc((n ? n : 1) * sizeof(*tmp));
+	if (!tmp)
+		return rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+	for (i = 0; i < NVEC; i++) {
+		if (n)
+			memcpy(tmp, sim->vals[i].v, n * sizeof(*tmp));
+		rlb_dist_compute(d[i], tmp, n);
+	}
+	free(tmp);
+	if (sum->steps)
+		sum->step_time_s = sum->policy_time.total_s / (double)sum->steps;
+	if (sum->policy_time.total_s > 0) {
+		sum->tokens_per_s = (double)sum->tokens / sum->policy_time.total_s;
+		sum->fraction_of_ideal = sum->ideal.total_s / sum->policy_time.total_s;
+		sum->fraction_of_same_traffic_ideal =
+			sum->same_traffic_ideal.total_s / sum->policy_time.total_s;
+	}
+	sum->slot_use = sum->replica_slots ? (double)sum->replicas / (double)sum->replica_slots : 0;
+	return 0;
+}
