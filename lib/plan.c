@@ -1,20 +1,624 @@
-/* plan.c - placeholder; replaced by the plan module. */
+/*
+ * plan.c - the in-memory step plan: static homes, instances appended cell
+ * by cell, the invariant check every policy's output passes, the
+ * per-source split (LOCALITY through lib/replicate's rule, EVEN here),
+ * the text dump and the EPLB-compatible export.  The file format lives in
+ * plan_io.c.
+ */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
+
 #include "plan.h"
+#include "plan_io.h"
+#include "replicate.h"
+
+/* rlb_replicate_split reads gpu and quota with a stride of 3 uint32_t. */
+_Static_assert(sizeof(struct rlb_plan_instance) == 3 * sizeof(uint32_t),
+	       "struct rlb_plan_instance must be three packed uint32_t");
+
+#define INST_STRIDE (sizeof(struct rlb_plan_instance) / sizeof(uint32_t))
 
 static const char *const policy_names[RLB_POLICY_COUNT] = {
 	"static", "eplb", "eplb-oracle", "replicate", "relibra", "ideal",
 };
 
-const char *rlb_policy_name(enum rlb_policy p) { return (unsigned)p < RLB_POLICY_COUNT ? policy_names[p] : "?"; }
-int rlb_policy_from_name(const char *name, enum rlb_policy *p, struct rlb_err *err)
-{ for (int i = 0; i < RLB_POLICY_COUNT; i++) if (!strcmp(name, policy_names[i])) { *p = (enum rlb_policy)i; return 0; } return rlb_err_set(err, RLB_EINVAL, "unknown policy '%s'", name); }
-int rlb_step_plan_init(struct rlb_step_plan *p, uint32_t step, uint32_t mbs, uint32_t layers, uint32_t experts, uint32_t ranks, uint32_t gpn, uint32_t r, enum rlb_split split, struct rlb_err *err)
-{ (void)step; (void)mbs; (void)layers; (void)experts; (void)ranks; (void)gpn; (void)r; (void)split; memset(p, 0, sizeof(*p)); return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
-void rlb_step_plan_release(struct rlb_step_plan *p) { free(p->home); free(p->inst_first); free(p->inst); memset(p, 0, sizeof(*p)); }
-void rlb_step_plan_clear_instances(struct rlb_step_plan *p) { (void)p; }
-int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer, uint32_t e, uint32_t gpu, uint32_t q, struct rlb_err *err)
-{ (void)p; (void)mb; (void)layer; (void)e; (void)gpu; (void)q; return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
-int rlb_step_plan_check(const struct rlb_step_plan *p, const struct rlb_loads *l, struct rlb_err *err) { (void)p; (void)l; return rlb_err_set(err, RLB_EUNSUPPORTED, "not implemented"); }
-void rlb_step_plan_split(const struct rlb_step_plan *p, const struct rlb_loads *l, uint32_t mb, uint32_t layer, uint32_t e, uint32_t *rows) { (void)p; (void)l; (void)mb; (void)layer; (void)e; (void)rows; }
+const char *rlb_policy_name(enum rlb_policy p)
+{
+	return (unsigned)p < RLB_POLICY_COUNT ? policy_names[p] : "?";
+}
+
+int rlb_policy_from_name(const char *name, enum rlb_policy *p,
+			 struct rlb_err *err)
+{
+	int i;
+
+	for (i = 0; name && i < RLB_POLICY_COUNT; i++) {
+		if (strcmp(name, policy_names[i]) == 0) {
+			*p = (enum rlb_policy)i;
+			return 0;
+		}
+	}
+	return rlb_err_set(err, RLB_EINVAL,
+			   "unknown policy '%s' (static, eplb, eplb-oracle, replicate, relibra, ideal)",
+			   name ? name : "");
+}
+
+static size_t plan_cells(const struct rlb_step_plan *p)
+{
+	return ((size_t)p->micro_batches * p->layers) * p->experts;
+}
+
+int rlb_step_plan_init(struct rlb_step_plan *p, uint32_t step,
+		       uint32_t micro_batches, uint32_t layers,
+		       uint32_t experts, uint32_t ranks,
+		       uint32_t gpus_per_node, uint32_t replica_slots,
+		       enum rlb_split split, struct rlb_err *err)
+{
+	size_t le, cells, e, l, per_gpu;
+
+	memset(p, 0, sizeof(*p));
+	if (ranks < 1 || experts < 1 || experts % ranks)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "experts (%u) must be a positive multiple of ranks (%u)",
+				   experts, ranks);
+	if (gpus_per_node < 1 || ranks % gpus_per_node)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "gpus per node (%u) must divide ranks (%u)",
+				   gpus_per_node, ranks);
+	if (layers < 1)
+		return rlb_err_set(err, RLB_EINVAL, "a plan needs at least one layer");
+	if (split != RLB_SPLIT_LOCALITY && split != RLB_SPLIT_EVEN)
+		return rlb_err_set(err, RLB_EINVAL, "unknown split rule %d",
+				   (int)split);
+	le = (size_t)layers * experts;
+	if (micro_batches && le > (SIZE_MAX / sizeof(size_t) - 1) / micro_batches)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "plan of %u micro-batches x %u layers x %u experts is too large",
+				   micro_batches, layers, experts);
+	cells = le * micro_batches;
+	p->step = step;
+	p->micro_batches = micro_batches;
+	p->layers = layers;
+	p->experts = experts;
+	p->ranks = ranks;
+	p->gpus_per_node = gpus_per_node;
+	p->replica_slots = replica_slots;
+	p->split = split;
+	p->home = malloc(le * sizeof(*p->home));
+	p->inst_first = calloc(cells + 1, sizeof(*p->inst_first));
+	if (!p->home || !p->inst_first) {
+		rlb_step_plan_release(p);
+		return rlb_err_set(err, RLB_ENOMEM,
+				   "out of memory for a plan of %zu cells", cells);
+	}
+	per_gpu = experts / ranks;
+	for (l = 0; l < layers; l++)
+		for (e = 0; e < experts; e++)
+			p->home[l * experts + e] = (uint32_t)(e / per_gpu);
+	return 0;
+}
+
+void rlb_step_plan_release(struct rlb_step_plan *p)
+{
+	if (!p)
+		return;
+	free(p->home);
+	free(p->inst_first);
+	free(p->inst);
+	memset(p, 0, sizeof(*p));
+}
+
+void rlb_step_plan_clear_instances(struct rlb_step_plan *p)
+{
+	if (p->inst_first)
+		memset(p->inst_first, 0,
+		       (plan_cells(p) + 1) * sizeof(*p->inst_first));
+	p->ninst = 0;
+	p->cur_cell = 0;
+}
+
+int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
+		      uint32_t expert, uint32_t gpu, uint32_t quota,
+		      struct rlb_err *err)
+{
+	size_t c, k;
+
+	if (mb >= p->micro_batches || layer >= p->layers ||
+	    expert >= p->experts)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "mb %u, layer %u, expert %u: cell outside the plan (%u micro-batches, %u layers, %u experts)",
+				   mb, layer, expert, p->micro_batches,
+				   p->layers, p->experts);
+	c = ((size_t)mb * p->layers + layer) * p->experts + expert;
+	if (p->ninst && c < p->cur_cell)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "mb %u, layer %u, expert %u: cells must be filled in (mb, layer, expert) order",
+				   mb, layer, expert);
+	if (p->ninst == p->inst_cap) {
+		size_t cap = p->inst_cap ? p->inst_cap * 2 : 1024;
+		struct rlb_plan_instance *n;
+
+		if (cap > SIZE_MAX / sizeof(*n))
+			return rlb_err_set(err, RLB_ENOMEM,
+					   "out of memory for plan instances");
+		n = realloc(p->inst, cap * sizeof(*n));
+		if (!n)
+			return rlb_err_set(err, RLB_ENOMEM,
+					   "out of memory for %zu plan instances",
+					   cap);
+		p->inst = n;
+		p->inst_cap = cap;
+	}
+	/* skipped cells (and the new one) start at the current end */
+	for (k = p->ninst ? p->cur_cell + 1 : 0; k <= c; k++)
+		p->inst_first[k] = p->ninst;
+	p->inst[p->ninst].expert = expert;
+	p->inst[p->ninst].gpu = gpu;
+	p->inst[p->ninst].quota = quota;
+	p->ninst++;
+	p->inst_first[c + 1] = p->ninst;
+	p->cur_cell = c;
+	return 0;
+}
+
+/* Rows source s sends to instance i of c under EVEN (plan.h). */
+static uint32_t even_rows(uint32_t load, uint32_t c, uint32_t s, uint32_t i)
+{
+	uint32_t r = load % c;
+	uint32_t j = (i + c - s % c) % c;	/* i = (s + j) mod c */
+
+	return load / c + (j < r);
+}
+
+/* Sum over sources of instance i's EVEN share of a cell. */
+static uint64_t even_quota(const struct rlb_loads *l, uint32_t mb,
+			   uint32_t layer, uint32_t e, uint32_t c, uint32_t i)
+{
+	uint64_t q = 0;
+	uint32_t s;
+
+	for (s = 0; s < l->ranks; s++)
+		q += even_rows(l->count[rlb_loads_index(l, mb, layer, s, e)],
+			       c, s, i);
+	return q;
+}
+
+#define CELL_FMT "mb %u, layer %u, expert %u: "
+
+/* The structure and quotas of one cell (count >= 1 instances from f). */
+static int check_cell(const struct rlb_step_plan *p, const struct rlb_loads *l,
+		      uint32_t mb, uint32_t layer, uint32_t e, size_t f,
+		      uint32_t count, uint32_t *slots, struct rlb_err *err)
+{
+	const struct rlb_plan_instance *in = p->inst + f;
+	uint32_t home = p->home[(size_t)layer * p->experts + e], i, s;
+	uint64_t qsum = 0, load = 0;
+
+	for (i = 0; i < count; i++) {
+		if (in[i].expert != e)
+			return rlb_err_set(err, RLB_ECORRUPT,
+					   CELL_FMT "instance %u names expert %u",
+					   mb, layer, e, i, in[i].expert);
+		if (in[i].gpu >= p->ranks)
+			return rlb_err_set(err, RLB_ECORRUPT,
+					   CELL_FMT "instance %u is on gpu %u, beyond the %u gpus",
+					   mb, layer, e, i, in[i].gpu, p->ranks);
+	}
+	if (in[0].gpu != home)
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   CELL_FMT "first instance is on gpu %u, not on the home gpu %u",
+				   mb, layer, e, in[0].gpu, home);
+	for (i = 1; i < count; i++) {
+		if (in[i].gpu == home || (i > 1 && in[i].gpu == in[i - 1].gpu))
+			return rlb_err_set(err, RLB_ECORRUPT,
+					   CELL_FMT "two instances on gpu %u",
+					   mb, layer, e, in[i].gpu);
+		if (i > 1 && in[i].gpu < in[i - 1].gpu)
+			return rlb_err_set(err, RLB_ECORRUPT,
+					   CELL_FMT "replicas are not in ascending gpu order (gpu %u after gpu %u)",
+					   mb, layer, e, in[i].gpu, in[i - 1].gpu);
+	}
+	for (i = 0; i < count; i++) {
+		slots[in[i].gpu]++;
+		qsum += in[i].quota;
+	}
+	if (!l)
+		return 0;
+	for (s = 0; s < l->ranks; s++)
+		load += l->count[rlb_loads_index(l, mb, layer, s, e)];
+	if (qsum != load)
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   CELL_FMT "quotas sum to %llu, the load is %llu",
+				   mb, layer, e, (unsigned long long)qsum,
+				   (unsigned long long)load);
+	if (p->split == RLB_SPLIT_EVEN && count > 1) {
+		for (i = 0; i < count; i++) {
+			uint64_t want = even_quota(l, mb, layer, e, count, i);
+
+			if (in[i].quota != want)
+				return rlb_err_set(err, RLB_ECORRUPT,
+						   CELL_FMT "instance %u (gpu %u) has quota %u, the even split gives %llu",
+						   mb, layer, e, i, in[i].gpu,
+						   in[i].quota,
+						   (unsigned long long)want);
+		}
+	}
+	return 0;
+}
+
+int rlb_step_plan_check(const struct rlb_step_plan *p,
+			const struct rlb_loads *l, struct rlb_err *err)
+{
+	size_t cells = plan_cells(p), c;
+	uint32_t mb, layer, e, g, per_gpu, max_slots;
+	uint32_t *slots = NULL;
+	int ret = 0;
+
+	if (p->split != RLB_SPLIT_LOCALITY && p->split != RLB_SPLIT_EVEN)
+		return rlb_err_set(err, RLB_ECORRUPT, "unknown split rule %d",
+				   (int)p->split);
+	if (p->ranks < 1 || p->experts < 1 || p->experts % p->ranks ||
+	    p->gpus_per_node < 1 || p->ranks % p->gpus_per_node ||
+	    p->layers < 1)
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   "bad shape: %u experts, %u ranks, %u gpus per node, %u layers",
+				   p->experts, p->ranks, p->gpus_per_node,
+				   p->layers);
+	if (l && (l->micro_batches != p->micro_batches ||
+		  l->layers != p->layers || l->ranks != p->ranks ||
+		  l->experts != p->experts))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "loads are %u x %u x %u x %u (micro-batches x layers x ranks x experts), the plan is %u x %u x %u x %u",
+				   l->micro_batches, l->layers, l->ranks,
+				   l->experts, p->micro_batches, p->layers,
+				   p->ranks, p->experts);
+	for (layer = 0; layer < p->layers; layer++)
+		for (e = 0; e < p->experts; e++)
+			if (p->home[(size_t)layer * p->experts + e] >= p->ranks)
+				return rlb_err_set(err, RLB_ECORRUPT,
+						   "layer %u, expert %u: home gpu %u is beyond the %u gpus",
+						   layer, e,
+						   p->home[(size_t)layer * p->experts + e],
+						   p->ranks);
+	if (p->inst_first[0] != 0)
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   "first cell starts at instance %zu, not 0",
+				   p->inst_first[0]);
+	slots = calloc(p->ranks, sizeof(*slots));
+	if (!slots)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	per_gpu = p->experts / p->ranks;
+	max_slots = per_gpu + p->replica_slots;
+	c = 0;
+	for (mb = 0; mb < p->micro_batches; mb++) {
+		for (layer = 0; layer < p->layers; layer++) {
+			memset(slots, 0, p->ranks * sizeof(*slots));
+			for (e = 0; e < p->experts; e++, c++) {
+				size_t f = p->inst_first[c];
+				size_t n = p->inst_first[c + 1];
+
+				if (n <= f || f > p->ninst) {
+					ret = rlb_err_set(err, RLB_ECORRUPT,
+							  CELL_FMT "no instance",
+							  mb, layer, e);
+					goto out;
+				}
+				if (n > p->ninst) {
+					ret = rlb_err_set(err, RLB_ECORRUPT,
+							  CELL_FMT "instances up to %zu listed, %zu stored",
+							  mb, layer, e, n, p->ninst);
+					goto out;
+				}
+				if (n - f > p->ranks) {
+					ret = rlb_err_set(err, RLB_ECORRUPT,
+							  CELL_FMT "%zu instances, more than the %u gpus",
+							  mb, layer, e, n - f, p->ranks);
+					goto out;
+				}
+				ret = check_cell(p, l, mb, layer, e, f,
+						 (uint32_t)(n - f), slots, err);
+				if (ret)
+					goto out;
+			}
+			for (g = 0; g < p->ranks; g++) {
+				if (slots[g] > max_slots) {
+					ret = rlb_err_set(err, RLB_ECORRUPT,
+							  "mb %u, layer %u: gpu %u holds %u instances, more than its %u slots (%u experts per gpu + %u replica slots)",
+							  mb, layer, g, slots[g],
+							  max_slots, per_gpu,
+							  p->replica_slots);
+					goto out;
+				}
+			}
+		}
+	}
+	if (p->inst_first[cells] != p->ninst)
+		ret = rlb_err_set(err, RLB_ECORRUPT,
+				  "%zu instances stored, the cells list %zu",
+				  p->ninst, p->inst_first[cells]);
+out:
+	free(slots);
+	return ret;
+}
+
+void rlb_step_plan_split(const struct rlb_step_plan *p,
+			 const struct rlb_loads *l, uint32_t mb,
+			 uint32_t layer, uint32_t expert, uint32_t *rows)
+{
+	const struct rlb_plan_instance *in;
+	const uint32_t *load;
+	uint32_t n, s, i;
+	size_t c;
+
+	if (l->micro_batches != p->micro_batches || l->layers != p->layers ||
+	    l->ranks != p->ranks || l->experts != p->experts ||
+	    mb >= p->micro_batches || layer >= p->layers ||
+	    expert >= p->experts)
+		return;
+	c = ((size_t)mb * p->layers + layer) * p->experts + expert;
+	if (p->inst_first[c + 1] <= p->inst_first[c] ||
+	    p->inst_first[c + 1] > p->ninst ||
+	    p->inst_first[c + 1] - p->inst_first[c] > p->ranks)
+		return;	/* not filled (or not a valid plan) */
+	in = p->inst + p->inst_first[c];
+	n = (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
+	load = l->count + rlb_loads_index(l, mb, layer, 0, expert);
+	if (p->split == RLB_SPLIT_EVEN) {
+		for (s = 0; s < p->ranks; s++)
+			for (i = 0; i < n; i++)
+				rows[(size_t)s * n + i] =
+					even_rows(load[(size_t)s * p->experts],
+						  n, s, i);
+		return;
+	}
+	rlb_replicate_split(p->ranks, p->gpus_per_node, &in[0].gpu,
+			    &in[0].quota, INST_STRIDE, n, load, p->experts,
+			    rows, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Text dump                                                            */
+
+int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
+			const struct rlb_step_plan *p, struct rlb_err *err)
+{
+	uint32_t mb, l, e, k, n;
+
+	if (h) {
+		fprintf(fp, "plan %u.%u: policy %s, split %s, pack %s\n",
+			h->version_major, h->version_minor,
+			rlb_policy_name(h->policy),
+			h->split == RLB_SPLIT_EVEN ? "even" : "locality",
+			rlb_pack_name(h->pack));
+		fprintf(fp, "options: replica_slots %u, min_tokens_per_replica %u, eplb_window %u, micro_batch_tokens %u, migration_weight %.17g, reorder %d, replicate %d, colocate %d\n",
+			h->replica_slots, h->min_tokens_per_replica,
+			h->eplb_window, h->micro_batch_tokens,
+			h->migration_weight, h->reorder, h->replicate,
+			h->colocate);
+		fprintf(fp, "shape: layers %u, experts %u, topk %u, ranks %u, gpus_per_node %u\n",
+			h->layers, h->experts, h->topk, h->ranks,
+			h->gpus_per_node);
+		fprintf(fp, "trace: model '%s', hash 0x%016llx, steps %u..%u (%u)\n",
+			h->model, (unsigned long long)h->trace_hash,
+			h->trace_first_step, h->trace_last_step,
+			h->trace_steps);
+	}
+	if (p) {
+		fprintf(fp, "step %u: %u micro-batches, %zu replicas, %u migrated experts, planner %llu ns\n",
+			p->step, p->micro_batches,
+			p->ninst - (size_t)p->micro_batches * p->layers * p->experts,
+			p->migrated_experts, (unsigned long long)p->planner_ns);
+		for (l = 0; l < p->layers; l++) {
+			fprintf(fp, "  homes layer %u:", l);
+			for (e = 0; e < p->experts; e++)
+				fprintf(fp, " %u", p->home[(size_t)l * p->experts + e]);
+			fputc('\n', fp);
+		}
+		for (mb = 0; mb < p->micro_batches; mb++) {
+			for (l = 0; l < p->layers; l++) {
+				fprintf(fp, "  mb %u, layer %u:", mb, l);
+				for (e = 0; e < p->experts; e++) {
+					const struct rlb_plan_instance *in =
+						rlb_step_plan_cell(p, mb, l, e, &n);
+
+					fprintf(fp, " %u[", e);
+					for (k = 0; k < n; k++)
+						fprintf(fp, "%s%u:%u", k ? " " : "",
+							in[k].gpu, in[k].quota);
+					fputc(']', fp);
+				}
+				fputc('\n', fp);
+			}
+		}
+	}
+	if (ferror(fp))
+		return rlb_err_set(err, RLB_EIO, "cannot write the plan text");
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* EPLB export                                                          */
+
+/* 1 when expert e has a replica on gpu in cell (mb, layer). */
+static int cell_has(const struct rlb_step_plan *p, uint32_t mb,
+		    uint32_t layer, uint32_t e, uint32_t gpu)
+{
+	size_t c = ((size_t)mb * p->layers + layer) * p->experts + e, k;
+
+	for (k = p->inst_first[c] + 1; k < p->inst_first[c + 1]; k++)
+		if (p->inst[k].gpu == gpu)
+			return 1;
+	return 0;
+}
+
+int rlb_plan_eplb_export(const struct rlb_step_plan *p,
+			 const struct rlb_plan_eplb_opts *o,
+			 struct rlb_eplb_result *res, struct rlb_err *err)
+{
+	int64_t mb = o ? o->micro_batch : RLB_PLAN_EPLB_STEP;
+	int slot_order = o ? o->slot_order : 0;
+	uint32_t G = p->ranks, E = p->experts, L = p->layers;
+	uint32_t spg = E / G + p->replica_slots, l, e, g;
+	size_t P = (size_t)G * spg, s, k, maxc = 1;
+	uint32_t *fill = NULL, *ranks_seen = NULL;
+	int ret = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (mb != RLB_PLAN_EPLB_STEP && (mb < 0 || mb >= p->micro_batches))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "micro-batch %lld is out of range (the step has %u)",
+				   (long long)mb, p->micro_batches);
+	if (E > RLB_EPLB_MAX_EXPERTS || P > RLB_EPLB_MAX_SLOTS ||
+	    L > RLB_EPLB_MAX_LAYERS)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%u layers, %u experts and %zu slots exceed EPLB's limits",
+				   L, E, P);
+	res->num_layers = L;
+	res->num_experts = E;
+	res->num_slots = P;
+	res->num_gpus = G;
+	res->num_nodes = G / p->gpus_per_node;
+	res->slots_per_gpu = spg;
+	res->phy2log = malloc((size_t)L * P * sizeof(int32_t));
+	res->phyrank = malloc((size_t)L * P * sizeof(int32_t));
+	res->logcnt = calloc((size_t)L * E, sizeof(int32_t));
+	fill = calloc(G, sizeof(*fill));
+	ranks_seen = calloc(E, sizeof(*ranks_seen));
+	if (!res->phy2log || !res->phyrank || !res->logcnt || !fill ||
+	    !ranks_seen) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory for the eplb export");
+		goto out;
+	}
+	for (l = 0; l < L; l++) {
+		int32_t *phy = res->phy2log + (size_t)l * P;
+		int32_t *rk = res->phyrank + (size_t)l * P;
+		int32_t *lc = res->logcnt + (size_t)l * E;
+
+		memset(fill, 0, G * sizeof(*fill));
+		/* homes: experts by id land on their GPU in ascending order */
+		for (e = 0; e < E; e++) {
+			g = p->home[(size_t)l * E + e];
+			if (g >= G || fill[g] >= spg) {
+				ret = rlb_err_set(err, RLB_EINVAL,
+						  "layer %u: expert %u's home gpu %u is invalid or full",
+						  l, e, g);
+				goto out;
+			}
+			phy[(size_t)g * spg + fill[g]] = (int32_t)e;
+			rk[(size_t)g * spg + fill[g]] = 0;
+			fill[g]++;
+			lc[e] = 1;
+		}
+		/* replicas, ascending expert id per GPU */
+		for (e = 0; e < E && (mb != RLB_PLAN_EPLB_STEP || p->micro_batches); e++) {
+			uint32_t m0 = mb == RLB_PLAN_EPLB_STEP ? 0 : (uint32_t)mb;
+			size_t c = ((size_t)m0 * L + l) * E + e;
+
+			for (k = p->inst_first[c] + 1; k < p->inst_first[c + 1]; k++) {
+				uint32_t m, rg = p->inst[k].gpu;
+				int everywhere = 1;
+
+				for (m = 1; mb == RLB_PLAN_EPLB_STEP &&
+					    m < p->micro_batches && everywhere; m++)
+					everywhere = cell_has(p, m, l, e, rg);
+				if (!everywhere)
+					continue;
+				if (rg >= G || fill[rg] >= spg) {
+					ret = rlb_err_set(err, RLB_EINVAL,
+							  "layer %u: gpu %u holds more experts than its %u slots",
+							  l, rg, spg);
+					goto out;
+				}
+				phy[(size_t)rg * spg + fill[rg]] = (int32_t)e;
+				rk[(size_t)rg * spg + fill[rg]] = lc[e]++;
+				fill[rg]++;
+			}
+		}
+		/* slots left over: copies of the GPU's own experts */
+		for (g = 0; g < G; g++) {
+			uint32_t used = fill[g];
+
+			if (used == 0) {
+				ret = rlb_err_set(err, RLB_EINVAL,
+						  "layer %u: gpu %u holds no expert; EPLB needs every slot filled",
+						  l, g);
+				goto out;
+			}
+			for (k = used; k < spg; k++) {
+				int32_t x = phy[(size_t)g * spg + (k - used) % used];
+
+				phy[(size_t)g * spg + k] = x;
+				rk[(size_t)g * spg + k] = lc[x]++;
+			}
+		}
+		for (e = 0; e < E; e++)
+			if ((size_t)lc[e] > maxc)
+				maxc = (size_t)lc[e];
+	}
+	res->max_count = maxc;
+	res->log2phy = malloc((size_t)L * E * maxc * sizeof(int32_t));
+	if (!res->log2phy) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory for the eplb export");
+		goto out;
+	}
+	for (l = 0; l < L; l++) {
+		const int32_t *phy = res->phy2log + (size_t)l * P;
+		const int32_t *rk = res->phyrank + (size_t)l * P;
+		int32_t *lp = res->log2phy + (size_t)l * E * maxc;
+
+		for (s = 0; s < (size_t)E * maxc; s++)
+			lp[s] = -1;
+		memset(ranks_seen, 0, E * sizeof(*ranks_seen));
+		for (s = 0; s < P; s++) {
+			size_t at = slot_order ? ranks_seen[phy[s]]++ : (size_t)rk[s];
+
+			lp[(size_t)phy[s] * maxc + at] = (int32_t)s;
+		}
+	}
+out:
+	free(fill);
+	free(ranks_seen);
+	if (ret)
+		rlb_eplb_result_release(res);
+	return ret;
+}
+
+struct json_t *rlb_plan_eplb_export_json(const struct rlb_step_plan *p,
+					 const struct rlb_plan_eplb_opts *o,
+					 struct rlb_err *err)
+{
+	struct rlb_eplb_result res;
+	json_t *obj = NULL, *body = NULL;
+	int64_t mb = o ? o->micro_batch : RLB_PLAN_EPLB_STEP;
+	int bad;
+
+	if (rlb_plan_eplb_export(p, o, &res, err))
+		return NULL;
+	body = rlb_eplb_result_to_json(&res, err);
+	obj = json_object();
+	bad = !body || !obj;
+	if (!bad)
+		bad = json_object_set_new(obj, "step", json_integer(p->step)) ||
+		      json_object_set_new(obj, "micro_batch",
+					  mb == RLB_PLAN_EPLB_STEP ? json_null() :
+					  json_integer(mb)) ||
+		      json_object_set_new(obj, "num_gpus", json_integer(res.num_gpus)) ||
+		      json_object_set_new(obj, "slots_per_gpu",
+					  json_integer(res.slots_per_gpu)) ||
+		      json_object_set_new(obj, "log2phy_order",
+					  json_string(o && o->slot_order ?
+						      "slot" : "replica")) ||
+		      json_object_set(obj, "phy2log", json_object_get(body, "phy2log")) ||
+		      json_object_set(obj, "log2phy", json_object_get(body, "log2phy")) ||
+		      json_object_set(obj, "logcnt", json_object_get(body, "logcnt"));
+	json_decref(body);
+	rlb_eplb_result_release(&res);
+	if (bad) {
+		json_decref(obj);
+		rlb_err_set(err, RLB_ENOMEM, "out of memory for the eplb JSON");
+		return NULL;
+	}
+	return obj;
+}

@@ -77,11 +77,16 @@ struct rlb_step_plan {
 	size_t inst_cap;
 	uint32_t migrated_experts;	/* homes that changed node since the previous step */
 	uint64_t planner_ns;		/* wall time spent planning this step */
+	size_t cur_cell;		/* cell of the last instance added (private) */
 };
 
 /*
  * Allocate a plan with the static home layout (expert e on GPU
- * e / (experts / ranks)) and no instances yet.
+ * e / (experts / ranks)) and no instances yet.  Requirements: ranks >= 1,
+ * experts a positive multiple of ranks, gpus_per_node >= 1 dividing
+ * ranks, layers >= 1 (micro_batches may be 0: a step without tokens).
+ * Errors: RLB_EINVAL, RLB_ERANGE (tables beyond the address space),
+ * RLB_ENOMEM; p is then zeroed.  Release with rlb_step_plan_release.
  */
 int rlb_step_plan_init(struct rlb_step_plan *p, uint32_t step,
 		       uint32_t micro_batches, uint32_t layers,
@@ -96,7 +101,10 @@ void rlb_step_plan_clear_instances(struct rlb_step_plan *p);
 /*
  * Append one instance.  Cells must be filled in (mb, layer, expert)
  * order, each expert's home copy first; skipped cells get no instance
- * (rlb_step_plan_check reports them).
+ * (rlb_step_plan_check reports them).  The instance array grows
+ * geometrically.  Errors: RLB_EINVAL (mb, layer or expert out of range,
+ * or a cell before the last one filled), RLB_ENOMEM.  rlb_step_plan_cell
+ * is valid for the cells up to the last one filled.
  */
 int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 		      uint32_t expert, uint32_t gpu, uint32_t quota,
@@ -122,6 +130,14 @@ rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
  * per GPU and use at most replica_slots spare slots); quotas are
  * non-negative and sum to the cell's load.  RLB_ECORRUPT naming the first
  * violation.
+ *
+ * Also checked: every instance names its cell's expert and a GPU below
+ * ranks, replicas follow in ascending GPU order, every cell has an
+ * instance, and under RLB_SPLIT_EVEN each quota is the instance's share
+ * of the even split.  l may be NULL: everything but the loads (the
+ * structure that a plan file reader checks).  Messages name the cell as
+ * "mb M, layer L, expert E" (trace_format/PLAN-SPEC.md lists them).
+ * RLB_EINVAL when l's shape differs from the plan's; RLB_ENOMEM.
  */
 int rlb_step_plan_check(const struct rlb_step_plan *p,
 			const struct rlb_loads *l, struct rlb_err *err);
@@ -129,7 +145,10 @@ int rlb_step_plan_check(const struct rlb_step_plan *p,
 /*
  * Split one cell's load over its instances by the plan's rule:
  * rows[s * n + i] receives the rows source rank s sends to instance i of
- * the cell (n its instance count, s over all ranks).
+ * the cell (n its instance count, s over all ranks).  LOCALITY is
+ * rlb_replicate_split (lib/replicate.h) over the cell's instances and
+ * quotas.  Nothing is written when l's shape differs from the plan's or
+ * the cell is out of range.
  */
 void rlb_step_plan_split(const struct rlb_step_plan *p,
 			 const struct rlb_loads *l, uint32_t mb,

@@ -122,8 +122,7 @@ void rlb_replicate_planner_release(struct rlb_replicate_planner *pl)
 	free(pl->rep_quota);
 	free(pl->rep_order);
 	free(pl->rep_count);
-	free(pl->quota_left);
-	free(pl->src_left);
+	free(pl->inst_gq);
 	memset(pl, 0, sizeof(*pl));
 }
 
@@ -191,8 +190,7 @@ int rlb_replicate_planner_init(struct rlb_replicate_planner *pl,
 	pl->rep_quota = calloc(reps + 1, sizeof(uint64_t));
 	pl->rep_order = calloc(reps + 1, sizeof(uint32_t));
 	pl->rep_count = calloc(E, sizeof(uint32_t));
-	pl->quota_left = calloc(inst, sizeof(uint64_t));
-	pl->src_left = calloc(G, sizeof(uint32_t));
+	pl->inst_gq = calloc(2 * (size_t)G, sizeof(uint32_t));
 	if (!pl->plan.expert_first || !pl->plan.instance || !pl->plan.rows ||
 	    !pl->plan.gpu_home_tokens || !pl->plan.gpu_tokens ||
 	    !pl->plan.gpu_replicas || !pl->plan.node_threshold_tokens ||
@@ -200,8 +198,7 @@ int rlb_replicate_planner_init(struct rlb_replicate_planner *pl,
 	    !pl->recv || !pl->by_gpu || !pl->gpu_first || !pl->donors ||
 	    !pl->sort_tmp || !pl->cap || !pl->free_slots || !pl->mark ||
 	    !pl->rep_expert || !pl->rep_gpu || !pl->rep_quota ||
-	    !pl->rep_order || !pl->rep_count || !pl->quota_left ||
-	    !pl->src_left) {
+	    !pl->rep_order || !pl->rep_count || !pl->inst_gq) {
 		rlb_replicate_planner_release(pl);
 		return rlb_err_set(err, RLB_ENOMEM,
 				   "out of memory for the replication planner (%zu gpus, %zu experts)",
@@ -379,63 +376,117 @@ static void plan_node(struct rlb_replicate_planner *pl, uint32_t node)
 	greedy(pl, node, good, 1);
 }
 
-/* Source s's remaining rows of the current expert into instances from *k on. */
-static void fill_source(struct rlb_replicate_planner *pl, uint32_t *rows,
-			uint64_t *ql, uint32_t cnt, uint32_t *k, uint32_t s)
+/*
+ * The rows instance k takes from the source on its own GPU in the
+ * own-GPU pass: up to its quota, after the instances before it on that
+ * GPU (a valid plan has none).
+ */
+static uint64_t own_take(uint32_t num_gpus, const uint32_t *gpu,
+			 const uint32_t *quota, size_t stride,
+			 const uint32_t *load, size_t load_stride, uint32_t k)
 {
-	uint32_t ni = pl->plan.num_instances;
+	uint32_t src = gpu[k * stride], j;
+	uint64_t left, t;
 
-	while (pl->src_left[s] > 0) {
-		uint64_t x;
-
-		while (*k < cnt && ql[*k] == 0)
-			(*k)++;
-		if (*k == cnt)
-			return;	/* unreachable: quotas sum to the load */
-		x = pl->src_left[s] < ql[*k] ? pl->src_left[s] : ql[*k];
-		rows[(size_t)s * ni + *k] += (uint32_t)x;
-		pl->src_left[s] -= (uint32_t)x;
-		ql[*k] -= x;
+	if (src >= num_gpus)
+		return 0;
+	left = load[(size_t)src * load_stride];
+	for (j = 0;; j++) {
+		if (gpu[j * stride] != src)
+			continue;
+		t = left < quota[j * stride] ? left : quota[j * stride];
+		if (j == k)
+			return t;
+		left -= t;
 	}
+}
+
+uint64_t rlb_replicate_split(uint32_t num_gpus, uint32_t gpus_per_node,
+			     const uint32_t *gpu, const uint32_t *quota,
+			     size_t stride, uint32_t count,
+			     const uint32_t *load, size_t load_stride,
+			     uint32_t *rows, size_t rows_stride)
+{
+	uint32_t G = num_gpus, g = gpus_per_node, nfirst, s, k, j, pass;
+	uint64_t unplaced = 0, ql;
+
+	if (count == 0 || g == 0) {
+		for (s = 0; s < G; s++) {
+			for (j = 0; j < count; j++)
+				rows[(size_t)s * rows_stride + j] = 0;
+			unplaced += load[(size_t)s * load_stride];
+		}
+		return unplaced;
+	}
+	/*
+	 * Each instance first takes the rows of the source on its own GPU
+	 * (own_take); then the home node's sources by ascending rank, then
+	 * the others, fill the instances in instance order.  Every source is
+	 * visited once: its row gets its own-GPU rows, then what is left of
+	 * it goes to the instances from the cursor on.  Instance k has given
+	 * nothing but its own-GPU rows before the cursor reaches it.
+	 */
+	nfirst = gpu[0] / g * g;
+	k = 0;
+	ql = quota[0] - own_take(G, gpu, quota, stride, load, load_stride, 0);
+	for (pass = 0; pass < 3; pass++) {
+		uint32_t lo = pass == 0 ? nfirst : pass == 1 ? 0 : nfirst + g;
+		uint32_t hi = pass == 0 ? nfirst + g : pass == 1 ? nfirst : G;
+
+		if (lo > G)
+			lo = G;
+		if (hi > G)
+			hi = G;
+		for (s = lo; s < hi; s++) {
+			uint32_t *row = rows + (size_t)s * rows_stride;
+			uint64_t left = load[(size_t)s * load_stride], x;
+
+			for (j = 0; j < count; j++) {
+				row[j] = 0;
+				if (gpu[j * stride] == s) {
+					x = own_take(G, gpu, quota, stride, load,
+						     load_stride, j);
+					row[j] = (uint32_t)x;
+					left -= x;
+				}
+			}
+			while (left > 0 && k < count) {
+				if (ql == 0) {
+					if (++k < count)
+						ql = quota[k * stride] -
+						     own_take(G, gpu, quota, stride,
+							      load, load_stride, k);
+					continue;
+				}
+				x = left < ql ? left : ql;
+				row[k] += (uint32_t)x;
+				left -= x;
+				ql -= x;
+			}
+			unplaced += left;
+		}
+	}
+	return unplaced;
 }
 
 /*
  * Split the loads of expert e, which has cnt > 1 instances from f on,
- * locality-first (replicate.h step 4).
+ * locality-first (replicate.h step 4).  Quotas are at most the expert's
+ * load, which run() keeps below 2^32.
  */
-static void split_expert(struct rlb_replicate_planner *pl, uint32_t e,
-			 uint32_t f, uint32_t cnt)
+static void split_expert(struct rlb_replicate_planner *pl, const uint32_t *load,
+			 uint32_t e, uint32_t f, uint32_t cnt)
 {
-	struct rlb_replicate_plan *plan = &pl->plan;
-	uint32_t G = pl->p.num_gpus;
-	uint32_t g = pl->p.gpus_per_node, ni = plan->num_instances;
-	uint32_t nfirst = pl->home[e] / g * g, s, k;
-	uint64_t *ql = pl->quota_left;
-	uint32_t *rows = plan->rows + f;	/* rows[s * ni + k] */
+	const struct rlb_replicate_plan *plan = &pl->plan;
+	uint32_t k;
 
-	/* rows hold the load in the home column and zeros (see the caller) */
-	for (s = 0; s < G; s++) {
-		pl->src_left[s] = rows[(size_t)s * ni];
-		rows[(size_t)s * ni] = 0;
-	}
 	for (k = 0; k < cnt; k++) {
-		uint32_t src = plan->instance[f + k].gpu;
-		uint64_t x;
-
-		ql[k] = plan->instance[f + k].quota_tokens;
-		x = pl->src_left[src] < ql[k] ? pl->src_left[src] : ql[k];
-		rows[(size_t)src * ni + k] = (uint32_t)x;
-		pl->src_left[src] -= (uint32_t)x;
-		ql[k] -= x;
+		pl->inst_gq[2 * k] = plan->instance[f + k].gpu;
+		pl->inst_gq[2 * k + 1] = (uint32_t)plan->instance[f + k].quota_tokens;
 	}
-	/* the home node's sources, then the others; instances in order */
-	k = 0;
-	for (s = nfirst; s < nfirst + g; s++)
-		fill_source(pl, rows, ql, cnt, &k, s);
-	for (s = 0; s < nfirst; s++)
-		fill_source(pl, rows, ql, cnt, &k, s);
-	for (s = nfirst + g; s < G; s++)
-		fill_source(pl, rows, ql, cnt, &k, s);
+	rlb_replicate_split(pl->p.num_gpus, pl->p.gpus_per_node, pl->inst_gq,
+			    pl->inst_gq + 1, 2, cnt, load + e, pl->p.num_experts,
+			    plan->rows + f, plan->num_instances);
 }
 
 int rlb_replicate_planner_run(struct rlb_replicate_planner *pl,
@@ -465,6 +516,12 @@ int rlb_replicate_planner_run(struct rlb_replicate_planner *pl,
 		for (e = 0; e < E; e++)
 			pl->expert_tokens[e] += row[e];
 	}
+	for (e = 0; e < E; e++)
+		if (pl->expert_tokens[e] > UINT32_MAX)
+			return rlb_err_set(err, RLB_ERANGE,
+					   "expert %u has %llu token rows, more than %u",
+					   e, (unsigned long long)pl->expert_tokens[e],
+					   UINT32_MAX);
 
 	/* experts grouped by home GPU, ids ascending (sorted by load later) */
 	memset(pl->gpu_first, 0, (G + 1) * sizeof(uint32_t));
@@ -544,7 +601,7 @@ int rlb_replicate_planner_run(struct rlb_replicate_planner *pl,
 	for (e = 0; e < E; e++) {
 		f = plan->expert_first[e];
 		if (plan->expert_first[e + 1] - f > 1)
-			split_expert(pl, e, f, plan->expert_first[e + 1] - f);
+			split_expert(pl, load, e, f, plan->expert_first[e + 1] - f);
 	}
 	return 0;
 }

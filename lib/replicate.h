@@ -91,8 +91,7 @@ struct rlb_replicate_planner {
 	uint64_t *rep_quota;
 	uint32_t *rep_order;		/* [gpus * R] by (expert, gpu) */
 	uint32_t *rep_count;		/* [E] */
-	uint64_t *quota_left;		/* [E + gpus * R] split workspace */
-	uint32_t *src_left;		/* [gpus] split workspace */
+	uint32_t *inst_gq;		/* [2 * gpus] split: (gpu, quota) pairs */
 };
 
 /*
@@ -155,11 +154,34 @@ void rlb_replicate_planner_release(struct rlb_replicate_planner *pl);
  * Cost: O(num_gpus * E) to read the loads and write the rows, at most
  * O(E log E) to order the donors' experts, and per node
  * O((E/nodes + g * g * R) * log(hi - lo)) for the search; no allocation.
- * Errors: RLB_EINVAL (home_gpu[e] out of range); pl->plan is then empty.
+ * Errors: RLB_EINVAL (home_gpu[e] out of range), RLB_ERANGE (an expert
+ * with 2^32 token rows or more); pl->plan is then empty.
  */
 int rlb_replicate_planner_run(struct rlb_replicate_planner *pl,
 			      const uint32_t *home_gpu, const uint32_t *load,
 			      struct rlb_err *err);
+
+/*
+ * Step 4 of the rule above for one expert, on its own: split the expert's
+ * per-source loads over its `count` instances locality-first.  The plan
+ * module (rlb_step_plan_split) uses it too, so the rule lives in one place.
+ *
+ * Instance i has GPU gpu[i * stride] and quota quota[i * stride] (stride
+ * in uint32_t elements, so an array of structs of uint32_t fields can be
+ * passed as it is), instances in instance order with the home copy first
+ * (its node is the home node).  load[s * load_stride] is the rows source
+ * rank s routes to the expert, for s < num_gpus.  rows[s * rows_stride +
+ * i] receives the rows that source s sends to instance i; every such
+ * entry is written.  An instance on a GPU >= num_gpus takes no own-GPU
+ * rows; gpus_per_node 0 places nothing.  Returns the rows that found no
+ * quota left (0 when the quotas sum to at least the load).
+ * O(num_gpus * count); allocates nothing.
+ */
+uint64_t rlb_replicate_split(uint32_t num_gpus, uint32_t gpus_per_node,
+			     const uint32_t *gpu, const uint32_t *quota,
+			     size_t stride, uint32_t count,
+			     const uint32_t *load, size_t load_stride,
+			     uint32_t *rows, size_t rows_stride);
 
 /* Rows that source rank `source` sends to instance `inst`. */
 static inline uint32_t rlb_replicate_rows(const struct rlb_replicate_plan *pl,
