@@ -1,14 +1,649 @@
-/* inspect.c - placeholder for relibra inspect. */
+/*
+ * inspect.c - `relibra inspect`: a trace's header, contents, size and
+ * integrity; --dump decodes every sequence, --stats prints the load
+ * statistics of lib/stats.h, --json gives all of it as one JSON object.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
 #include "cmd.h"
+
+static const char usage[] =
+	"usage: relibra inspect [-h] [--json] [--stats] [--dump] [--steps A:B] "
+	"[-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] TRACE\n"
+	"\n"
+	"  --json               print everything as one JSON object (schema relibra.inspect/1)\n"
+	"  --stats              load statistics under the config's schedule (needs -c)\n"
+	"  --dump               every sequence and its expert ids per layer\n"
+	"  --steps A:B          only steps A..B (A: and :B allowed) for --dump and --stats\n"
+	"  -c, --config CONFIG  YAML config for --stats; its model must match the trace\n"
+	"      --set KEY=VALUE  override one config key\n"
+	"      --pack RULE      micro-batch packing for --stats (default: the config's)\n"
+	"  -h, --help           show this help\n"
+	"\n"
+	"Exit status: 0 for a complete, valid trace; 1 when it is corrupt or\n"
+	"truncated (after printing what was valid) or on other failures; 2 on\n"
+	"usage errors.\n";
+
+#define NAME "inspect"
+
+struct opts {
+	int json, stats, dump;
+	uint32_t step_lo, step_hi;
+	int have_steps;
+	int have_pack;
+	enum rlb_pack pack;
+	struct cmd_config_opts cfg;
+	const char *path;
+};
+
+static int parse_steps(const char *s, struct opts *o)
+{
+	const char *colon = strchr(s, ':');
+	struct rlb_err err = {0};
+	char buf[64];
+	uint64_t v;
+
+	o->step_lo = 0;
+	o->step_hi = UINT32_MAX;
+	if (strlen(s) >= sizeof(buf))
+		return cmd_usage_error(NAME, usage, "bad --steps '%s'", s);
+	strcpy(buf, s);
+	if (colon)
+		buf[colon - s] = '\0';
+	if (buf[0]) {
+		if (rlb_parse_u64(buf, 0, UINT32_MAX, &v, "--steps", &err) != 0)
+			return cmd_usage_error(NAME, usage, "%s", err.msg);
+		o->step_lo = (uint32_t)v;
+	}
+	if (!colon)
+		o->step_hi = o->step_lo;
+	else if (colon[1]) {
+		if (rlb_parse_u64(colon + 1, 0, UINT32_MAX, &v, "--steps", &err) != 0)
+			return cmd_usage_error(NAME, usage, "%s", err.msg);
+		o->step_hi = (uint32_t)v;
+	}
+	if (o->step_lo > o->step_hi)
+		return cmd_usage_error(NAME, usage, "--steps '%s': the range is empty", s);
+	o->have_steps = 1;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "stats", no_argument, NULL, 's' },
+		{ "dump", no_argument, NULL, 'd' },
+		{ "steps", required_argument, NULL, 'S' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, 'e' },
+		{ "pack", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rlb_err err = {0};
+	int c, ret;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":hc:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'j': o->json = 1; break;
+		case 's': o->stats = 1; break;
+		case 'd': o->dump = 1; break;
+		case 'S':
+			ret = parse_steps(optarg, o);
+			if (ret)
+				return ret;
+			break;
+		case 'c': o->cfg.path = optarg; break;
+		case 'e':
+			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
+				cmd_errorf(NAME, "out of memory");
+				return EXIT_FAIL;
+			}
+			break;
+		case 'p':
+			if (rlb_pack_from_name(optarg, &o->pack, &err) != 0)
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->have_pack = 1;
+			break;
+		case ':':
+			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
+					       argv[optind - 1]);
+		default:
+			return cmd_usage_error(NAME, usage, "unknown option '%s'",
+					       argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return cmd_usage_error(NAME, usage, optind >= argc ?
+				       "no trace given" : "more than one trace given");
+	o->path = argv[optind];
+	if (o->stats && !o->cfg.path)
+		return cmd_usage_error(NAME, usage, "--stats needs -c CONFIG");
+	if (!o->stats && (o->cfg.path || o->cfg.nsets || o->have_pack))
+		return cmd_usage_error(NAME, usage, "-c, --set and --pack go with --stats");
+	return 0;
+}
+
+static const char *flag_text(uint32_t f)
+{
+	if ((f & RLB_TRACE_F_SORTED) && (f & RLB_TRACE_F_GATES))
+		return "sorted ids, gates";
+	if (f & RLB_TRACE_F_SORTED)
+		return "sorted ids, no gates";
+	if (f & RLB_TRACE_F_GATES)
+		return "engine order, gates";
+	return "engine order, no gates";
+}
+
+/* Steps of the trace inside the --steps range: [*first, *end) of steps[]. */
+static int step_range(struct rlb_trace_reader *r, const struct opts *o,
+		      const uint32_t **steps, size_t *first, size_t *end)
+{
+	struct rlb_err err = {0};
+	size_t n, i;
+
+	if (rlb_trace_reader_steps(r, steps, &n, &err) != 0) {
+		cmd_error(NAME, &err);
+		return -1;
+	}
+	for (i = 0; i < n && (*steps)[i] < o->step_lo; i++)
+		;
+	*first = i;
+	for (; i < n && (*steps)[i] <= o->step_hi; i++)
+		;
+	*end = i;
+	return 0;
+}
+
+static void print_summary(const struct opts *o, struct rlb_trace_reader *r,
+			  const struct rlb_trace_info *info)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	unsigned idb = rlb_trace_id_bytes(h);
+
+	printf("trace:          %s\n", o->path);
+	printf("version:        %u.%u\n", h->version_major, h->version_minor);
+	printf("flags:          0x%08" PRIx32 " (%s)\n", h->flags, flag_text(h->flags));
+	printf("model:          %s: %" PRIu32 " experts, top-%" PRIu32 ", %" PRIu32
+	       " MoE layers after %" PRIu32 " dense\n", h->model[0] ? h->model : "(unnamed)",
+	       h->experts, h->topk, h->moe_layers, h->first_dense_layers);
+	printf("ids:            u%u, %s-coded\n", 8 * idb, rlb_trace_reader_id_coding(r));
+	printf("source:         %s\n", h->source[0] ? h->source : "(unknown)");
+	printf("seed:           %" PRIu64 "\n", h->seed);
+	if (info->steps)
+		printf("steps:          %" PRIu64 " (%" PRIu32 "..%" PRIu32 ")\n",
+		       info->steps, info->first_step, info->last_step);
+	else
+		printf("steps:          0\n");
+	printf("sequences:      %" PRIu64 "\n", info->sequences);
+	printf("tokens:         %" PRIu64 "\n", info->tokens);
+	printf("frames:         %" PRIu64 "\n", info->frames);
+	printf("file bytes:     %" PRIu64 "\n", info->file_bytes);
+	printf("raw id bytes:   %" PRIu64 "\n", info->raw_id_bytes);
+	if (info->file_bytes && info->raw_id_bytes)
+		printf("compression:    %.3fx (raw id bytes / file bytes)\n",
+		       (double)info->raw_id_bytes / info->file_bytes);
+	if (info->tokens)
+		printf("bytes per (token, layer): %.3f\n",
+		       (double)info->file_bytes / ((double)info->tokens * h->moe_layers));
+	printf("seek table:     %s\n", info->has_seek_table ? "yes" : "no");
+	printf("step index:     %s\n", info->has_step_index ? "yes" : "no");
+}
+
+static void print_integrity(const struct rlb_trace_info *info, int verr,
+			    const struct rlb_err *err)
+{
+	if (verr)
+		printf("integrity:      corrupt: %s\n", err->msg);
+	else if (info->truncated)
+		printf("integrity:      truncated: complete frames end at byte %" PRIu64
+		       " of %" PRIu64 "\n", info->valid_bytes, info->file_bytes);
+	else
+		printf("integrity:      ok (all checksums verified, complete)\n");
+}
+
+static json_t *json_summary(const struct opts *o, struct rlb_trace_reader *r,
+			    const struct rlb_trace_info *info, int verr,
+			    const struct rlb_err *err)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	json_t *j = json_object(), *hd = json_object(), *in = json_object();
+	char ver[32];
+
+	snprintf(ver, sizeof(ver), "%u.%u", h->version_major, h->version_minor);
+	json_object_set_new(j, "schema", json_string("relibra.inspect/1"));
+	json_object_set_new(j, "trace", json_string(o->path));
+	json_object_set_new(hd, "version", json_string(ver));
+	json_object_set_new(hd, "flags", json_integer(h->flags));
+	json_object_set_new(hd, "sorted", json_boolean(h->flags & RLB_TRACE_F_SORTED));
+	json_object_set_new(hd, "gates", json_boolean(h->flags & RLB_TRACE_F_GATES));
+	json_object_set_new(hd, "model", json_string(h->model));
+	json_object_set_new(hd, "experts", json_integer(h->experts));
+	json_object_set_new(hd, "topk", json_integer(h->topk));
+	json_object_set_new(hd, "moe_layers", json_integer(h->moe_layers));
+	json_object_set_new(hd, "first_dense_layers", json_integer(h->first_dense_layers));
+	json_object_set_new(hd, "id_bytes", json_integer(rlb_trace_id_bytes(h)));
+	json_object_set_new(hd, "id_coding", json_string(rlb_trace_reader_id_coding(r)));
+	json_object_set_new(hd, "source", json_string(h->source));
+	json_object_set_new(hd, "seed", json_integer((json_int_t)h->seed));
+	json_object_set_new(j, "header", hd);
+	json_object_set_new(j, "steps", json_integer((json_int_t)info->steps));
+	json_object_set_new(j, "first_step", info->steps ? json_integer(info->first_step) : json_null());
+	json_object_set_new(j, "last_step", info->steps ? json_integer(info->last_step) : json_null());
+	json_object_set_new(j, "sequences", json_integer((json_int_t)info->sequences));
+	json_object_set_new(j, "tokens", json_integer((json_int_t)info->tokens));
+	json_object_set_new(j, "frames", json_integer((json_int_t)info->frames));
+	json_object_set_new(j, "file_bytes", json_integer((json_int_t)info->file_bytes));
+	json_object_set_new(j, "raw_id_bytes", json_integer((json_int_t)info->raw_id_bytes));
+	json_object_set_new(j, "raw_bytes", json_integer((json_int_t)info->raw_bytes));
+	json_object_set_new(j, "compression_ratio", info->file_bytes ?
+			    json_real((double)info->raw_id_bytes / info->file_bytes) : json_null());
+	json_object_set_new(j, "bytes_per_token_layer", info->tokens ?
+			    json_real((double)info->file_bytes /
+				      ((double)info->tokens * h->moe_layers)) : json_null());
+	json_object_set_new(in, "ok", json_boolean(!verr && !info->truncated));
+	json_object_set_new(in, "seek_table", json_boolean(info->has_seek_table));
+	json_object_set_new(in, "step_index", json_boolean(info->has_step_index));
+	json_object_set_new(in, "truncated", json_boolean(info->truncated));
+	json_object_set_new(in, "valid_bytes", json_integer((json_int_t)info->valid_bytes));
+	json_object_set_new(in, "error", verr ? json_string(err->msg) : json_null());
+	json_object_set_new(j, "integrity", in);
+	return j;
+}
+
+/* The --steps selection in summary mode: steps, sequences, tokens. */
+static int selection(const struct opts *o, struct rlb_trace_reader *r, json_t *j)
+{
+	const uint32_t *steps;
+	struct rlb_seq_meta *m;
+	struct rlb_err err = {0};
+	size_t first, end, k, i, n;
+	uint64_t seqs = 0, tokens = 0;
+
+	if (step_range(r, o, &steps, &first, &end) != 0)
+		return -1;
+	for (k = first; k < end; k++) {
+		if (rlb_trace_reader_step_seqs(r, steps[k], &m, &n, &err) != 0) {
+			cmd_error(NAME, &err);
+			return -1;
+		}
+		for (i = 0; i < n; i++)
+			tokens += m[i].tokens;
+		seqs += n;
+		free(m);
+	}
+	if (j) {
+		json_object_set_new(j, "selection", json_pack("{sI sI sI sI sI}",
+			"from", (json_int_t)o->step_lo, "to", (json_int_t)o->step_hi,
+			"steps", (json_int_t)(end - first), "sequences", (json_int_t)seqs,
+			"tokens", (json_int_t)tokens));
+		return 0;
+	}
+	printf("selected:       %zu steps in %" PRIu32 "..", end - first, o->step_lo);
+	if (o->step_hi != UINT32_MAX)
+		printf("%" PRIu32, o->step_hi);
+	printf(": %" PRIu64 " sequences, %" PRIu64 " tokens\n", seqs, tokens);
+	return 0;
+}
+
+/* Print (or collect into arr) the sequences of the selected steps. */
+static int dump(const struct opts *o, struct rlb_trace_reader *r, json_t *arr)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	const uint32_t *steps;
+	struct rlb_err err = {0};
+	struct rlb_seq s;
+	size_t first, end, n = 0;
+	int rc;
+
+	if (step_range(r, o, &steps, &first, &end) != 0)
+		return -1;
+	if (first == end)
+		return 0;
+	if (rlb_trace_reader_seek_step(r, steps[first], &err) != 0) {
+		cmd_error(NAME, &err);
+		return -1;
+	}
+	while ((rc = rlb_trace_reader_next(r, &s, &err)) == 1 && s.step <= o->step_hi) {
+		uint32_t l, t, k, K = h->topk;
+
+		if (arr) {
+			json_t *q = json_object(), *layers = json_array();
+
+			json_object_set_new(q, "step", json_integer(s.step));
+			json_object_set_new(q, "group", json_integer(s.group));
+			json_object_set_new(q, "sample", json_integer(s.sample));
+			json_object_set_new(q, "tokens", json_integer(s.tokens));
+			for (l = 0; l < h->moe_layers; l++) {
+				json_t *toks = json_array();
+
+				for (t = 0; t < s.tokens; t++) {
+					json_t *ids = json_array();
+					size_t off = ((size_t)l * s.tokens + t) * K;
+
+					for (k = 0; k < K; k++)
+						json_array_append_new(ids, json_integer(s.ids[off + k]));
+					json_array_append_new(toks, ids);
+				}
+				json_array_append_new(layers, toks);
+			}
+			json_object_set_new(q, "ids", layers);
+			if (s.gates) {
+				json_t *gl = json_array();
+
+				for (l = 0; l < h->moe_layers; l++) {
+					json_t *toks = json_array();
+
+					for (t = 0; t < s.tokens; t++) {
+						json_t *g = json_array();
+						size_t off = ((size_t)l * s.tokens + t) * K;
+
+						for (k = 0; k < K; k++)
+							json_array_append_new(g, json_real(s.gates[off + k]));
+						json_array_append_new(toks, g);
+					}
+					json_array_append_new(gl, toks);
+				}
+				json_object_set_new(q, "gates", gl);
+			}
+			json_array_append_new(arr, q);
+			n++;
+			continue;
+		}
+		printf("sequence %zu: step %" PRIu32 ", group %" PRIu32 ", sample %" PRIu32
+		       ", %" PRIu32 " tokens\n", n++, s.step, s.group, s.sample, s.tokens);
+		for (l = 0; l < h->moe_layers; l++) {
+			printf("  layer %" PRIu32 ":", l);
+			for (t = 0; t < s.tokens; t++) {
+				size_t off = ((size_t)l * s.tokens + t) * K;
+
+				for (k = 0; k < K; k++) {
+					printf("%c%u", k ? ',' : ' ', s.ids[off + k]);
+					if (s.gates)
+						printf(":%.6g", s.gates[off + k]);
+				}
+			}
+			putchar('\n');
+		}
+	}
+	if (rc < 0) {
+		cmd_error(NAME, &err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The config's model must be the trace's. */
+static int check_shape(const struct opts *o, const struct rlb_config *cfg,
+		       const struct rlb_trace_header *h)
+{
+	static const char *const names[] = {
+		"model.experts", "model.topk", "model.moe_layers", "model.first_dense_layers",
+	};
+	long long c[4] = { cfg->model.experts, cfg->model.topk, cfg->model.moe_layers,
+			   cfg->model.first_dense_layers };
+	long long t[4] = { h->experts, h->topk, h->moe_layers, h->first_dense_layers };
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (c[i] != t[i]) {
+			cmd_errorf(NAME, "config '%s' does not match trace '%s': %s is %lld in the config, %lld in the trace",
+				   o->cfg.path, o->path, names[i], c[i], t[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Statistics of the selected steps through the streaming accumulator. */
+static int stats_range(const struct opts *o, struct rlb_trace_reader *r,
+		       const struct rlb_config *cfg, enum rlb_pack pack,
+		       struct rlb_trace_stats *st, struct rlb_err *err)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	struct rlb_stats_params p = {0};
+	struct rlb_stats_acc *a = NULL;
+	struct rlb_seq_meta *m = NULL;
+	uint32_t *lens = NULL, *groups = NULL;
+	const uint32_t *steps;
+	size_t first, end, k, i, n;
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	if (step_range(r, o, &steps, &first, &end) != 0)
+		return rlb_err_set(err, RLB_EINVAL, "cannot list the steps");
+	if (first == end)
+		return rlb_err_set(err, RLB_ENOTFOUND, "no steps in %" PRIu32 "..%" PRIu32,
+				   o->step_lo, o->step_hi);
+	p.layers = h->moe_layers;
+	p.experts = h->experts;
+	p.topk = h->topk;
+	p.ranks = (uint32_t)(cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size :
+				 rlb_config_gpus(cfg));
+	p.gpus_per_node = (uint32_t)cfg->cluster.gpus_per_node;
+	p.mb_tokens = (uint32_t)cfg->parallel.micro_batch_tokens;
+	p.pack = pack;
+	ret = rlb_stats_acc_new(&a, &p, err);
+	for (k = first; ret == 0 && k < end; k++) {
+		free(m);
+		free(lens);
+		free(groups);
+		m = NULL;
+		lens = groups = NULL;
+		ret = rlb_trace_reader_step_seqs(r, steps[k], &m, &n, err);
+		if (ret != 0)
+			break;
+		lens = malloc((n ? n : 1) * sizeof(*lens));
+		groups = malloc((n ? n : 1) * sizeof(*groups));
+		if (!lens || !groups) {
+			ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			lens[i] = m[i].tokens;
+			groups[i] = m[i].group;
+		}
+		ret = rlb_stats_acc_begin_step(a, steps[k], lens, groups, n, err);
+		if (ret == 0)
+			ret = rlb_trace_reader_seek_step(r, steps[k], err);
+		for (i = 0; ret == 0 && i < n; i++) {
+			struct rlb_seq s;
+
+			ret = rlb_trace_reader_next(r, &s, err);
+			if (ret == 1 && s.step == steps[k]) {
+				rlb_stats_acc_add_seq(a, (uint32_t)i, &s);
+				ret = 0;
+			} else if (ret >= 0) {
+				ret = rlb_err_set(err, RLB_ECORRUPT,
+						  "step %" PRIu32 " ends early", steps[k]);
+			}
+		}
+		if (ret == 0)
+			ret = rlb_stats_acc_end_step(a, err);
+	}
+	if (ret == 0)
+		ret = rlb_stats_acc_finish(a, st, err);
+	free(m);
+	free(lens);
+	free(groups);
+	rlb_stats_acc_free(a);
+	return ret;
+}
+
+static void print_dist(const char *what, const struct rlb_dist *d, int p90)
+{
+	printf("%-42s mean %.3f  p50 %.3f", what, d->mean, d->p50);
+	if (p90)
+		printf("  p90 %.3f", d->p90);
+	printf("  p99 %.3f  max %.3f\n", d->p99, d->max);
+}
+
+static void print_stats(const struct rlb_trace_stats *st)
+{
+	uint32_t l;
+
+	printf("stats:          pack %s, EP %" PRIu32 " (%" PRIu32 " nodes), %" PRIu32
+	       " tokens per GPU per micro-batch\n", rlb_pack_name(st->pack), st->ranks,
+	       st->nodes, st->mb_tokens);
+	printf("micro-batches:  %" PRIu64 " over %" PRIu64 " steps\n", st->micro_batches,
+	       st->steps);
+	print_dist("prompts per micro-batch:", &st->prompts_per_mb, 1);
+	print_dist("GPU max/mean per (micro-batch, layer):", &st->mb_gpu, 1);
+	print_dist("node max/mean per (micro-batch, layer):", &st->mb_node, 0);
+	print_dist("step GPU max/mean per (step, layer):", &st->step_gpu, 0);
+	printf("hot-expert churn: %.1f%% between micro-batches, %.1f%% between steps\n",
+	       100.0 * st->hot_churn_mb, 100.0 * st->hot_churn_step);
+	printf("\nlayer  mb-p50  mb-p90  mb-p99  mb-max  step-p50  step-max  churn-mb  churn-step\n");
+	for (l = 0; l < st->layers; l++) {
+		const struct rlb_layer_stats *s = &st->layer[l];
+
+		printf("%5" PRIu32 "  %6.3f  %6.3f  %6.3f  %6.3f  %8.3f  %8.3f  %7.1f%%  %9.1f%%\n",
+		       l, s->mb_gpu.p50, s->mb_gpu.p90, s->mb_gpu.p99, s->mb_gpu.max,
+		       s->step_gpu.p50, s->step_gpu.max, 100.0 * s->hot_churn_mb,
+		       100.0 * s->hot_churn_step);
+	}
+}
+
+static json_t *json_dist(const struct rlb_dist *d)
+{
+	return json_pack("{sI sf sf sf sf sf}", "n", (json_int_t)d->n, "mean", d->mean,
+			 "p50", d->p50, "p90", d->p90, "p99", d->p99, "max", d->max);
+}
+
+static json_t *json_stats(const struct rlb_trace_stats *st)
+{
+	json_t *j = json_object(), *layers = json_array();
+	uint32_t l;
+
+	json_object_set_new(j, "pack", json_string(rlb_pack_name(st->pack)));
+	json_object_set_new(j, "ranks", json_integer(st->ranks));
+	json_object_set_new(j, "nodes", json_integer(st->nodes));
+	json_object_set_new(j, "micro_batch_tokens", json_integer(st->mb_tokens));
+	json_object_set_new(j, "steps", json_integer((json_int_t)st->steps));
+	json_object_set_new(j, "micro_batches", json_integer((json_int_t)st->micro_batches));
+	json_object_set_new(j, "prompts_per_micro_batch", json_dist(&st->prompts_per_mb));
+	json_object_set_new(j, "gpu_max_mean_per_micro_batch", json_dist(&st->mb_gpu));
+	json_object_set_new(j, "node_max_mean_per_micro_batch", json_dist(&st->mb_node));
+	json_object_set_new(j, "gpu_max_mean_per_step", json_dist(&st->step_gpu));
+	json_object_set_new(j, "hot_churn_micro_batch", json_real(st->hot_churn_mb));
+	json_object_set_new(j, "hot_churn_step", json_real(st->hot_churn_step));
+	for (l = 0; l < st->layers; l++) {
+		const struct rlb_layer_stats *s = &st->layer[l];
+
+		json_array_append_new(layers, json_pack("{sI so so sf sf}", "layer", (json_int_t)l,
+							"gpu_max_mean_per_micro_batch", json_dist(&s->mb_gpu),
+							"gpu_max_mean_per_step", json_dist(&s->step_gpu),
+							"hot_churn_micro_batch", s->hot_churn_mb,
+							"hot_churn_step", s->hot_churn_step));
+	}
+	json_object_set_new(j, "layers", layers);
+	return j;
+}
+
+/* --stats: the statistics under cfg; prints them or adds them to j. */
+static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
+		     const struct rlb_config *cfg, json_t *j)
+{
+	struct rlb_trace_stats st;
+	struct rlb_err err = {0};
+	enum rlb_pack pack = o->have_pack ? o->pack : cfg->parallel.pack;
+	int ret;
+
+	if (o->have_steps)
+		ret = stats_range(o, r, cfg, pack, &st, &err);
+	else
+		ret = rlb_trace_stats_compute(r, cfg, pack, &st, &err);
+	if (ret != 0) {
+		cmd_error(NAME, &err);
+		rlb_trace_stats_release(&st);
+		return -1;
+	}
+	if (j)
+		json_object_set_new(j, "stats", json_stats(&st));
+	else
+		print_stats(&st);
+	rlb_trace_stats_release(&st);
+	return 0;
+}
 
 int cmd_inspect(int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "-h")) {
-		printf("usage: relibra inspect\n");
-		return EXIT_OK;
+	struct opts o;
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_trace_info info;
+	struct rlb_config cfg;
+	struct rlb_err err = {0}, verr_msg = {0};
+	json_t *j = NULL, *arr = NULL;
+	int ret, verr, status = EXIT_OK, stats_ok = 0;
+
+	memset(&o, 0, sizeof(o));
+	o.step_hi = UINT32_MAX;
+	ret = parse_args(argc, argv, &o);
+	if (ret) {
+		cmd_config_release(&o.cfg);
+		return ret < 0 ? EXIT_OK : ret;
 	}
-	cmd_errorf("inspect", "not implemented");
-	return EXIT_FAIL;
+	if (rlb_trace_reader_open(&r, o.path, &err) != 0) {
+		cmd_error(NAME, &err);
+		cmd_config_release(&o.cfg);
+		return EXIT_FAIL;
+	}
+	if (o.stats && (cmd_config_load(NAME, &o.cfg, &cfg) != 0 ||
+			check_shape(&o, &cfg, rlb_trace_reader_header(r)) != 0)) {
+		rlb_trace_reader_free(r);
+		cmd_config_release(&o.cfg);
+		return EXIT_FAIL;
+	}
+	verr = rlb_trace_verify(o.path, &info, &verr_msg) != 0;
+	if (o.json)
+		j = json_summary(&o, r, &info, verr, &verr_msg);
+	else if (!o.dump)
+		print_summary(&o, r, &info);
+	if (o.have_steps && !verr && (o.json || !o.dump) && selection(&o, r, j) != 0)
+		status = EXIT_FAIL;
+	if (o.dump) {
+		if (j) {
+			arr = json_array();
+			json_object_set_new(j, "dump", arr);
+		}
+		if (dump(&o, r, arr) != 0)
+			status = EXIT_FAIL;
+	}
+	if (o.stats && status == EXIT_OK && !verr) {
+		if (run_stats(&o, r, &cfg, j) == 0)
+			stats_ok = 1;
+		else
+			status = EXIT_FAIL;
+	}
+	if (j) {
+		json_dumpf(j, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(j);
+	} else if (!o.dump || verr || info.truncated) {
+		if (stats_ok)
+			putchar('\n');
+		print_integrity(&info, verr, &verr_msg);
+	}
+	if (verr) {
+		if (!o.dump)	/* --dump already said what failed */
+			cmd_error(NAME, &verr_msg);
+		status = EXIT_FAIL;
+	} else if (info.truncated) {
+		cmd_errorf(NAME, "trace '%s' is truncated (its writer did not finish)", o.path);
+		status = EXIT_FAIL;
+	}
+	rlb_trace_reader_free(r);
+	cmd_config_release(&o.cfg);
+	return status;
 }

@@ -123,11 +123,15 @@ void rlb_trace_reader_free(struct rlb_trace_reader *r);
 
 const struct rlb_trace_header *rlb_trace_reader_header(const struct rlb_trace_reader *r);
 
+/* How the ids are coded in the file: "raw", "rank" or "delta" (SPEC.md). */
+const char *rlb_trace_reader_id_coding(const struct rlb_trace_reader *r);
+
 /* 1 when the file has no valid seek table (writer killed or file cut). */
 int rlb_trace_reader_truncated(const struct rlb_trace_reader *r);
 
 /*
- * Steps present, ascending.  Without a seek table this scans the file once.
+ * Steps present, ascending.  Without a seek table this scans the file once
+ * (decoding each frame when the step index is missing too).
  * *steps points into the reader (valid until it is freed).
  */
 int rlb_trace_reader_steps(struct rlb_trace_reader *r, const uint32_t **steps,
@@ -169,11 +173,15 @@ struct rlb_trace_info {
 	int has_step_index;
 	int truncated;			/* complete frames readable, the end missing */
 	uint64_t valid_bytes;		/* bytes up to the end of the last good frame */
+	uint32_t first_step;		/* smallest and largest step read (0 when none) */
+	uint32_t last_step;
 };
 
 /*
  * Read the whole file, verifying every frame's checksum and every record.
  * Fills info even when it fails part-way (what was valid up to there).
+ * A truncated file whose complete frames are valid is not an error: it
+ * returns 0 with info->truncated set.
  */
 int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
 		     struct rlb_err *err);

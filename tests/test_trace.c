@@ -16,7 +16,7 @@
 
 #include "relibra.h"
 #include "suites.h"
-#include "../lib/trace_impl.h"
+#include "trace_impl.h"
 
 /* ---- test data ---- */
 
@@ -312,6 +312,7 @@ static const struct shape_case shapes[] = {
 	{ 256, 8, 2, 0, 0, 4096 },				/* u8, rank at 256 experts */
 	{ 128, 8, 3, RLB_TRACE_F_SORTED, 0, 2000 },		/* u8, delta */
 	{ 128, 8, 3, RLB_TRACE_F_SORTED, RLB_TRACE_CODING_RAW, 0 },
+	{ 128, 8, 3, RLB_TRACE_F_SORTED | RLB_TRACE_F_GATES, RLB_TRACE_CODING_RANK, 0 },
 	{ 16, 2, 4, 0, RLB_TRACE_CODING_RAW, 300 },		/* u8, raw */
 	{ 300, 3, 2, 0, 0, 1000 },				/* u16, raw */
 	{ 300, 3, 2, RLB_TRACE_F_GATES | RLB_TRACE_F_SORTED, 0, 1000 },
@@ -336,6 +337,10 @@ START_TEST(test_roundtrip)
 	tpath(path, sizeof(path), "rt.rrt");
 	write_trace(path, &d, c->frame_bytes, c->coding);
 	read_compare(path, &d);
+	/* The plain C decoding kernels give the same. */
+	rrt_simd = 0;
+	read_compare(path, &d);
+	rrt_simd = 1;
 	ck_assert_msg(rlb_trace_verify(path, &info, &err) == 0, "verify: %s", err.msg);
 	for (i = 0; i < d.n; i++)
 		tokens += d.seqs[i].s.tokens;
@@ -697,6 +702,26 @@ START_TEST(test_append_validation)
 	expect_append_error(0, NULL, &b, RLB_EINVAL,
 			    "sequence (step 2, group 1, sample 5): no ids");
 	expect_append_error(0, NULL, NULL, RLB_EINVAL, "no sequence");
+}
+END_TEST
+
+START_TEST(test_append_too_large)
+{
+	/* 2^20 tokens x 64 layers x top-64 cannot fit a 1 GiB frame. */
+	uint16_t ids[1] = { 0 };
+	struct rlb_seq q = { .step = 1, .tokens = 1u << 20, .ids = ids };
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w;
+	struct rlb_err err = {0};
+	char path[512];
+
+	tpath(path, sizeof(path), "large.rrt");
+	make_header(&h, 128, 64, 64, 0);
+	ck_assert_int_eq(rlb_trace_writer_open(&w, path, &h, NULL, &err), 0);
+	ck_assert_int_eq(rlb_trace_writer_append(w, &q), RLB_ERANGE);
+	ck_assert_int_eq(rlb_trace_writer_error(w, &err), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "sequence (step 1, group 0, sample 0): 4312268816 bytes coded exceeds the frame limit 1073741824");
+	rlb_trace_writer_abort(w);
 }
 END_TEST
 
@@ -1207,6 +1232,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_step_seqs_with_and_without_index);
 	tcase_add_test(tc, test_empty_trace);
 	tcase_add_test(tc, test_append_validation);
+	tcase_add_test(tc, test_append_too_large);
 	tcase_add_test(tc, test_writer_open_errors);
 	tcase_add_test(tc, test_abort_removes_output);
 	tcase_add_test(tc, test_reader_open_errors);

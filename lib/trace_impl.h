@@ -1,0 +1,149 @@
+/*
+ * trace_impl.h - internals of the trace format shared by trace.c (header,
+ * checksums, verify), trace_write.c and trace_read.c.  The byte layout
+ * they implement is trace_format/SPEC.md; keep the two in step.
+ */
+#ifndef RLB_TRACE_IMPL_H
+#define RLB_TRACE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "trace.h"
+
+/* zstd frame magics (zstd_compression_format.md, seekable format). */
+#define RRT_ZSTD_MAGIC 0xFD2FB528u
+#define RRT_SKIP_MAGIC_MASK 0xFFFFFFF0u
+#define RRT_SKIP_MAGIC_BASE 0x184D2A50u
+#define RRT_HEADER_MAGIC 0x184D2A52u	/* skippable frame: relibra header */
+#define RRT_INDEX_MAGIC 0x184D2A53u	/* skippable frame: step index */
+#define RRT_SEEK_MAGIC 0x184D2A5Eu	/* skippable frame: seek table */
+#define RRT_SEEKABLE_MAGIC 0x8F92EAB1u	/* last 4 bytes of the seek table */
+
+/* Magic strings opening the header and step index contents. */
+#define RRT_HEADER_ID "RLBTRACE"
+#define RRT_INDEX_ID "RLBINDEX"
+
+/* Header content (version 1.0): field offsets, fixed size, limits. */
+enum {
+	RRT_H_MAGIC = 0,
+	RRT_H_MAJOR = 8,
+	RRT_H_MINOR = 10,
+	RRT_H_FLAGS = 12,
+	RRT_H_EXPERTS = 16,
+	RRT_H_TOPK = 20,
+	RRT_H_LAYERS = 24,
+	RRT_H_DENSE = 28,
+	RRT_H_SEED = 32,
+	RRT_H_ID_BYTES = 40,
+	RRT_H_ID_CODING = 41,
+	RRT_H_GATE_CODING = 42,
+	RRT_H_RESERVED0 = 43,
+	RRT_H_CHUNK = 44,
+	RRT_H_FRAME_BYTES = 48,
+	RRT_H_RESERVED1 = 52,
+	RRT_H_MODEL = 56,
+	RRT_H_SOURCE = 120,
+	RRT_H_END = 152,		/* fixed fields end; CRC-32C follows */
+	RRT_H_SIZE = 156,		/* content size of a 1.0 header */
+	RRT_H_MAX = 65536,		/* largest header content accepted */
+};
+
+/* Step index content: fixed part, per-frame and per-sequence entries. */
+enum {
+	RRT_I_FIXED = 24,
+	RRT_I_FRAME = 8,
+	RRT_I_SEQ = 12,
+};
+
+#define RRT_SEEK_FOOTER 9
+#define RRT_SEEK_ENTRY 8
+#define RRT_SEEK_MAX_FRAMES 0x8000000u	/* seekable format's limit */
+
+/* Flags a 1.x reader must understand; bits 16-31 are optional features. */
+#define RRT_FLAGS_KNOWN (RLB_TRACE_F_GATES | RLB_TRACE_F_SORTED)
+#define RRT_FLAGS_REQUIRED 0x0000FFFFu
+
+/* Id codings (header byte 41). */
+enum {
+	RRT_CODING_RAW = 0,	/* ids at their width, [token][k] per layer */
+	RRT_CODING_RANK = 1,	/* u8 ids as ranks of a per-chunk frequency list */
+	RRT_CODING_DELTA = 2,	/* sorted ids: first id, then differences */
+};
+
+/* Gate codings (header byte 42). */
+enum {
+	RRT_GATES_NONE = 0,
+	RRT_GATES_F32 = 1,	/* little-endian f32 split into 4 byte planes */
+};
+
+#define RRT_RANK_CHUNK_TOKENS 128	/* tokens per rank-coded chunk (writer) */
+#define RRT_RANK_LIST_MAX 32		/* ids listed per chunk (writer) */
+
+/* A data frame's raw content never exceeds this (1 GiB). */
+#define RRT_MAX_FRAME_RAW (1u << 30)
+#define RRT_DEFAULT_FRAME_BYTES (8u << 20)
+#define RRT_SEQ_FIXED 16		/* step, group, sample, tokens */
+
+/* The decoded header plus the coding parameters the records need. */
+struct rrt_shape {
+	struct rlb_trace_header h;
+	unsigned id_bytes;
+	unsigned id_coding;
+	unsigned gate_coding;
+	uint32_t chunk_tokens;
+	uint32_t frame_bytes;
+};
+
+/* CRC-32C (Castagnoli), reflected, init and final xor 0xFFFFFFFF. */
+uint32_t rrt_crc32c(const void *data, size_t n);
+/* Continue a CRC-32C: crc is a previous result (0 to start). */
+uint32_t rrt_crc32c_update(uint32_t crc, const void *data, size_t n);
+
+/*
+ * Validate the model shape of a header (writer side and reader side):
+ * experts, topk, layers, flags, NUL-terminated names.  what prefixes the
+ * message ("header at offset 0", "trace header").
+ */
+int rrt_check_shape(const struct rlb_trace_header *h, const char *what,
+		    struct rlb_err *err);
+
+/* Encode the header frame (8-byte skippable frame header + content). */
+size_t rrt_header_encode(const struct rrt_shape *s, uint8_t *out,
+			 size_t cap);
+
+/*
+ * Decode and check a header content of len bytes (the skippable frame's
+ * payload; the frame starts at file offset 0).
+ */
+int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
+		      struct rlb_err *err);
+
+/* Id decoding kernels (trace.c); rrt_simd = 0 forces the plain C paths. */
+extern int rrt_simd;
+/* Largest byte of p[0..n). */
+unsigned rrt_max_u8(const uint8_t *p, size_t n);
+/* Largest value of p[0..n). */
+unsigned rrt_max_u16(const uint16_t *p, size_t n);
+/* o[i] = p[i]; returns the largest byte. */
+unsigned rrt_widen_u8(const uint8_t *p, uint16_t *o, size_t n);
+/* Prefix sums along each k-wide row of u8 differences; returns the largest. */
+unsigned rrt_undelta_u8(const uint8_t *p, uint16_t *o, size_t rows, unsigned k);
+/* o[i] = lut[p[i]] (lut has 256 entries); returns the largest p[i]. */
+unsigned rrt_map_u8(const uint8_t *p, uint16_t *o, size_t n, const uint8_t *lut);
+/*
+ * Append the expert ids below experts whose bit is clear in listed[4] to
+ * lut from index n on, ascending; returns the new length.  lut needs 64
+ * bytes of slack past 256.
+ */
+unsigned rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
+		       uint8_t *lut);
+
+/* Bytes of the ids of one layer of a T-token sequence, before coding. */
+static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
+{
+	return (uint64_t)tokens * s->h.topk;
+}
+
+#endif

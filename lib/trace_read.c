@@ -1,0 +1,1256 @@
+/*
+ * trace_read.c - the trace reader: finds the frames (from the seek table
+ * and step index, or by walking frame and block headers when the file
+ * was cut), decodes data frames one at a time and yields sequences.
+ * Every length is checked against the limits and the bytes present;
+ * corrupt input is an error naming its byte offset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "trace_impl.h"
+#include "util.h"
+
+#define BLOCK_MAX (128u << 10)	/* zstd's largest block content */
+
+struct rframe {
+	uint64_t off;		/* file offset of the zstd frame */
+	uint32_t csize;		/* frame bytes in the file */
+	uint32_t rsize;		/* raw content bytes */
+	uint32_t step;
+	uint32_t seqs;		/* from the index; 0 when unknown */
+	uint64_t first_seq;	/* its first entry in metas (index only) */
+	int step_known;
+};
+
+/* A position in the sequence stream and the frame it has decoded. */
+struct cursor {
+	size_t cur;		/* frame loaded, or next to load */
+	int loaded;
+	uint8_t *raw;
+	size_t rcap, rlen, rpos;
+	uint32_t rec;		/* sequences read from the loaded frame */
+	int code;		/* sticky iteration error */
+	struct rlb_err err;
+};
+
+struct rlb_trace_reader {
+	int fd;
+	char *path;
+	uint64_t file_bytes;
+	struct rrt_shape s;
+	uint64_t data_start;
+
+	struct rframe *frames;
+	size_t nframes, frames_cap;
+	struct rlb_seq_meta *metas;	/* from the step index */
+	uint64_t nmetas;
+	uint32_t *steps;
+	size_t nsteps;
+	int steps_ready;
+	int has_seek, has_index, truncated;
+	uint64_t valid_bytes;		/* end of the last complete frame found */
+	int scan_code;			/* structural error after the last frame */
+	struct rlb_err scan_err;
+
+	ZSTD_DCtx *dctx;
+	uint8_t *cbuf;
+	size_t ccap;
+	struct cursor main, scratch;
+	uint16_t *ids;
+	size_t ids_cap;
+	float *gates;
+	size_t gates_cap;
+};
+
+/* Grow *pp to hold need elements of size bytes. */
+static int grow(void *pp, size_t *cap, size_t need, size_t size)
+{
+	void **p = pp;
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	if (n > SIZE_MAX / size)
+		return -1;
+	q = realloc(*p, n * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+/* Read n bytes at off; RLB_ETRUNC when the file ends first. */
+static int read_at(struct rlb_trace_reader *r, uint64_t off, void *buf,
+		   size_t n, struct rlb_err *err)
+{
+	uint8_t *p = buf;
+
+	if (off > r->file_bytes || n > r->file_bytes - off)
+		return rlb_err_set(err, RLB_ETRUNC,
+				   "offset %llu: %zu bytes needed, file ends at %llu",
+				   (unsigned long long)off, n,
+				   (unsigned long long)r->file_bytes);
+	while (n) {
+		ssize_t got = pread(r->fd, p, n, (off_t)off);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return rlb_err_errno(err, RLB_EIO, "cannot read '%s'", r->path);
+		if (got == 0)
+			return rlb_err_set(err, RLB_ETRUNC,
+					   "offset %llu: file ends early",
+					   (unsigned long long)off);
+		p += got;
+		off += (uint64_t)got;
+		n -= (size_t)got;
+	}
+	return 0;
+}
+
+/*
+ * A zstd frame header (zstd_compression_format.md, "Frame_Header"),
+ * parsed here rather than with zstd's experimental API.
+ */
+struct fhdr {
+	size_t size;		/* header bytes, magic included */
+	uint64_t content;	/* Frame_Content_Size */
+};
+
+/* 0, 1 when more than n bytes are needed, or -1 with *why set. */
+static int parse_fhdr(const uint8_t *p, size_t n, struct fhdr *fh,
+		      const char **why)
+{
+	static const unsigned did_bytes[4] = { 0, 1, 2, 4 };
+	static const unsigned fcs_bytes[4] = { 0, 2, 4, 8 };
+	unsigned fhd, single, fcs_n, pos;
+
+	if (n < 5)
+		return 1;
+	fhd = p[4];
+	single = (fhd >> 5) & 1;
+	fcs_n = fcs_bytes[fhd >> 6];
+	if (fcs_n == 0 && single)
+		fcs_n = 1;
+	if (fhd & 0x08) {
+		*why = "reserved bit set in the frame header";
+		return -1;
+	}
+	if (!(fhd & 0x04)) {
+		*why = "frame has no content checksum";
+		return -1;
+	}
+	if (did_bytes[fhd & 3]) {
+		*why = "frame needs a dictionary";
+		return -1;
+	}
+	if (fcs_n == 0) {
+		*why = "frame has no content size";
+		return -1;
+	}
+	pos = 5 + !single;
+	if (n < pos + fcs_n)
+		return 1;
+	switch (fcs_n) {
+	case 1: fh->content = p[pos]; break;
+	case 2: fh->content = (uint64_t)rlb_get_u16(p + pos) + 256; break;
+	case 4: fh->content = rlb_get_u32(p + pos); break;
+	default: fh->content = rlb_get_u64(p + pos); break;
+	}
+	fh->size = pos + fcs_n;
+	return 0;
+}
+
+/* Block header: size of its bytes after the header and its content bound. */
+static int block_info(const uint8_t *b, uint32_t *last, uint32_t *skip,
+		      uint32_t *bound, const char **why)
+{
+	uint32_t bh = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16);
+	uint32_t type = (bh >> 1) & 3, size = bh >> 3;
+
+	*last = bh & 1;
+	if (type == 3) {
+		*why = "reserved block type";
+		return -1;
+	}
+	if (size > BLOCK_MAX) {
+		*why = "block larger than 128 KiB";
+		return -1;
+	}
+	*skip = type == 1 ? 1 : size;
+	*bound = type == 2 ? BLOCK_MAX : size;
+	return 0;
+}
+
+/* Record a structural error in err, prefixed with "what at offset X". */
+static int at_err(struct rlb_err *err, int code, const char *what,
+		  uint64_t off, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static int at_err(struct rlb_err *err, int code, const char *what,
+		  uint64_t off, const char *fmt, ...)
+{
+	char msg[RLB_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rlb_err_set(err, code, "%s at offset %llu: %s", what,
+			   (unsigned long long)off, msg);
+}
+
+/*
+ * Walk the zstd frame at off through its block headers, reading only
+ * those: its size in the file and a checked content size.  RLB_ETRUNC
+ * when the file ends inside it.
+ */
+static int walk_frame(struct rlb_trace_reader *r, uint64_t off,
+		      uint32_t *csize, uint32_t *rsize, struct rlb_err *err)
+{
+	uint8_t hb[18], b[3];
+	struct fhdr fh;
+	const char *why = NULL;
+	uint64_t pos, bound = 0, avail = r->file_bytes - off;
+	size_t n = avail < sizeof(hb) ? (size_t)avail : sizeof(hb);
+	uint32_t last = 0, skip, bb;
+	int ret;
+
+	ret = read_at(r, off, hb, n, err);
+	if (ret != 0)
+		return ret;
+	ret = parse_fhdr(hb, n, &fh, &why);
+	if (ret > 0)
+		return at_err(err, RLB_ETRUNC, "data frame", off,
+			      "frame header cut at end of file");
+	if (ret < 0)
+		return at_err(err, RLB_ECORRUPT, "data frame", off, "%s", why);
+	if (fh.content < RRT_SEQ_FIXED || fh.content > RRT_MAX_FRAME_RAW)
+		return at_err(err, RLB_ECORRUPT, "data frame", off,
+			      "content size %llu is out of range [%u, %u]",
+			      (unsigned long long)fh.content, RRT_SEQ_FIXED,
+			      RRT_MAX_FRAME_RAW);
+	pos = off + fh.size;
+	while (!last) {
+		if (pos > r->file_bytes || r->file_bytes - pos < 3)
+			return at_err(err, RLB_ETRUNC, "data frame", off,
+				      "block header at offset %llu cut at end of file",
+				      (unsigned long long)pos);
+		ret = read_at(r, pos, b, 3, err);
+		if (ret != 0)
+			return ret;
+		if (block_info(b, &last, &skip, &bb, &why) != 0)
+			return at_err(err, RLB_ECORRUPT, "data frame", off,
+				      "%s at offset %llu", why,
+				      (unsigned long long)pos);
+		pos += 3 + (uint64_t)skip;
+		bound += bb;
+		if (pos - off > UINT32_MAX)
+			return at_err(err, RLB_ECORRUPT, "data frame", off,
+				      "frame larger than 4 GiB");
+	}
+	pos += 4;
+	if (pos > r->file_bytes)
+		return at_err(err, RLB_ETRUNC, "data frame", off,
+			      "frame cut at end of file (%llu of %llu bytes present)",
+			      (unsigned long long)(r->file_bytes - off),
+			      (unsigned long long)(pos - off));
+	if (fh.content > bound)
+		return at_err(err, RLB_ECORRUPT, "data frame", off,
+			      "content size %llu exceeds what its blocks hold (%llu)",
+			      (unsigned long long)fh.content,
+			      (unsigned long long)bound);
+	*csize = (uint32_t)(pos - off);
+	*rsize = (uint32_t)fh.content;
+	return 0;
+}
+
+static int add_frame(struct rlb_trace_reader *r, uint64_t off, uint32_t csize,
+		     uint32_t rsize, struct rlb_err *err)
+{
+	struct rframe *f;
+
+	if (grow(&r->frames, &r->frames_cap, r->nframes + 1, sizeof(*r->frames)) != 0)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	f = &r->frames[r->nframes++];
+	memset(f, 0, sizeof(*f));
+	f->off = off;
+	f->csize = csize;
+	f->rsize = rsize;
+	return 0;
+}
+
+/*
+ * Parse the step index content (len bytes of the skippable frame at off)
+ * and attach it to the frames found.
+ */
+static int parse_index(struct rlb_trace_reader *r, uint64_t off,
+		       const uint8_t *p, uint64_t len, struct rlb_err *err)
+{
+	uint64_t nf, ns, i, seq = 0;
+	uint32_t stored, crc, prev = 0;
+	const uint8_t *e;
+
+	if (len < RRT_I_FIXED + 4 || memcmp(p, RRT_INDEX_ID, 8) != 0)
+		return at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
+	stored = rlb_get_u32(p + len - 4);
+	crc = rrt_crc32c(p, (size_t)len - 4);
+	if (stored != crc)
+		return at_err(err, RLB_ECORRUPT, "step index", off,
+			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
+			      stored, crc);
+	nf = rlb_get_u32(p + 8);
+	ns = rlb_get_u64(p + 16);
+	if (rlb_get_u32(p + 12) != 0)
+		return at_err(err, RLB_ECORRUPT, "step index", off + 8 + 12,
+			      "reserved field is not zero");
+	if (nf != r->nframes)
+		return at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
+			      "lists %llu data frames, the file has %zu",
+			      (unsigned long long)nf, r->nframes);
+	if (ns > len / RRT_I_SEQ ||
+	    len != RRT_I_FIXED + nf * RRT_I_FRAME + ns * RRT_I_SEQ + 4)
+		return at_err(err, RLB_ECORRUPT, "step index", off,
+			      "size %llu does not match %llu frames and %llu sequences",
+			      (unsigned long long)len, (unsigned long long)nf,
+			      (unsigned long long)ns);
+	r->metas = malloc((size_t)(ns ? ns : 1) * sizeof(*r->metas));
+	if (!r->metas)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	e = p + RRT_I_FIXED;
+	for (i = 0; i < nf; i++, e += RRT_I_FRAME) {
+		struct rframe *f = &r->frames[i];
+		uint32_t step = rlb_get_u32(e), n = rlb_get_u32(e + 4), j;
+
+		if ((i && step < prev) || n == 0 || n > ns - seq)
+			return at_err(err, RLB_ECORRUPT, "step index",
+				      off + 8 + (uint64_t)(e - p),
+				      "bad entry for data frame %llu (step %u, %u sequences)",
+				      (unsigned long long)i, step, n);
+		f->step = step;
+		f->step_known = 1;
+		f->seqs = n;
+		f->first_seq = seq;
+		for (j = 0; j < n; j++) {
+			const uint8_t *m = p + RRT_I_FIXED + nf * RRT_I_FRAME +
+					   (seq + j) * RRT_I_SEQ;
+			struct rlb_seq_meta *mt = &r->metas[seq + j];
+
+			mt->step = step;
+			mt->group = rlb_get_u32(m);
+			mt->sample = rlb_get_u32(m + 4);
+			mt->tokens = rlb_get_u32(m + 8);
+			if (mt->tokens < 1 || mt->tokens > RLB_TRACE_MAX_SEQ_TOKENS)
+				return at_err(err, RLB_ECORRUPT, "step index",
+					      off + 8 + (uint64_t)(m - p),
+					      "sequence %llu has %u tokens",
+					      (unsigned long long)(seq + j), mt->tokens);
+		}
+		seq += n;
+		prev = step;
+	}
+	if (seq != ns)
+		return at_err(err, RLB_ECORRUPT, "step index", off + 8 + 16,
+			      "frames hold %llu sequences, the index says %llu",
+			      (unsigned long long)seq, (unsigned long long)ns);
+	r->nmetas = ns;
+	r->has_index = 1;
+	return 0;
+}
+
+/* Read and parse the skippable index frame at off (frame size fsize). */
+static int load_index(struct rlb_trace_reader *r, uint64_t off, uint64_t fsize,
+		      struct rlb_err *err)
+{
+	uint8_t *b;
+	int ret;
+
+	if (fsize < 8 || fsize - 8 > UINT32_MAX)
+		return at_err(err, RLB_ECORRUPT, "step index", off, "bad size");
+	b = malloc((size_t)fsize);
+	if (!b)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = read_at(r, off, b, (size_t)fsize, err);
+	if (ret == 0 && (rlb_get_u32(b) != RRT_INDEX_MAGIC ||
+			 rlb_get_u32(b + 4) != fsize - 8))
+		ret = at_err(err, RLB_ECORRUPT, "step index", off,
+			     "bad frame header");
+	if (ret == 0)
+		ret = parse_index(r, off, b + 8, fsize - 8, err);
+	free(b);
+	return ret;
+}
+
+/* The seek table at the end of the file: check it and list the frames. */
+static int load_seek_table(struct rlb_trace_reader *r, struct rlb_err *err)
+{
+	uint8_t foot[RRT_SEEK_FOOTER], fh[8];
+	uint8_t *ent = NULL;
+	uint64_t n, tsize, toff, pos, i;
+	int ret;
+
+	ret = read_at(r, r->file_bytes - RRT_SEEK_FOOTER, foot, sizeof(foot), err);
+	if (ret != 0)
+		return ret;
+	n = rlb_get_u32(foot);
+	if (foot[4] & 0x80)
+		return at_err(err, RLB_ECORRUPT, "seek table",
+			      r->file_bytes - RRT_SEEK_FOOTER + 4,
+			      "checksum flag is not used by this format");
+	if (foot[4] & 0x7C)
+		return at_err(err, RLB_ECORRUPT, "seek table",
+			      r->file_bytes - RRT_SEEK_FOOTER + 4,
+			      "reserved bits set in the descriptor");
+	tsize = 8 + n * RRT_SEEK_ENTRY + RRT_SEEK_FOOTER;
+	if (n < 2 || n > RRT_SEEK_MAX_FRAMES || tsize > r->file_bytes - r->data_start)
+		return at_err(err, RLB_ECORRUPT, "seek table",
+			      r->file_bytes - RRT_SEEK_FOOTER,
+			      "%llu frames do not fit in the file",
+			      (unsigned long long)n);
+	toff = r->file_bytes - tsize;
+	ret = read_at(r, toff, fh, 8, err);
+	if (ret != 0)
+		return ret;
+	if (rlb_get_u32(fh) != RRT_SEEK_MAGIC || rlb_get_u32(fh + 4) != tsize - 8)
+		return at_err(err, RLB_ECORRUPT, "seek table", toff,
+			      "bad frame header");
+	ent = malloc((size_t)(n * RRT_SEEK_ENTRY));
+	if (!ent)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = read_at(r, toff + 8, ent, (size_t)(n * RRT_SEEK_ENTRY), err);
+	if (ret != 0)
+		goto out;
+	pos = 0;
+	for (i = 0; i < n; i++) {
+		uint64_t c = rlb_get_u32(ent + i * RRT_SEEK_ENTRY);
+		uint32_t d = rlb_get_u32(ent + i * RRT_SEEK_ENTRY + 4);
+		uint64_t eoff = toff + 8 + i * RRT_SEEK_ENTRY;
+		int ok;
+
+		if (i == 0)
+			ok = c == r->data_start && d == 0;
+		else if (i == n - 1)
+			ok = d == 0 && c >= 8 + RRT_I_FIXED + 4;
+		else
+			ok = d >= RRT_SEQ_FIXED && d <= RRT_MAX_FRAME_RAW && c >= 9;
+		if (!ok || c > toff - pos) {
+			ret = at_err(err, RLB_ECORRUPT, "seek table", eoff,
+				     "bad entry %llu (%llu bytes, %u raw)",
+				     (unsigned long long)i, (unsigned long long)c, d);
+			goto out;
+		}
+		if (i > 0 && i < n - 1) {
+			ret = add_frame(r, pos, (uint32_t)c, d, err);
+			if (ret != 0)
+				goto out;
+		}
+		pos += c;
+	}
+	if (pos != toff) {
+		ret = at_err(err, RLB_ECORRUPT, "seek table", toff,
+			     "frames add up to %llu bytes, the table starts at %llu",
+			     (unsigned long long)pos, (unsigned long long)toff);
+		goto out;
+	}
+	pos = toff - rlb_get_u32(ent + (n - 1) * RRT_SEEK_ENTRY);
+	ret = load_index(r, pos, toff - pos, err);
+	if (ret != 0)
+		goto out;
+	r->has_seek = 1;
+	r->valid_bytes = r->file_bytes;
+out:
+	free(ent);
+	return ret;
+}
+
+/*
+ * No seek table: walk the frames from the header on.  Stops at the end
+ * of the file or where it was cut (truncated), or at a structural error,
+ * which is kept and reported once the frames before it have been read.
+ */
+static void scan(struct rlb_trace_reader *r)
+{
+	uint64_t off = r->data_start;
+	struct rlb_err *err = &r->scan_err;
+	int seen_index = 0;
+	int ret = 0;
+
+	r->truncated = 1;
+	r->valid_bytes = off;
+	while (off < r->file_bytes) {
+		uint8_t b[8];
+		uint32_t magic, csize = 0, rsize = 0;
+		uint64_t size;
+
+		if (r->file_bytes - off < 8)
+			break;
+		ret = read_at(r, off, b, 8, err);
+		if (ret != 0)
+			break;
+		magic = rlb_get_u32(b);
+		if (magic == RRT_ZSTD_MAGIC) {
+			if (seen_index) {
+				ret = at_err(err, RLB_ECORRUPT, "data frame", off,
+					     "data after the step index");
+				break;
+			}
+			ret = walk_frame(r, off, &csize, &rsize, err);
+			if (ret == 0)
+				ret = add_frame(r, off, csize, rsize, err);
+			if (ret != 0)
+				break;
+			off += csize;
+			r->valid_bytes = off;
+			continue;
+		}
+		if ((magic & RRT_SKIP_MAGIC_MASK) != RRT_SKIP_MAGIC_BASE) {
+			ret = at_err(err, RLB_ECORRUPT, "frame", off,
+				     "unknown magic 0x%08x", magic);
+			break;
+		}
+		size = 8 + (uint64_t)rlb_get_u32(b + 4);
+		if (size > r->file_bytes - off)
+			break;	/* cut inside a skippable frame */
+		if (magic == RRT_INDEX_MAGIC) {
+			if (seen_index) {
+				ret = at_err(err, RLB_ECORRUPT, "step index", off,
+					     "second step index");
+				break;
+			}
+			ret = load_index(r, off, size, err);
+			if (ret != 0)
+				break;
+			seen_index = 1;
+		} else if (magic == RRT_SEEK_MAGIC) {
+			/* A complete seek table here would have been found. */
+			ret = at_err(err, RLB_ECORRUPT, "seek table", off,
+				     off + size == r->file_bytes ?
+				     "bad footer" : "data after the seek table");
+			break;
+		} else if (magic == RRT_HEADER_MAGIC) {
+			ret = at_err(err, RLB_ECORRUPT, "frame", off,
+				     "second header");
+			break;
+		}
+		off += size;
+		r->valid_bytes = off;
+	}
+	if (ret == RLB_ETRUNC)
+		ret = 0;	/* cut inside a frame: truncation, not corruption */
+	r->scan_code = ret;
+	if (ret == 0)
+		rlb_err_clear(err);
+}
+
+/* Prefix a reader error with the trace's path; returns the code. */
+static int path_err(struct rlb_trace_reader *r, struct rlb_err *err, int code)
+{
+	int format = code == RLB_ECORRUPT || code == RLB_ETRUNC ||
+		     code == RLB_EVERSION || code == RLB_EUNSUPPORTED;
+
+	if (err && format && err->code == code && strncmp(err->msg, "trace '", 7) != 0)
+		rlb_err_prefix(err, "trace '%s'", r->path);
+	return code;
+}
+
+int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
+			  struct rlb_err *err)
+{
+	struct rlb_trace_reader *r;
+	struct rlb_err tmp;
+	struct stat st;
+	uint8_t b[8], *hc = NULL, tail[4];
+	uint32_t hsize;
+	int ret;
+
+	if (!err)
+		err = &tmp;
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	r->fd = -1;
+	r->path = strdup(path);
+	r->dctx = ZSTD_createDCtx();
+	if (!r->path || !r->dctx) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	r->fd = open(path, O_RDONLY);
+	if (r->fd < 0) {
+		ret = rlb_err_errno(err, RLB_EIO, "cannot open trace '%s'", path);
+		goto out;
+	}
+	if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		ret = rlb_err_set(err, RLB_EIO, "cannot read trace '%s': not a regular file",
+				  path);
+		goto out;
+	}
+	r->file_bytes = (uint64_t)st.st_size;
+	if (r->file_bytes < 8) {
+		ret = at_err(err, RLB_ETRUNC, "header", 0,
+			     "file is %llu bytes, too short for a trace",
+			     (unsigned long long)r->file_bytes);
+		goto out;
+	}
+	ret = read_at(r, 0, b, 8, err);
+	if (ret != 0)
+		goto out;
+	if (rlb_get_u32(b) != RRT_HEADER_MAGIC) {
+		ret = at_err(err, RLB_ECORRUPT, "header", 0,
+			     "not a relibra trace (magic 0x%08x)", rlb_get_u32(b));
+		goto out;
+	}
+	hsize = rlb_get_u32(b + 4);
+	if (hsize > RRT_H_MAX) {
+		ret = at_err(err, RLB_ECORRUPT, "header", 4,
+			     "size %u exceeds the limit %u", hsize, RRT_H_MAX);
+		goto out;
+	}
+	if (8 + (uint64_t)hsize > r->file_bytes) {
+		ret = at_err(err, RLB_ETRUNC, "header", 0,
+			     "cut at end of file (%llu of %u bytes present)",
+			     (unsigned long long)r->file_bytes, 8 + hsize);
+		goto out;
+	}
+	hc = malloc(hsize ? hsize : 1);
+	if (!hc) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	ret = read_at(r, 8, hc, hsize, err);
+	if (ret == 0)
+		ret = rrt_header_decode(hc, hsize, &r->s, err);
+	if (ret != 0)
+		goto out;
+	r->data_start = 8 + (uint64_t)hsize;
+	ret = 0;
+	if (r->file_bytes >= r->data_start + 8 + RRT_SEEK_FOOTER) {
+		ret = read_at(r, r->file_bytes - 4, tail, 4, err);
+		if (ret == 0 && rlb_get_u32(tail) == RRT_SEEKABLE_MAGIC)
+			ret = load_seek_table(r, err);
+		else if (ret == 0)
+			scan(r);
+	} else {
+		scan(r);
+	}
+out:
+	free(hc);
+	if (ret != 0) {
+		path_err(r, err, ret);
+		rlb_trace_reader_free(r);
+		return ret;
+	}
+	*out = r;
+	return 0;
+}
+
+void rlb_trace_reader_free(struct rlb_trace_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		close(r->fd);
+	ZSTD_freeDCtx(r->dctx);
+	free(r->path);
+	free(r->frames);
+	free(r->metas);
+	free(r->steps);
+	free(r->cbuf);
+	free(r->main.raw);
+	free(r->scratch.raw);
+	free(r->ids);
+	free(r->gates);
+	free(r);
+}
+
+const struct rlb_trace_header *rlb_trace_reader_header(const struct rlb_trace_reader *r)
+{
+	return &r->s.h;
+}
+
+const char *rlb_trace_reader_id_coding(const struct rlb_trace_reader *r)
+{
+	static const char *const names[] = { "raw", "rank", "delta" };
+
+	return r->s.id_coding < 3 ? names[r->s.id_coding] : "unknown";
+}
+
+int rlb_trace_reader_truncated(const struct rlb_trace_reader *r)
+{
+	return r->truncated;
+}
+
+/* Read and decompress frame i into the cursor. */
+static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
+		      struct rlb_err *err)
+{
+	struct rframe *f = &r->frames[i];
+	struct fhdr fh;
+	const char *why = NULL;
+	size_t got;
+	int ret;
+
+	if (grow(&r->cbuf, &r->ccap, f->csize, 1) != 0 ||
+	    grow(&c->raw, &c->rcap, f->rsize, 1) != 0)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = read_at(r, f->off, r->cbuf, f->csize, err);
+	if (ret != 0)
+		return ret;
+	if (rlb_get_u32(r->cbuf) != RRT_ZSTD_MAGIC)
+		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			      "not a zstd frame (magic 0x%08x)", rlb_get_u32(r->cbuf));
+	ret = parse_fhdr(r->cbuf, f->csize, &fh, &why);
+	if (ret != 0)
+		return at_err(err, RLB_ECORRUPT, "data frame", f->off, "%s",
+			      ret > 0 ? "frame header cut" : why);
+	if (fh.content != f->rsize)
+		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			      "content size %llu, the seek table says %u",
+			      (unsigned long long)fh.content, f->rsize);
+	if (r->has_seek) {
+		/* Bound the content by its blocks, as walk_frame does. */
+		uint64_t pos = fh.size, bound = 0;
+		uint32_t last = 0, skip, bb;
+
+		while (!last) {
+			if (pos + 3 > f->csize)
+				return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+					      "blocks run past the frame's end");
+			if (block_info(r->cbuf + pos, &last, &skip, &bb, &why) != 0)
+				return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+					      "%s at offset %llu", why,
+					      (unsigned long long)(f->off + pos));
+			pos += 3 + (uint64_t)skip;
+			bound += bb;
+		}
+		if (pos + 4 != f->csize || fh.content > bound)
+			return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				      "frame size does not match the seek table");
+	}
+	got = ZSTD_decompressDCtx(r->dctx, c->raw, f->rsize, r->cbuf, f->csize);
+	if (ZSTD_isError(got)) {
+		if (ZSTD_getErrorCode(got) == ZSTD_error_checksum_wrong)
+			return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				      "checksum mismatch");
+		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			      "corrupt zstd data (%s)", ZSTD_getErrorName(got));
+	}
+	if (got != f->rsize)
+		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			      "content is %zu bytes, expected %u", got, f->rsize);
+	if (got < RRT_SEQ_FIXED)
+		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			      "content too short for a sequence");
+	if (!f->step_known) {
+		f->step = rlb_get_u32(c->raw);
+		f->step_known = 1;
+	}
+	c->cur = i;
+	c->loaded = 1;
+	c->rlen = got;
+	c->rpos = 0;
+	c->rec = 0;
+	return 0;
+}
+
+/* Error inside a record: names the frame's offset and the sequence. */
+static int rec_err(struct rlb_err *err, const struct rframe *f, uint32_t rec,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int rec_err(struct rlb_err *err, const struct rframe *f, uint32_t rec,
+		   const char *fmt, ...)
+{
+	char msg[RLB_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rlb_err_set(err, RLB_ECORRUPT,
+			   "data frame at offset %llu: sequence %u: %s",
+			   (unsigned long long)f->off, rec, msg);
+}
+
+/* Decode one rank-coded layer; *pos advances.  Returns 0 or -1 (*why). */
+static int decode_rank(const struct rrt_shape *s, const uint8_t *p, size_t len,
+		       size_t *pos, uint32_t T, uint16_t *out, int decode,
+		       const char **why)
+{
+	uint32_t K = s->h.topk, E = s->h.experts, C = s->chunk_tokens;
+	uint32_t t0, c, j, n, maxn = E < 255 ? E : 255;
+	uint8_t lut[256 + 64];	/* slack for rrt_rank_rest */
+	size_t q = *pos, m;
+
+	memset(lut, 0, sizeof(lut));
+	for (t0 = 0; t0 < T; t0 += c) {
+		c = T - t0 < C ? T - t0 : C;
+		m = (size_t)c * K;
+		if (q >= len) {
+			*why = "rank chunk cut";
+			return -1;
+		}
+		n = p[q++];
+		if (n > maxn || len - q < n || len - q - n < m) {
+			*why = "rank chunk exceeds the record";
+			return -1;
+		}
+		if (decode) {
+			const uint8_t *src = p + q + n;
+			uint16_t *o = out + (size_t)t0 * K;
+			uint64_t listed[4] = { 0, 0, 0, 0 };
+
+			for (j = 0; j < n; j++) {
+				uint8_t id = p[q + j];
+				uint64_t bit = 1ull << (id & 63);
+
+				if (id >= E || (listed[id >> 6] & bit)) {
+					*why = "bad rank list";
+					return -1;
+				}
+				listed[id >> 6] |= bit;
+				lut[j] = id;
+			}
+			/* The unlisted ids follow, ascending. */
+			rrt_rank_rest(listed, n, E, lut);
+			if (rrt_map_u8(src, o, m, lut) >= E) {
+				*why = "rank out of range";
+				return -1;
+			}
+		}
+		q += n + m;
+	}
+	*pos = q;
+	return 0;
+}
+
+/* Decode a RAW or DELTA layer of tk ids; checks them against experts. */
+static int decode_plain(const struct rrt_shape *s, const uint8_t *p,
+			size_t tk, uint16_t *o, const char **why)
+{
+	uint32_t K = s->h.topk, E = s->h.experts;
+	uint32_t mx = 0;
+	size_t i, t;
+
+	if (s->id_bytes == 1) {
+		mx = s->id_coding == RRT_CODING_RAW ? rrt_widen_u8(p, o, tk) :
+			rrt_undelta_u8(p, o, tk / K, K);
+	} else if (s->id_coding == RRT_CODING_RAW) {
+		for (i = 0; i < tk; i++) {
+			o[i] = rlb_get_u16(p + 2 * i);
+			mx = o[i] > mx ? o[i] : mx;
+		}
+	} else {
+		for (t = 0; t < tk; t += K) {
+			uint32_t a = 0, k;
+
+			for (k = 0; k < K; k++) {
+				a += rlb_get_u16(p + 2 * (t + k));
+				o[t + k] = (uint16_t)a;
+			}
+			mx = a > mx ? a : mx;
+		}
+	}
+	if (mx >= E) {
+		*why = "expert id out of range";
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Parse the next record of the cursor's frame.  With decode, the ids and
+ * gates land in the reader's arrays and seq is filled; without, only the
+ * record's metadata is checked and returned.
+ */
+static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
+			struct rlb_seq *seq, int decode, struct rlb_err *err)
+{
+	const struct rrt_shape *s = &r->s;
+	struct rframe *f = &r->frames[c->cur];
+	const uint8_t *p = c->raw;
+	uint32_t K = s->h.topk, L = s->h.moe_layers, T, l;
+	size_t pos = c->rpos, tk, need;
+	const char *why = NULL;
+
+	if (c->rlen - pos < RRT_SEQ_FIXED)
+		return rec_err(err, f, c->rec, "record header cut at raw offset %zu", pos);
+	memset(seq, 0, sizeof(*seq));
+	seq->step = rlb_get_u32(p + pos);
+	seq->group = rlb_get_u32(p + pos + 4);
+	seq->sample = rlb_get_u32(p + pos + 8);
+	seq->tokens = T = rlb_get_u32(p + pos + 12);
+	pos += RRT_SEQ_FIXED;
+	if (seq->step != f->step)
+		return rec_err(err, f, c->rec, "step %u in a frame of step %u",
+			       seq->step, f->step);
+	if (c->cur > 0 && r->frames[c->cur - 1].step_known &&
+	    seq->step < r->frames[c->cur - 1].step)
+		return rec_err(err, f, c->rec, "step %u after step %u",
+			       seq->step, r->frames[c->cur - 1].step);
+	if (T < 1 || T > RLB_TRACE_MAX_SEQ_TOKENS)
+		return rec_err(err, f, c->rec, "token count %u is out of range", T);
+	if (r->has_index) {
+		const struct rlb_seq_meta *m;
+
+		if (c->rec >= f->seqs)
+			return rec_err(err, f, c->rec, "more sequences than the step index lists (%u)",
+				       f->seqs);
+		m = &r->metas[f->first_seq + c->rec];
+		if (m->group != seq->group || m->sample != seq->sample ||
+		    m->tokens != T)
+			return rec_err(err, f, c->rec,
+				       "does not match the step index (group %u, sample %u, %u tokens)",
+				       m->group, m->sample, m->tokens);
+	}
+	tk = (size_t)T * K;
+	need = tk * s->id_bytes + (s->gate_coding ? 4 * tk : 0);
+	if ((c->rlen - pos) / L < need)
+		return rec_err(err, f, c->rec, "%u tokens do not fit in the frame", T);
+	if (decode && (grow(&r->ids, &r->ids_cap, tk * L, sizeof(*r->ids)) != 0 ||
+		       (s->gate_coding &&
+			grow(&r->gates, &r->gates_cap, tk * L, sizeof(*r->gates)) != 0)))
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (l = 0; l < L; l++) {
+		uint16_t *o = decode ? r->ids + (size_t)l * tk : NULL;
+
+		if (s->id_coding == RRT_CODING_RANK) {
+			if (decode_rank(s, p, c->rlen, &pos, T, o, decode, &why) != 0)
+				return rec_err(err, f, c->rec, "layer %u: %s", l, why);
+		} else {
+			if (c->rlen - pos < tk * s->id_bytes)
+				return rec_err(err, f, c->rec, "layer %u: ids cut", l);
+			if (decode && decode_plain(s, p + pos, tk, o, &why) != 0)
+				return rec_err(err, f, c->rec, "layer %u: %s", l, why);
+			pos += tk * s->id_bytes;
+		}
+		if (s->gate_coding) {
+			if (c->rlen - pos < 4 * tk)
+				return rec_err(err, f, c->rec, "layer %u: gates cut", l);
+			if (decode) {
+				const uint8_t *g = p + pos;
+				float *go = r->gates + (size_t)l * tk;
+				size_t i;
+
+				for (i = 0; i < tk; i++) {
+					uint32_t v = (uint32_t)g[i] | ((uint32_t)g[tk + i] << 8) |
+						     ((uint32_t)g[2 * tk + i] << 16) |
+						     ((uint32_t)g[3 * tk + i] << 24);
+
+					memcpy(&go[i], &v, 4);
+				}
+			}
+			pos += 4 * tk;
+		}
+	}
+	if (decode) {
+		seq->ids = r->ids;
+		seq->gates = s->gate_coding ? r->gates : NULL;
+	}
+	c->rpos = pos;
+	c->rec++;
+	return 0;
+}
+
+/*
+ * Advance a cursor: 1 with *seq filled, 0 at the end, negative on error.
+ * Errors are sticky for the cursor until it is repositioned.
+ */
+static int cursor_next(struct rlb_trace_reader *r, struct cursor *c,
+		       struct rlb_seq *seq, int decode, size_t stop_frame,
+		       struct rlb_err *err)
+{
+	int ret;
+
+	if (c->code) {
+		*err = c->err;
+		return c->code;
+	}
+	for (;;) {
+		if (c->loaded && c->rpos < c->rlen)
+			break;
+		if (c->loaded) {
+			struct rframe *f = &r->frames[c->cur];
+
+			if (r->has_index && c->rec != f->seqs) {
+				ret = rec_err(err, f, c->rec,
+					      "frame ends early: the step index lists %u sequences",
+					      f->seqs);
+				goto fail;
+			}
+			c->loaded = 0;
+			c->cur++;
+		}
+		if (c->cur >= r->nframes || c->cur >= stop_frame) {
+			if (r->scan_code && c->cur >= r->nframes) {
+				*err = r->scan_err;
+				ret = r->scan_code;
+				goto fail;
+			}
+			return 0;
+		}
+		ret = load_frame(r, c, c->cur, err);
+		if (ret != 0)
+			goto fail;
+	}
+	ret = parse_record(r, c, seq, decode, err);
+	if (ret != 0)
+		goto fail;
+	return 1;
+fail:
+	c->code = ret;
+	c->err = *err;
+	return ret;
+}
+
+static void cursor_seek(struct cursor *c, size_t frame)
+{
+	c->cur = frame;
+	c->loaded = 0;
+	c->code = 0;
+	rlb_err_clear(&c->err);
+}
+
+/* Learn every frame's step (decoding frames when there is no index). */
+static int ensure_steps(struct rlb_trace_reader *r, struct rlb_err *err)
+{
+	size_t i, n = 0;
+	int ret;
+
+	if (r->steps_ready)
+		return 0;
+	for (i = 0; i < r->nframes; i++) {
+		if (!r->frames[i].step_known) {
+			cursor_seek(&r->scratch, i);
+			ret = load_frame(r, &r->scratch, i, err);
+			r->scratch.loaded = 0;
+			if (ret != 0)
+				return ret;
+		}
+		if (i && r->frames[i].step < r->frames[i - 1].step)
+			return at_err(err, RLB_ECORRUPT, "data frame", r->frames[i].off,
+				      "step %u after step %u", r->frames[i].step,
+				      r->frames[i - 1].step);
+	}
+	if (r->scan_code) {
+		*err = r->scan_err;
+		return r->scan_code;
+	}
+	r->steps = malloc((r->nframes ? r->nframes : 1) * sizeof(*r->steps));
+	if (!r->steps)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (i = 0; i < r->nframes; i++)
+		if (n == 0 || r->steps[n - 1] != r->frames[i].step)
+			r->steps[n++] = r->frames[i].step;
+	r->nsteps = n;
+	r->steps_ready = 1;
+	return 0;
+}
+
+int rlb_trace_reader_steps(struct rlb_trace_reader *r, const uint32_t **steps,
+			   size_t *nsteps, struct rlb_err *err)
+{
+	struct rlb_err tmp;
+	int ret;
+
+	if (!err)
+		err = &tmp;
+	ret = ensure_steps(r, err);
+	if (ret != 0)
+		return path_err(r, err, ret);
+	*steps = r->steps;
+	*nsteps = r->nsteps;
+	return 0;
+}
+
+/* First frame of step, or nframes. */
+static size_t find_step(const struct rlb_trace_reader *r, uint32_t step)
+{
+	size_t lo = 0, hi = r->nframes;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->frames[mid].step < step)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < r->nframes && r->frames[lo].step == step ? lo : r->nframes;
+}
+
+int rlb_trace_reader_step_seqs(struct rlb_trace_reader *r, uint32_t step,
+			       struct rlb_seq_meta **metas, size_t *n,
+			       struct rlb_err *err)
+{
+	struct rlb_seq_meta *m = NULL;
+	size_t cap = 0, cnt = 0, first, end;
+	struct rlb_err tmp;
+	struct rlb_seq seq;
+	int ret;
+
+	if (!err)
+		err = &tmp;
+	*metas = NULL;
+	*n = 0;
+	ret = ensure_steps(r, err);
+	if (ret != 0)
+		return path_err(r, err, ret);
+	first = find_step(r, step);
+	if (first == r->nframes)
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "trace '%s': step %u is not in the trace",
+				   r->path, step);
+	for (end = first; end < r->nframes && r->frames[end].step == step; end++)
+		;
+	if (r->has_index) {
+		uint64_t a = r->frames[first].first_seq;
+		uint64_t b = r->frames[end - 1].first_seq + r->frames[end - 1].seqs;
+
+		m = malloc((size_t)(b - a) * sizeof(*m));
+		if (!m)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		memcpy(m, r->metas + a, (size_t)(b - a) * sizeof(*m));
+		*metas = m;
+		*n = (size_t)(b - a);
+		return 0;
+	}
+	cursor_seek(&r->scratch, first);
+	while ((ret = cursor_next(r, &r->scratch, &seq, 0, end, err)) == 1) {
+		if (grow(&m, &cap, cnt + 1, sizeof(*m)) != 0) {
+			ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+			break;
+		}
+		m[cnt].step = seq.step;
+		m[cnt].group = seq.group;
+		m[cnt].sample = seq.sample;
+		m[cnt].tokens = seq.tokens;
+		cnt++;
+	}
+	r->scratch.loaded = 0;
+	if (ret < 0) {
+		free(m);
+		return path_err(r, err, ret);
+	}
+	*metas = m;
+	*n = cnt;
+	return 0;
+}
+
+int rlb_trace_reader_seek_step(struct rlb_trace_reader *r, uint32_t step,
+			       struct rlb_err *err)
+{
+	struct rlb_err tmp;
+	size_t i;
+	int ret;
+
+	if (!err)
+		err = &tmp;
+	ret = ensure_steps(r, err);
+	if (ret != 0)
+		return path_err(r, err, ret);
+	i = find_step(r, step);
+	if (i == r->nframes)
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "trace '%s': step %u is not in the trace",
+				   r->path, step);
+	cursor_seek(&r->main, i);
+	return 0;
+}
+
+int rlb_trace_reader_rewind(struct rlb_trace_reader *r, struct rlb_err *err)
+{
+	(void)err;
+	cursor_seek(&r->main, 0);
+	return 0;
+}
+
+int rlb_trace_reader_next(struct rlb_trace_reader *r, struct rlb_seq *seq,
+			  struct rlb_err *err)
+{
+	struct rlb_err tmp;
+	int ret;
+
+	if (!err)
+		err = &tmp;
+	ret = cursor_next(r, &r->main, seq, 1, SIZE_MAX, err);
+	if (ret < 0)
+		return path_err(r, err, ret);
+	return ret;
+}
+
+int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
+		     struct rlb_err *err)
+{
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_err tmp;
+	struct rlb_seq seq;
+	struct stat st;
+	size_t done = 0;
+	uint64_t id_per_token;
+	int ret, have = 0;
+	uint32_t last = 0;
+
+	if (!err)
+		err = &tmp;
+	memset(info, 0, sizeof(*info));
+	if (stat(path, &st) == 0)
+		info->file_bytes = (uint64_t)st.st_size;
+	ret = rlb_trace_reader_open(&r, path, err);
+	if (ret != 0)
+		return ret;
+	info->has_seek_table = r->has_seek;
+	info->has_step_index = r->has_index;
+	info->truncated = r->truncated;
+	info->valid_bytes = r->data_start;
+	id_per_token = (uint64_t)r->s.h.topk * r->s.h.moe_layers * r->s.id_bytes;
+	while ((ret = cursor_next(r, &r->main, &seq, 1, SIZE_MAX, err)) == 1) {
+		/* Count frames as they are passed completely. */
+		while (done < r->main.cur) {
+			info->frames++;
+			info->raw_bytes += r->frames[done].rsize;
+			info->valid_bytes = r->frames[done].off + r->frames[done].csize;
+			done++;
+		}
+		info->sequences++;
+		info->tokens += seq.tokens;
+		info->raw_id_bytes += seq.tokens * id_per_token;
+		if (!have || seq.step != last)
+			info->steps++;
+		if (!have)
+			info->first_step = seq.step;
+		info->last_step = seq.step;
+		have = 1;
+		last = seq.step;
+	}
+	while (ret < 0 && done < r->main.cur) {
+		info->frames++;
+		info->raw_bytes += r->frames[done].rsize;
+		info->valid_bytes = r->frames[done].off + r->frames[done].csize;
+		done++;
+	}
+	if (ret == 0) {
+		info->frames = r->nframes;
+		info->raw_bytes = 0;
+		for (done = 0; done < r->nframes; done++)
+			info->raw_bytes += r->frames[done].rsize;
+		info->valid_bytes = r->valid_bytes;
+	} else {
+		path_err(r, err, ret);
+	}
+	rlb_trace_reader_free(r);
+	return ret;
+}

@@ -1,0 +1,136 @@
+# inspect.sh - relibra inspect on the shipped tiny example and on damaged
+# copies: the summary, --dump (the shipped decoded dump), --json, --steps,
+# --stats and its config checks, exit codes and messages.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+EX="$RLB_TOP/trace_format/examples"
+tiny="$EX/tiny.rrt"
+
+run inspect -h
+expect_status 0
+head -n 1 out > first
+echo "usage: relibra inspect [-h] [--json] [--stats] [--dump] [--steps A:B] [-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] TRACE" > want
+cmp -s first want || { cat first; fail "usage line differs"; }
+
+run inspect "$tiny"
+expect_status 0
+expect_empty err
+expect_out "version:        1.0"
+expect_out "flags:          0x00000000 (engine order, no gates)"
+expect_out "model:          tiny: 16 experts, top-2, 4 MoE layers after 0 dense"
+expect_out "ids:            u8, rank-coded"
+expect_out "source:         api"
+expect_out "steps:          2 (0..1)"
+expect_out "sequences:      3"
+expect_out "tokens:         12"
+expect_out "frames:         2"
+expect_out "file bytes:     $(wc -c < "$tiny")"
+expect_out "raw id bytes:   96"
+expect_out "seek table:     yes"
+expect_out "integrity:      ok (all checksums verified, complete)"
+
+# The decoded dump shipped with the example is what --dump prints.
+run inspect --dump "$tiny"
+expect_status 0
+expect_empty err
+cmp -s out "$EX/tiny.dump" || { diff out "$EX/tiny.dump"; fail "--dump differs from tiny.dump"; }
+
+run inspect --dump --steps 1 "$tiny"
+expect_status 0
+[ "$(grep -c '^sequence' out)" -eq 1 ] || { cat out; fail "--steps 1 does not select one sequence"; }
+expect_out "sequence 0: step 1, group 0, sample 0, 4 tokens"
+expect_out "  layer 3: 11,2 11,2 12,3 12,3"
+
+run inspect --steps :0 "$tiny"
+expect_status 0
+expect_out "selected:       1 steps in 0..0: 2 sequences, 8 tokens"
+
+run inspect --json "$tiny"
+expect_status 0
+expect_out '"schema": "relibra.inspect/1"'
+expect_out '"sequences": 3'
+expect_out '"id_coding": "rank"'
+expect_out '"ok": true'
+if command -v python3 > /dev/null 2>&1; then
+	python3 -c 'import json, sys; d = json.load(open("out")); assert d["tokens"] == 12 and d["integrity"]["truncated"] is False' ||
+		fail "--json is not the expected JSON"
+fi
+
+# --stats needs a config whose model is the trace's.
+run inspect --stats "$tiny"
+expect_status 2
+expect_err "relibra inspect: --stats needs -c CONFIG"
+run inspect -c "$CONFIGS/tiny-2x2.yaml" "$tiny"
+expect_status 2
+expect_err "-c, --set and --pack go with --stats"
+run inspect --stats -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" "$tiny"
+expect_status 1
+expect_err "relibra inspect: config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml' does not match trace '$tiny': model.experts is 128 in the config, 16 in the trace"
+expect_empty out
+run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --set model.topk=4 "$tiny"
+expect_status 1
+expect_err "model.topk is 4 in the config, 2 in the trace"
+run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --pack ffd "$tiny"
+expect_status 0
+expect_out "stats:          pack ffd, EP 4 (2 nodes), 512 tokens per GPU per micro-batch"
+expect_out "GPU max/mean per (micro-batch, layer):"
+expect_out "hot-expert churn:"
+expect_out "layer  mb-p50"
+run inspect --json --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 1: "$tiny"
+expect_status 0
+expect_out '"pack": "in-order"'
+expect_out '"gpu_max_mean_per_micro_batch"'
+
+# Usage errors exit 2.
+run inspect --steps 5:2 "$tiny"
+expect_status 2
+expect_err "relibra inspect: --steps '5:2': the range is empty"
+run inspect --steps x "$tiny"
+expect_status 2
+run inspect --pack zigzag --stats -c "$CONFIGS/tiny-2x2.yaml" "$tiny"
+expect_status 2
+run inspect
+expect_status 2
+expect_err "relibra inspect: no trace given"
+run inspect "$tiny" "$tiny"
+expect_status 2
+
+run inspect missing.rrt
+expect_status 1
+expect_err "relibra inspect: cannot open trace 'missing.rrt': No such file or directory"
+expect_empty out
+
+# A cut file: what was complete is printed, then "truncated"; exit 1.
+# Data frame 0 follows the 164-byte header; entry 1 of the 4-entry seek
+# table (9 + 3 * 8 bytes before the end) has its size.
+size=$(wc -c < "$tiny")
+f0=$(od -An -tu4 --endian=little -j $((size - 9 - 3 * 8)) -N 4 "$tiny" | tr -d ' ')
+head -c 300 "$tiny" > cut.rrt
+run inspect cut.rrt
+expect_status 1
+expect_out "sequences:      2"
+expect_out "seek table:     no"
+expect_out "integrity:      truncated: complete frames end at byte $((164 + f0)) of 300"
+expect_err "relibra inspect: trace 'cut.rrt' is truncated (its writer did not finish)"
+run inspect --dump cut.rrt
+expect_status 1
+[ "$(grep -c '^sequence' out)" -eq 2 ] || { cat out; fail "the cut file's two sequences are not dumped"; }
+expect_out "integrity:      truncated"
+
+# A flipped byte inside the first data frame: an error naming its offset.
+cp "$tiny" bad.rrt
+printf '\377' | dd of=bad.rrt bs=1 seek=200 conv=notrunc 2> /dev/null
+run inspect bad.rrt
+expect_status 1
+expect_out "version:        1.0"
+expect_out "integrity:      corrupt: "
+expect_err "relibra inspect: trace 'bad.rrt': data frame at offset 164: "
+
+# A flipped byte in the header: its checksum.
+cp "$tiny" badh.rrt
+printf 'X' | dd of=badh.rrt bs=1 seek=70 conv=notrunc 2> /dev/null
+run inspect badh.rrt
+expect_status 1
+expect_err "relibra inspect: trace 'badh.rrt': header at offset 160: checksum mismatch"
+expect_empty out
+exit 0
