@@ -20,6 +20,7 @@ struct rlb_balancer {
 	uint32_t groups;		/* EPLB expert groups */
 	double row_s;			/* reorder costs */
 	double migration_s;		/* weighted */
+	double migration_in_node_s;	/* weighted, over NVLink */
 
 	/* shape, fixed by the first step */
 	uint32_t layers;
@@ -97,6 +98,9 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 	b->window = opts->eplb_window ? opts->eplb_window : 1;
 	rlb_reorder_costs(cfg, &b->row_s, &mig);
 	b->migration_s = mig * opts->migration_weight;
+	/* moves inside a node go over NVLink instead of RDMA */
+	b->migration_in_node_s = cfg->cluster.nvlink_gbps > 0 ?
+		b->migration_s * cfg->cluster.rdma_gbps / cfg->cluster.nvlink_gbps : 0;
 	*out = b;
 	return 0;
 }
@@ -217,6 +221,7 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 		struct rlb_reorder_params rop = {
 			.num_gpus = G, .gpus_per_node = b->gpn, .num_experts = E,
 			.row_s = b->row_s, .migration_s = b->migration_s,
+			.migration_in_node_s = b->migration_in_node_s,
 		};
 
 		rc = rlb_reorder_init(&b->ro, &rop, err);

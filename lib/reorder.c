@@ -403,6 +403,7 @@ int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
 	if (!r->p.max_passes)
 		r->p.max_passes = RLB_REORDER_DEFAULT_PASSES;
 	r->migration_rows = p->row_s > 0 ? p->migration_s / p->row_s * g : 0;
+	r->migration_gpu_rows = p->row_s > 0 ? p->migration_in_node_s / p->row_s : 0;
 	r->res.home = calloc(E, sizeof(uint32_t));
 	r->items = calloc(E, sizeof(uint32_t));
 	r->order = calloc(E, sizeof(uint32_t));
@@ -522,23 +523,33 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	for (n = 0; n < N; n++) {
 		const uint32_t *mem = r->members + (size_t)n * k;
 		uint32_t *a = r->node;	/* scratch: node[] is rebuilt below */
-		uint32_t passes = 0;
-		int all_prev = prev_home != NULL;
+		uint32_t passes = 0, free_gpu = 0;
 
+		/* kept placement: stayers keep their GPU, arrivals fill the gaps */
+		memset(r->fill, 0, (size_t)g * sizeof(uint32_t));
 		for (i = 0; i < k; i++) {
 			e = mem[i];
 			r->static_bin[i] = i / epg;
-			if (all_prev && prev_home[e] / g == n)
+			r->prev_bin[i] = UINT32_MAX;
+			if (prev_home && prev_home[e] / g == n) {
 				r->prev_bin[i] = prev_home[e] - n * g;
-			else
-				all_prev = 0;
+				r->fill[r->prev_bin[i]]++;
+			}
+		}
+		for (i = 0; prev_home && i < k; i++) {
+			if (r->prev_bin[i] != UINT32_MAX)
+				continue;
+			while (r->fill[free_gpu] >= epg)
+				free_gpu++;
+			r->prev_bin[i] = free_gpu;
+			r->fill[free_gpu]++;
 		}
 		lv.n = k;
 		lv.items = mem;
 		lv.nbins = g;
 		lv.cap = epg;
-		lv.mig = 0;
-		lv.prev = all_prev ? r->prev_bin : NULL;
+		lv.mig = prev_home ? r->migration_gpu_rows : 0;
+		lv.prev = prev_home ? r->prev_bin : NULL;
 		lv.stat = r->static_bin;
 		solve_level(r, &lv, a, NULL, NULL, &passes, &r->res.swaps);
 		for (i = 0; i < k; i++)

@@ -25,6 +25,7 @@ struct rlb_reorder_params {
 	double row_s;		/* seconds per token row of one expert (fwd+bwd), >= 0 */
 	double migration_s;	/* weighted seconds to move one expert between nodes, >= 0 */
 	uint32_t max_passes;	/* bound on improvement passes per level (0: default) */
+	double migration_in_node_s; /* weighted seconds to move one expert between GPUs of a node, >= 0 */
 };
 
 /* Which start the node-level search began from. */
@@ -58,6 +59,7 @@ struct rlb_reorder {
 	struct rlb_reorder_params p;
 	struct rlb_reorder_result res;
 	double migration_rows;		/* migration_s in node rows (0 when row_s is 0) */
+	double migration_gpu_rows;	/* migration_in_node_s in GPU rows */
 
 	uint32_t cap_mbs;		/* micro-batches the buffers hold */
 	int64_t *lt;			/* [E][M] expert loads, expert-major */
@@ -118,9 +120,13 @@ void rlb_reorder_release(struct rlb_reorder *r);
  *    more than it could gain last time): no expert changes node.
  * 2. GPUs, per node (E / G experts each).  The same search on the node's
  *    experts and GPUs, objective the sum over micro-batches of the largest
- *    GPU load, without migration cost; the starts are the previous GPUs
- *    (when all the node's experts were on this node before), the node's
- *    experts in id order E/G per GPU, and the greedy placement.
+ *    GPU load plus migration_in_node_s (in GPU rows) for every expert not
+ *    on its kept GPU.  The kept placement (also the first start): experts
+ *    that stay in the node keep their previous GPU, experts that arrive
+ *    fill the freed slots in expert order (lowest GPU first); without
+ *    prev_home the static layout.  The other starts are the node's
+ *    experts in id order E/G per GPU and the greedy placement.  So
+ *    experts move inside a node only when that pays for the copy.
  *
  * Cost: O(passes * E * E * M) for the node level (E * (E - E/N) pairs per
  * pass), much less for the GPU level; allocates only when M grows.
