@@ -1,2 +1,43 @@
 #!/bin/sh
-echo "bench: not yet"
+# run.sh - `make bench`: the benchmarks, each figure printed next to the
+# command that produced it.  Timings are of this machine; see bench/README.md.
+# usage: run.sh RELIBRA_BINARY BENCH_DIR
+set -eu
+bin=$1
+dir=$2
+out=${RLB_BENCH_DIR:-out/bench}
+cfg=configs/qwen3-30b-a3b-h100-1x8.yaml
+mkdir -p "$out"
+
+say() {
+	printf '\n== %s\n$ %s\n' "$1" "$2"
+}
+
+now_ns() {
+	date +%s%N
+}
+
+# Capture throughput on the qwen3-30b-a3b synthetic trace, ordered and sorted.
+for mode in ordered sorted; do
+	flag=
+	[ "$mode" = sorted ] && flag=--sorted
+	say "capture, $mode ids" "relibra capture -c $cfg --synthetic --seed 1 $flag -o $out/$mode.rrt"
+	t0=$(now_ns)
+	"$bin" capture -c "$cfg" --synthetic --seed 1 $flag -o "$out/$mode.rrt"
+	t1=$(now_ns)
+	tokens=$("$bin" inspect --json "$out/$mode.rrt" | sed -n 's/.*"tokens": *\([0-9]*\).*/\1/p' | head -n 1)
+	awk -v t="$tokens" -v ns=$((t1 - t0)) 'BEGIN {
+		printf "capture: %d tokens in %.2f s = %.3g tokens/s (generation included)\n", t, ns / 1e9, t / (ns / 1e9) }'
+	say "decode throughput and size, $mode ids" "$dir/trace_bench --read $out/$mode.rrt"
+	"$dir/trace_bench" --read "$out/$mode.rrt"
+done
+
+say "trace format on segment-correlated routing (all modes)" "$dir/trace_bench"
+"$dir/trace_bench"
+
+say "planners: replication, reordering, EPLB speed" "$dir/balance_bench 3"
+"$dir/balance_bench" 3
+
+say "synthetic workload calibration, qwen3-235b-a22b on h100-4x8 (about 1-2 minutes)" \
+	"$dir/calibrate_workload -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1"
+"$dir/calibrate_workload" -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1

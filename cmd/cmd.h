@@ -19,6 +19,7 @@ enum {
 int cmd_capture(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 /* "relibra NAME: message" on stderr. */
 void cmd_error(const char *name, const struct rlb_err *err);
@@ -42,6 +43,13 @@ int cmd_config_add_set(struct cmd_config_opts *o, const char *assignment);
 int cmd_config_load(const char *name, const struct cmd_config_opts *o,
 		    struct rlb_config *cfg);
 void cmd_config_release(struct cmd_config_opts *o);
+
+/*
+ * Parse a --steps range "A:B", "A:", ":B" or "A" into [*lo, *hi]
+ * (open ends: 0 and UINT32_MAX).  RLB_EPARSE / RLB_ERANGE with a message.
+ */
+int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
+		    struct rlb_err *err);
 
 /*
  * Progress callback for lib (rlb_progress_fn): a single updating line on

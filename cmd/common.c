@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -99,4 +100,35 @@ void cmd_progress_done(void)
 		fputs("\r\033[K", stderr);
 		progress_drawn = 0;
 	}
+}
+
+int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
+		    struct rlb_err *err)
+{
+	const char *colon = strchr(s, ':');
+	char buf[64];
+	uint64_t v;
+
+	*lo = 0;
+	*hi = UINT32_MAX;
+	if (strlen(s) >= sizeof(buf))
+		return rlb_err_set(err, RLB_EPARSE, "bad --steps '%s'", s);
+	strcpy(buf, s);
+	if (colon)
+		buf[colon - s] = '\0';
+	if (buf[0]) {
+		if (rlb_parse_u64(buf, 0, UINT32_MAX, &v, "--steps", err) != 0)
+			return err ? err->code : RLB_EPARSE;
+		*lo = (uint32_t)v;
+	}
+	if (!colon)
+		*hi = *lo;
+	else if (colon[1]) {
+		if (rlb_parse_u64(colon + 1, 0, UINT32_MAX, &v, "--steps", err) != 0)
+			return err ? err->code : RLB_EPARSE;
+		*hi = (uint32_t)v;
+	}
+	if (*lo > *hi)
+		return rlb_err_set(err, RLB_ERANGE, "--steps '%s': the range is empty", s);
+	return 0;
 }

@@ -15,6 +15,7 @@ struct command {
 static const struct command commands[] = {
 	{ "capture", cmd_capture, "record routing into a trace (.rrt)" },
 	{ "inspect", cmd_inspect, "print a trace's header, contents, integrity and load statistics" },
+	{ "plan", cmd_plan, "plan placement and replication, simulate the step time" },
 	{ "config", cmd_config, "print the effective configuration as YAML" },
 };
 

@@ -125,7 +125,11 @@ void rlb_plan_header_init(struct rlb_plan_header *h,
 	h->reorder = o->reorder != 0;
 	h->replicate = o->replicate != 0;
 	h->colocate = o->colocate != 0;
-	h->replica_slots = o->replica_slots;
+	/* the slots the balancer's plans carry (lib/balance.h) */
+	h->replica_slots = o->policy == RLB_POLICY_STATIC ||
+			   o->policy == RLB_POLICY_IDEAL ||
+			   (o->policy == RLB_POLICY_RELIBRA && !o->replicate) ?
+			   0 : o->replica_slots;
 	h->min_tokens_per_replica = o->min_tokens_per_replica;
 	h->eplb_window = o->eplb_window;
 	h->micro_batch_tokens = cfg->parallel.micro_batch_tokens > 0 ?

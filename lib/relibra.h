@@ -18,5 +18,8 @@
 #include "replicate.h"
 #include "plan.h"
 #include "balance.h"
+#include "plan_io.h"
+#include "sim.h"
+#include "planner.h"
 
 #endif

@@ -1,0 +1,469 @@
+/*
+ * plan.c - relibra plan: plan placement and replication for a trace under
+ * one policy, simulate its step time next to the static and ideal
+ * baselines, and write the plan, its summary and an EPLB export.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmd.h"
+
+#define NAME "plan"
+
+static const char usage[] =
+	"usage: relibra plan [-h] -c CONFIG [--set KEY=VALUE]... [--policy NAME] [-o PLAN] "
+	"[--summary FILE] [--json] [--no-timing] [--replica-slots R] [--no-reorder] "
+	"[--no-replicate] [--eplb-window W] [--steps A:B] [--pack in-order|ffd] "
+	"[--eplb-export FILE] [--fail-below F] TRACE\n"
+	"       relibra plan --eplb-weights FILE --slots P --groups G --nodes N --gpus X\n"
+	"\n"
+	"  -c CONFIG            configuration (relibra.yaml(5))\n"
+	"  --set KEY=VALUE      override a configuration key (repeatable)\n"
+	"  --policy NAME        static, eplb, eplb-oracle, replicate, relibra, ideal\n"
+	"                       (default: balancer.policy)\n"
+	"  -o PLAN              write the plan (.rlp)\n"
+	"  --summary FILE       write the result as JSON (schema relibra.result/1)\n"
+	"  --json               print the result JSON on stdout instead of the table\n"
+	"  --no-timing          leave wall-clock fields out (byte-identical reruns)\n"
+	"  --replica-slots R    spare expert slots per GPU per layer\n"
+	"  --no-reorder         relibra without cross-node reordering\n"
+	"  --no-replicate       relibra without intra-node replication\n"
+	"  --eplb-window W      steps of load history for eplb\n"
+	"  --steps A:B          only steps A..B (A: and :B allowed)\n"
+	"  --pack RULE          micro-batch packing (default: parallel.pack)\n"
+	"  --eplb-export FILE   the step placements as EPLB phy2log/log2phy/logcnt JSON\n"
+	"  --fail-below F       exit 3 when the fraction of ideal is below F\n"
+	"  --eplb-weights FILE  run DeepSeek EPLB on a [layers][experts] JSON weight\n"
+	"                       matrix and print phy2log/log2phy/logcnt\n";
+
+enum {
+	OPT_SET = 256, OPT_POLICY, OPT_SUMMARY, OPT_JSON, OPT_NO_TIMING,
+	OPT_SLOTS_R, OPT_NO_REORDER, OPT_NO_REPLICATE, OPT_EPLB_WINDOW,
+	OPT_STEPS, OPT_PACK, OPT_EPLB_EXPORT, OPT_FAIL_BELOW, OPT_EPLB_WEIGHTS,
+	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS,
+};
+
+#define EXIT_BELOW 3
+
+struct opts {
+	struct cmd_config_opts cfg;
+	const char *policy;
+	const char *out;
+	const char *summary;
+	const char *eplb_export;
+	const char *eplb_weights;
+	const char *pack;
+	const char *trace;
+	int json, no_timing, no_reorder, no_replicate;
+	int64_t replica_slots, eplb_window;	/* -1: from the config */
+	uint32_t step_lo, step_hi;
+	double fail_below;			/* < 0: off */
+	uint64_t slots, groups, nodes, gpus;
+	int have_slots, have_groups, have_nodes, have_gpus;
+};
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, OPT_SET },
+		{ "policy", required_argument, NULL, OPT_POLICY },
+		{ "output", required_argument, NULL, 'o' },
+		{ "summary", required_argument, NULL, OPT_SUMMARY },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "no-timing", no_argument, NULL, OPT_NO_TIMING },
+		{ "replica-slots", required_argument, NULL, OPT_SLOTS_R },
+		{ "no-reorder", no_argument, NULL, OPT_NO_REORDER },
+		{ "no-replicate", no_argument, NULL, OPT_NO_REPLICATE },
+		{ "eplb-window", required_argument, NULL, OPT_EPLB_WINDOW },
+		{ "steps", required_argument, NULL, OPT_STEPS },
+		{ "pack", required_argument, NULL, OPT_PACK },
+		{ "eplb-export", required_argument, NULL, OPT_EPLB_EXPORT },
+		{ "fail-below", required_argument, NULL, OPT_FAIL_BELOW },
+		{ "eplb-weights", required_argument, NULL, OPT_EPLB_WEIGHTS },
+		{ "slots", required_argument, NULL, OPT_SLOTS },
+		{ "groups", required_argument, NULL, OPT_GROUPS },
+		{ "nodes", required_argument, NULL, OPT_NODES },
+		{ "gpus", required_argument, NULL, OPT_GPUS },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rlb_err err = {0};
+	uint64_t u;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->replica_slots = -1;
+	o->eplb_window = -1;
+	o->step_hi = UINT32_MAX;
+	o->fail_below = -1;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'c':
+			o->cfg.path = optarg;
+			break;
+		case OPT_SET:
+			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
+				cmd_errorf(NAME, "out of memory");
+				return EXIT_FAIL;
+			}
+			break;
+		case OPT_POLICY:
+			o->policy = optarg;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case OPT_SUMMARY:
+			o->summary = optarg;
+			break;
+		case OPT_JSON:
+			o->json = 1;
+			break;
+		case OPT_NO_TIMING:
+			o->no_timing = 1;
+			break;
+		case OPT_SLOTS_R:
+			if (rlb_parse_u64(optarg, 0, 65535, &u, "--replica-slots", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->replica_slots = (int64_t)u;
+			break;
+		case OPT_NO_REORDER:
+			o->no_reorder = 1;
+			break;
+		case OPT_NO_REPLICATE:
+			o->no_replicate = 1;
+			break;
+		case OPT_EPLB_WINDOW:
+			if (rlb_parse_u64(optarg, 1, 100000, &u, "--eplb-window", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->eplb_window = (int64_t)u;
+			break;
+		case OPT_STEPS:
+			if (cmd_parse_steps(optarg, &o->step_lo, &o->step_hi, &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			break;
+		case OPT_PACK:
+			o->pack = optarg;
+			break;
+		case OPT_EPLB_EXPORT:
+			o->eplb_export = optarg;
+			break;
+		case OPT_FAIL_BELOW:
+			if (rlb_parse_double(optarg, 0, 1, &o->fail_below, "--fail-below", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			break;
+		case OPT_EPLB_WEIGHTS:
+			o->eplb_weights = optarg;
+			break;
+		case OPT_SLOTS:
+		case OPT_GROUPS:
+		case OPT_NODES:
+		case OPT_GPUS: {
+			static const char *const names[] = { "--slots", "--groups", "--nodes", "--gpus" };
+			int k = c - OPT_SLOTS;
+
+			if (rlb_parse_u64(optarg, 1, 1u << 24, &u, names[k], &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			*((uint64_t *[]){ &o->slots, &o->groups, &o->nodes, &o->gpus })[k] = u;
+			*((int *[]){ &o->have_slots, &o->have_groups, &o->have_nodes, &o->have_gpus })[k] = 1;
+			break;
+		}
+		case ':':
+			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
+					       argv[optind - 1]);
+		default:
+			return cmd_usage_error(NAME, usage, "unknown option '%s'",
+					       argv[optind - 1]);
+		}
+	}
+	if (o->eplb_weights) {
+		if (!o->have_slots || !o->have_groups || !o->have_nodes || !o->have_gpus)
+			return cmd_usage_error(NAME, usage,
+					       "--eplb-weights needs --slots, --groups, --nodes and --gpus");
+		if (optind != argc)
+			return cmd_usage_error(NAME, usage, "--eplb-weights takes no trace");
+		return 0;
+	}
+	if (o->have_slots || o->have_groups || o->have_nodes || o->have_gpus)
+		return cmd_usage_error(NAME, usage,
+				       "--slots, --groups, --nodes and --gpus go with --eplb-weights");
+	if (!o->cfg.path)
+		return cmd_usage_error(NAME, usage, "-c CONFIG is required");
+	if (optind + 1 != argc)
+		return cmd_usage_error(NAME, usage, optind == argc ?
+				       "a trace is required" : "one trace only");
+	o->trace = argv[optind];
+	return 0;
+}
+
+/* --eplb-weights: DeepSeek EPLB on a weight matrix, JSON on stdout. */
+static int run_eplb_weights(const struct opts *o)
+{
+	struct rlb_eplb_params p = {
+		.num_slots = (uint32_t)o->slots, .num_groups = (uint32_t)o->groups,
+		.num_nodes = (uint32_t)o->nodes, .num_gpus = (uint32_t)o->gpus,
+	};
+	struct rlb_eplb_result res;
+	struct rlb_err err = {0};
+	double *w = NULL;
+	size_t layers, experts;
+	char *text = NULL;
+	int ret = EXIT_FAIL;
+
+	memset(&res, 0, sizeof(res));
+	if (rlb_eplb_weights_load(o->eplb_weights, &w, &layers, &experts, &err) ||
+	    rlb_eplb_rebalance(w, layers, experts, &p, &res, &err) ||
+	    !(text = rlb_eplb_result_to_string(&res, &err))) {
+		cmd_error(NAME, &err);
+		goto out;
+	}
+	printf("%s\n", text);
+	ret = fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+out:
+	free(text);
+	free(w);
+	rlb_eplb_result_release(&res);
+	return ret;
+}
+
+/* Collects the step placements for --eplb-export. */
+static int export_step(void *ctx, const struct rlb_step_plan *p,
+		       struct rlb_err *err)
+{
+	json_t *steps = ctx, *j;
+
+	j = rlb_plan_eplb_export_json(p, NULL, err);
+	if (!j)
+		return err && err->code ? err->code : RLB_ENOMEM;
+	json_array_append_new(steps, j);
+	return 0;
+}
+
+static int write_json(const char *path, json_t *j, struct rlb_err *err)
+{
+	struct rlb_atomic_file af;
+	int ret;
+
+	ret = rlb_atomic_open(&af, path, err);
+	if (ret)
+		return ret;
+	if (json_dumpf(j, af.fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+	    fputc('\n', af.fp) == EOF) {
+		rlb_atomic_abort(&af);
+		return rlb_err_errno(err, RLB_EIO, "cannot write '%s'", path);
+	}
+	return rlb_atomic_commit(&af, err);
+}
+
+static void print_row(const char *what, const char *fmt, double a, double b,
+		      double c)
+{
+	printf("%-28s", what);
+	printf(fmt, a);
+	printf(fmt, b);
+	if (c >= 0)
+		printf(fmt, c);
+	putchar('\n');
+}
+
+static void print_table(const struct rlb_config *cfg,
+			const struct rlb_planner_opts *po,
+			const struct rlb_planner_policy *p,
+			const struct rlb_sim_summary *st)
+{
+	const struct rlb_sim_summary *s = &p->summary;
+	double ideal_step = s->steps ? s->ideal.total_s / s->steps : 0;
+	double speedup = s->policy_time.total_s > 0 ?
+		st->policy_time.total_s / s->policy_time.total_s : 0;
+
+	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " steps, %" PRIu64
+	       " micro-batches, %s packing, %d tokens per GPU per micro-batch\n\n",
+	       rlb_policy_name(p->opts.policy), cfg->model.name, cfg->cluster.name,
+	       cfg->parallel.ep_size, s->steps, s->micro_batches,
+	       rlb_pack_name(po->pack), cfg->parallel.micro_batch_tokens);
+	printf("%-28s%14s%14s%14s\n", "", rlb_policy_name(p->opts.policy),
+	       "static", "ideal");
+	print_row("step time (ms)", "%14.1f", s->step_time_s * 1e3,
+		  st->step_time_s * 1e3, ideal_step * 1e3);
+	print_row("tokens/s", "%14.4g", s->tokens_per_s, st->tokens_per_s,
+		  ideal_step > 0 ? s->tokens / s->ideal.total_s : 0);
+	print_row("fraction of ideal", "%14.3f", s->fraction_of_ideal,
+		  st->fraction_of_ideal, 1.0);
+	print_row("speedup over static", "%14.3f", speedup, 1.0, -1);
+	print_row("GPU max/mean p50", "%14.3f", s->gpu_after.p50,
+		  st->gpu_after.p50, -1);
+	print_row("GPU max/mean p99", "%14.3f", s->gpu_after.p99,
+		  st->gpu_after.p99, -1);
+	print_row("node max/mean p50", "%14.3f", s->node_after.p50,
+		  st->node_after.p50, -1);
+	print_row("node floor p50", "%14.3f", s->node_floor.p50,
+		  st->node_floor.p50, -1);
+	printf("\nstep time breakdown (ms): expert %.1f, all-to-all %.1f "
+	       "(RDMA %.1f, NVLink %.1f), dense %.1f, replication %.2f, "
+	       "gradient reduction %.2f, migration %.2f, planning %.2f\n",
+	       s->policy_time.expert_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.a2a_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.a2a_rdma_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.a2a_nvlink_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.dense_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.replication_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.grad_reduce_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.migration_s * 1e3 / (s->steps ? s->steps : 1),
+	       s->policy_time.planning_s * 1e3 / (s->steps ? s->steps : 1));
+	printf("replicas %" PRIu64 " (slot use %.1f%%), migrated experts %" PRIu64
+	       ", planner %.3f s, fraction of same-traffic ideal %.3f\n",
+	       s->replicas, 100 * s->slot_use, s->migrated_experts,
+	       s->planner_ns / 1e9, s->fraction_of_same_traffic_ideal);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+	struct opts o;
+	struct rlb_config cfg;
+	struct rlb_err err = {0};
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_planner_opts po;
+	struct rlb_planner_policy pol;
+	struct rlb_sim_summary st;
+	struct rlb_plan_header ph;
+	struct rlb_result_source src;
+	json_t *result = NULL, *exported = NULL;
+	const uint32_t *steps;
+	size_t nsteps;
+	int ret;
+
+	memset(&pol, 0, sizeof(pol));
+	ret = parse_args(argc, argv, &o);
+	if (ret)
+		goto done;
+	if (o.eplb_weights) {
+		ret = run_eplb_weights(&o);
+		goto done;
+	}
+	ret = EXIT_FAIL;
+	memset(&po, 0, sizeof(po));
+	if (cmd_config_load(NAME, &o.cfg, &cfg) != 0)
+		goto done;
+	rlb_balance_opts_from_config(&pol.opts, &cfg);
+	if (o.policy && rlb_policy_from_name(o.policy, &pol.opts.policy, &err)) {
+		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
+		goto done;
+	}
+	if (o.replica_slots >= 0)
+		pol.opts.replica_slots = (uint32_t)o.replica_slots;
+	if (o.eplb_window >= 0)
+		pol.opts.eplb_window = (uint32_t)o.eplb_window;
+	if (o.no_reorder)
+		pol.opts.reorder = 0;
+	if (o.no_replicate)
+		pol.opts.replicate = 0;
+	po.pack = cfg.parallel.pack;
+	if (o.pack && rlb_pack_from_name(o.pack, &po.pack, &err)) {
+		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
+		goto done;
+	}
+	po.first_step = o.step_lo;
+	po.last_step = o.step_hi;
+	po.progress = cmd_progress;
+	po.progress_ctx = NAME;
+
+	if (rlb_trace_reader_open(&r, o.trace, &err) != 0 ||
+	    rlb_trace_reader_steps(r, &steps, &nsteps, &err) != 0) {
+		cmd_error(NAME, &err);
+		goto done;
+	}
+	if (o.out) {
+		struct rlb_plan_writer_opts wo = { .no_timing = o.no_timing };
+
+		rlb_plan_header_init(&ph, &cfg, &pol.opts, po.pack,
+				     rlb_trace_reader_header(r), steps, nsteps);
+		if (rlb_plan_writer_open(&pol.writer, o.out, &ph, &wo, &err) != 0) {
+			cmd_error(NAME, &err);
+			goto done;
+		}
+	}
+	if (o.eplb_export) {
+		exported = json_array();
+		if (!exported) {
+			cmd_errorf(NAME, "out of memory");
+			goto done;
+		}
+		pol.on_step = export_step;
+		pol.on_step_ctx = exported;
+	}
+	if (rlb_planner_run(r, &cfg, &po, &pol, 1, &st, &err) != 0) {
+		cmd_error(NAME, &err);
+		goto done;
+	}
+	cmd_progress_done();
+	if (pol.writer) {
+		struct rlb_plan_writer *w = pol.writer;
+
+		pol.writer = NULL;
+		if (rlb_plan_writer_close(w, &err) != 0) {
+			cmd_error(NAME, &err);
+			goto done;
+		}
+	}
+	if (exported) {
+		json_t *doc = json_pack("{s:s, s:s, s:O}", "schema", "relibra.eplb-export/1",
+					"log2phy_order", "replica", "steps", exported);
+
+		if (!doc || write_json(o.eplb_export, doc, &err) != 0) {
+			json_decref(doc);
+			cmd_error(NAME, &err);
+			goto done;
+		}
+		json_decref(doc);
+	}
+	memset(&src, 0, sizeof(src));
+	src.config_path = o.cfg.path;
+	src.trace_path = o.trace;
+	src.trace = rlb_trace_reader_header(r);
+	src.no_timing = o.no_timing;
+	result = rlb_result_json(&cfg, &po, &pol, &st, &src);
+	if (!result) {
+		cmd_errorf(NAME, "out of memory");
+		goto done;
+	}
+	if (o.summary && write_json(o.summary, result, &err) != 0) {
+		cmd_error(NAME, &err);
+		goto done;
+	}
+	if (o.json) {
+		json_dumpf(result, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		putchar('\n');
+	} else {
+		print_table(&cfg, &po, &pol, &st);
+	}
+	if (fflush(stdout) != 0) {
+		cmd_errorf(NAME, "cannot write to stdout");
+		goto done;
+	}
+	ret = EXIT_OK;
+	if (o.fail_below >= 0 && pol.summary.fraction_of_ideal < o.fail_below) {
+		cmd_errorf(NAME, "fraction of ideal %.3f is below %.3f",
+			   pol.summary.fraction_of_ideal, o.fail_below);
+		ret = EXIT_BELOW;
+	}
+done:
+	if (ret < 0)
+		ret = EXIT_OK;	/* -h */
+	rlb_plan_writer_abort(pol.writer);
+	json_decref(result);
+	json_decref(exported);
+	rlb_trace_reader_free(r);
+	cmd_config_release(&o.cfg);
+	return ret;
+}

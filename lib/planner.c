@@ -1,0 +1,333 @@
+/*
+ * planner.c - the plan-and-simulate loop over a trace's steps, and the
+ * result JSON that `relibra plan --summary` writes and `relibra report`
+ * reads.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "planner.h"
+#include "relibra.h"
+
+/* Per-policy state of one run. */
+struct run_policy {
+	struct rlb_balancer *balancer;
+	struct rlb_sim *sim;
+	struct rlb_step_plan plan;
+	struct rlb_traffic traffic;
+};
+
+static int plan_one_step(struct rlb_trace_reader *r,
+			 const struct rlb_config *cfg,
+			 const struct rlb_planner_opts *o, uint32_t step,
+			 struct rlb_planner_policy *pol, struct run_policy *run,
+			 size_t n, struct rlb_sim *static_sim,
+			 struct rlb_err *err)
+{
+	struct rlb_schedule sched;
+	struct rlb_loads loads;
+	struct rlb_traffic static_t;
+	struct rlb_traffic **all = NULL;
+	size_t i;
+	int ret;
+
+	memset(&sched, 0, sizeof(sched));
+	memset(&loads, 0, sizeof(loads));
+	memset(&static_t, 0, sizeof(static_t));
+	for (i = 0; i < n; i++) {
+		memset(&run[i].plan, 0, sizeof(run[i].plan));
+		memset(&run[i].traffic, 0, sizeof(run[i].traffic));
+	}
+	ret = rlb_step_loads(r, step, cfg, o->pack, &sched, &loads, err);
+	if (ret)
+		goto out;
+	all = calloc(n + 1, sizeof(*all));
+	if (!all) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	ret = rlb_traffic_init(&static_t, NULL, &loads,
+			       (uint32_t)cfg->cluster.gpus_per_node, err);
+	if (ret)
+		goto out;
+	all[0] = &static_t;
+	for (i = 0; i < n; i++) {
+		ret = rlb_balancer_plan_step(run[i].balancer, &sched, &loads,
+					     &run[i].plan, err);
+		if (ret)
+			goto out;
+		if (pol[i].writer) {
+			ret = rlb_plan_writer_append(pol[i].writer, &run[i].plan);
+			if (ret) {
+				rlb_plan_writer_error(pol[i].writer, err);
+				goto out;
+			}
+		}
+		if (pol[i].on_step) {
+			ret = pol[i].on_step(pol[i].on_step_ctx, &run[i].plan, err);
+			if (ret)
+				goto out;
+		}
+		ret = rlb_traffic_init(&run[i].traffic, &run[i].plan, &loads,
+				       (uint32_t)cfg->cluster.gpus_per_node, err);
+		if (ret)
+			goto out;
+		all[i + 1] = &run[i].traffic;
+	}
+	ret = rlb_traffic_step(r, &sched, all, n + 1, err);
+	if (ret)
+		goto out;
+	ret = rlb_sim_add_step(static_sim, &sched, &loads, NULL, &static_t,
+			       &static_t, NULL, err);
+	for (i = 0; ret == 0 && i < n; i++)
+		ret = rlb_sim_add_step(run[i].sim, &sched, &loads, &run[i].plan,
+				       &run[i].traffic, &static_t, NULL, err);
+out:
+	for (i = 0; i < n; i++) {
+		rlb_traffic_release(&run[i].traffic);
+		rlb_step_plan_release(&run[i].plan);
+	}
+	rlb_traffic_release(&static_t);
+	free(all);
+	rlb_loads_release(&loads);
+	rlb_schedule_release(&sched);
+	if (ret)
+		rlb_err_prefix(err, "step %u", step);
+	return ret;
+}
+
+/* The config's model shape must be the trace's. */
+static int check_shape(const struct rlb_trace_header *h,
+		       const struct rlb_config *cfg, struct rlb_err *err)
+{
+	static const char *const names[] = {
+		"model.experts", "model.topk", "model.moe_layers",
+	};
+	long long have[3], want[3];
+	int i;
+
+	have[0] = cfg->model.experts;
+	have[1] = cfg->model.topk;
+	have[2] = cfg->model.moe_layers;
+	want[0] = h->experts;
+	want[1] = h->topk;
+	want[2] = h->moe_layers;
+	for (i = 0; i < 3; i++)
+		if (have[i] != want[i])
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "the config does not match the trace: '%s' is %lld in the config, %lld in the trace",
+					   names[i], have[i], want[i]);
+	return 0;
+}
+
+int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
+		    const struct rlb_planner_opts *o,
+		    struct rlb_planner_policy *pol, size_t n,
+		    struct rlb_sim_summary *static_sum, struct rlb_err *err)
+{
+	struct run_policy *run = NULL;
+	struct rlb_sim *static_sim = NULL;
+	struct rlb_sim_opts so;
+	const uint32_t *steps;
+	size_t nsteps, i, done = 0, todo = 0;
+	int ret;
+
+	ret = check_shape(rlb_trace_reader_header(r), cfg, err);
+	if (ret)
+		return ret;
+	ret = rlb_trace_reader_steps(r, &steps, &nsteps, err);
+	if (ret)
+		return ret;
+	for (i = 0; i < nsteps; i++)
+		todo += steps[i] >= o->first_step && steps[i] <= o->last_step;
+	if (todo == 0)
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "no step of the trace in %u:%u",
+				   o->first_step, o->last_step);
+	run = calloc(n ? n : 1, sizeof(*run));
+	if (!run)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	rlb_sim_opts_for_policy(&so, RLB_POLICY_STATIC);
+	ret = rlb_sim_new(&static_sim, cfg, &so, err);
+	for (i = 0; ret == 0 && i < n; i++) {
+		ret = rlb_balancer_new(&run[i].balancer, cfg, &pol[i].opts, err);
+		if (ret == 0) {
+			rlb_sim_opts_for_policy(&so, pol[i].opts.policy);
+			ret = rlb_sim_new(&run[i].sim, cfg, &so, err);
+		}
+		if (ret)
+			rlb_err_prefix(err, "policy '%s'",
+				       rlb_policy_name(pol[i].opts.policy));
+	}
+	for (i = 0; ret == 0 && i < nsteps; i++) {
+		if (steps[i] < o->first_step || steps[i] > o->last_step)
+			continue;
+		ret = plan_one_step(r, cfg, o, steps[i], pol, run, n,
+				    static_sim, err);
+		if (o->progress)
+			o->progress(o->progress_ctx, ++done, todo, "steps");
+	}
+	if (ret == 0 && static_sum)
+		ret = rlb_sim_summary(static_sim, static_sum, err);
+	for (i = 0; ret == 0 && i < n; i++)
+		ret = rlb_sim_summary(run[i].sim, &pol[i].summary, err);
+	for (i = 0; i < n; i++) {
+		rlb_balancer_free(run[i].balancer);
+		rlb_sim_free(run[i].sim);
+	}
+	rlb_sim_free(static_sim);
+	free(run);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Result JSON.                                                         */
+
+static json_t *dist_json(const struct rlb_dist *d)
+{
+	return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}",
+			 "n", (json_int_t)d->n, "mean", d->mean, "p50", d->p50,
+			 "p90", d->p90, "p99", d->p99, "max", d->max);
+}
+
+static json_t *time_json(const struct rlb_sim_time *t, double steps)
+{
+	double k = steps > 0 ? 1.0 / steps : 0;
+
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+			 "total_s", t->total_s * k, "dense_s", t->dense_s * k,
+			 "expert_s", t->expert_s * k, "a2a_s", t->a2a_s * k,
+			 "a2a_rdma_s", t->a2a_rdma_s * k,
+			 "a2a_nvlink_s", t->a2a_nvlink_s * k,
+			 "replication_s", t->replication_s * k,
+			 "grad_reduce_s", t->grad_reduce_s * k,
+			 "migration_s", t->migration_s * k,
+			 "planning_s", t->planning_s * k);
+}
+
+static json_t *bytes_json(const struct rlb_sim_bytes *b, double steps)
+{
+	double k = steps > 0 ? 1.0 / steps : 0;
+
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+			 "a2a_rdma", b->a2a_rdma * k,
+			 "a2a_nvlink", b->a2a_nvlink * k,
+			 "replica_rdma", b->replica_rdma * k,
+			 "replica_nvlink", b->replica_nvlink * k,
+			 "grad_rdma", b->grad_rdma * k,
+			 "grad_nvlink", b->grad_nvlink * k,
+			 "migration_rdma", b->migration_rdma * k,
+			 "migration_nvlink", b->migration_nvlink * k);
+}
+
+/* The figures of one simulated policy (also used for the baselines). */
+static json_t *figures_json(const struct rlb_sim_summary *s,
+			    const struct rlb_sim_summary *static_sum)
+{
+	double steps = (double)s->steps;
+	double speedup = s->policy_time.total_s > 0 ?
+		static_sum->policy_time.total_s / s->policy_time.total_s : 0;
+
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:I, s:f, s:I, s:I, s:o}",
+			 "step_time_s", s->step_time_s,
+			 "tokens_per_s", s->tokens_per_s,
+			 "fraction_of_ideal", s->fraction_of_ideal,
+			 "fraction_of_same_traffic_ideal", s->fraction_of_same_traffic_ideal,
+			 "speedup_over_static", speedup,
+			 "breakdown", time_json(&s->policy_time, steps),
+			 "ideal", time_json(&s->ideal, steps),
+			 "same_traffic_ideal", time_json(&s->same_traffic_ideal, steps),
+			 "imbalance",
+			 "gpu_before", dist_json(&s->gpu_before),
+			 "gpu_after", dist_json(&s->gpu_after),
+			 "node_before", dist_json(&s->node_before),
+			 "node_after", dist_json(&s->node_after),
+			 "node_floor", dist_json(&s->node_floor),
+			 "replicas", (json_int_t)s->replicas,
+			 "replica_slots", (json_int_t)s->replica_slots,
+			 "slot_use", s->slot_use,
+			 "replica_copies", (json_int_t)s->replica_copies,
+			 "migrated_experts", (json_int_t)s->migrated_experts,
+			 "bytes_per_step", bytes_json(&s->bytes, steps));
+}
+
+static const char *policy_label(const struct rlb_balance_opts *o, char *buf,
+				size_t size)
+{
+	snprintf(buf, size, "%s%s%s", rlb_policy_name(o->policy),
+		 o->policy == RLB_POLICY_RELIBRA && !o->reorder ? " --no-reorder" : "",
+		 o->policy == RLB_POLICY_RELIBRA && !o->replicate ? " --no-replicate" : "");
+	return buf;
+}
+
+json_t *rlb_result_json(const struct rlb_config *cfg,
+			const struct rlb_planner_opts *o,
+			const struct rlb_planner_policy *p,
+			const struct rlb_sim_summary *static_sum,
+			const struct rlb_result_source *src)
+{
+	const struct rlb_sim_summary *s = &p->summary;
+	const struct rlb_balance_opts *bo = &p->opts;
+	char label[128], hash[17] = "";
+	json_t *j, *fig, *ideal;
+
+	if (src->trace)
+		snprintf(hash, sizeof(hash), "%016llx",
+			 (unsigned long long)rlb_plan_trace_hash(src->trace));
+
+	fig = figures_json(s, static_sum);
+	if (!fig)
+		return NULL;
+	j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:I, s:I}, s:s, s:s, s:{s:i, s:i, s:i, s:b, s:b, s:b, s:f}, s:I, s:I}",
+		      "schema", RLB_RESULT_SCHEMA,
+		      "kind", "plan",
+		      "producer", "tool", "relibra", "version", RLB_VERSION,
+		      "config",
+		      "path", src->config_path ? src->config_path : "",
+		      "model", cfg->model.name,
+		      "cluster", cfg->cluster.name,
+		      "nodes", cfg->cluster.nodes,
+		      "gpus_per_node", cfg->cluster.gpus_per_node,
+		      "ep_size", cfg->parallel.ep_size,
+		      "micro_batch_tokens", cfg->parallel.micro_batch_tokens,
+		      "pack", rlb_pack_name(o->pack),
+		      "trace",
+		      "path", src->trace_path ? src->trace_path : "",
+		      "model", src->trace ? src->trace->model : "",
+		      "hash", hash,
+		      "first_step", (json_int_t)o->first_step,
+		      "last_step", (json_int_t)o->last_step,
+		      "policy", rlb_policy_name(bo->policy),
+		      "label", src->label ? src->label : policy_label(bo, label, sizeof(label)),
+		      "options",
+		      "replica_slots", (int)bo->replica_slots,
+		      "min_tokens_per_replica", (int)bo->min_tokens_per_replica,
+		      "eplb_window", (int)bo->eplb_window,
+		      "reorder", bo->reorder, "replicate", bo->replicate,
+		      "colocate", bo->colocate,
+		      "migration_weight", bo->migration_weight,
+		      "steps", (json_int_t)s->steps,
+		      "tokens", (json_int_t)s->tokens);
+	if (!j) {
+		json_decref(fig);
+		return NULL;
+	}
+	json_object_update(j, fig);
+	json_decref(fig);
+	ideal = json_pack("{s:f, s:f}",
+			  "step_time_s", s->steps ? s->ideal.total_s / s->steps : 0,
+			  "tokens_per_s", s->ideal.total_s > 0 ? s->tokens / s->ideal.total_s : 0);
+	json_object_set_new(j, "baselines",
+			    json_pack("{s:o, s:o}", "static",
+				      figures_json(static_sum, static_sum),
+				      "ideal", ideal));
+	if (!src->no_timing)
+		json_object_set_new(j, "timing",
+				    json_pack("{s:f, s:f}",
+					      "planner_s", s->planner_ns / 1e9,
+					      "planner_s_per_step",
+					      s->steps ? s->planner_ns / 1e9 / s->steps : 0));
+	return j;
+}

@@ -1,0 +1,80 @@
+/*
+ * planner.h - plan and simulate a trace under one or more policies in one
+ * pass per step: the loop shared by `relibra plan` and `relibra report`.
+ * Every run also simulates the static layout, so each result carries its
+ * static and ideal baselines.
+ */
+#ifndef RLB_PLANNER_H
+#define RLB_PLANNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "balance.h"
+#include "capture.h"
+#include "config.h"
+#include "err.h"
+#include "plan_io.h"
+#include "sim.h"
+#include "trace.h"
+
+/* One policy to plan: options in, summary out. */
+struct rlb_planner_policy {
+	struct rlb_balance_opts opts;
+	struct rlb_plan_writer *writer;	/* optional: receives every step plan */
+	/*
+	 * Optional: called with every step plan before it is released
+	 * (e.g. to export it); a negative return stops the run.
+	 */
+	int (*on_step)(void *ctx, const struct rlb_step_plan *p,
+		       struct rlb_err *err);
+	void *on_step_ctx;
+	struct rlb_sim_summary summary;	/* filled by rlb_planner_run */
+};
+
+struct rlb_planner_opts {
+	enum rlb_pack pack;		/* micro-batch packing */
+	uint32_t first_step;		/* steps first_step..last_step, inclusive */
+	uint32_t last_step;
+	rlb_progress_fn progress;	/* optional */
+	void *progress_ctx;
+};
+
+/*
+ * Plan the selected steps of the trace with every policy of POL[0..n),
+ * simulate each, and fill their summaries; STATIC_SUM (may be NULL)
+ * receives the static layout's.  Each step's loads are counted once and
+ * its token-level traffic of every plan is gathered in one more pass.
+ * Errors: those of the reader, schedule, balancers and simulator;
+ * RLB_ENOTFOUND when no step of the trace is in the range.
+ */
+int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
+		    const struct rlb_planner_opts *o,
+		    struct rlb_planner_policy *pol, size_t n,
+		    struct rlb_sim_summary *static_sum, struct rlb_err *err);
+
+/* Where the result came from, for the summary JSON. */
+struct rlb_result_source {
+	const char *config_path;
+	const char *trace_path;
+	const struct rlb_trace_header *trace;
+	const char *label;		/* row name, e.g. "relibra --no-reorder" (NULL: the policy) */
+	int no_timing;			/* 1: omit wall-clock fields */
+};
+
+#define RLB_RESULT_SCHEMA "relibra.result/1"
+
+/*
+ * The summary of one policy as a JSON object (schema RLB_RESULT_SCHEMA,
+ * documented in relibra(1), RESULT FILES): what produced it, on which
+ * config and trace, the policy's figures, its step-time breakdown, and its
+ * static and ideal baselines.  Wall-clock fields live under "timing",
+ * omitted when src->no_timing.  NULL on allocation failure.
+ */
+struct json_t *rlb_result_json(const struct rlb_config *cfg,
+			       const struct rlb_planner_opts *o,
+			       const struct rlb_planner_policy *p,
+			       const struct rlb_sim_summary *static_sum,
+			       const struct rlb_result_source *src);
+
+#endif

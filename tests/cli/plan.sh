@@ -1,0 +1,88 @@
+# plan.sh - relibra plan: every policy, summaries, determinism, EPLB check
+# mode, exit codes and bad inputs.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+run capture -c "$cfg" --synthetic --seed 3 -o t.rrt
+expect_status 0
+
+for p in static eplb eplb-oracle replicate relibra ideal; do
+	run plan -c "$cfg" --policy "$p" --summary "$p.json" -o "$p.rlp" t.rrt
+	expect_status 0
+	expect_out "relibra plan: $p on tiny"
+	expect_out "fraction of ideal"
+	expect_empty err
+	for key in '"schema": "relibra.result/1"' "\"policy\": \"$p\"" '"step_time_s"' \
+		'"tokens_per_s"' '"fraction_of_ideal"' '"speedup_over_static"' '"baselines"'; do
+		grep -qF "$key" "$p.json" || fail "$p.json lacks $key"
+	done
+	[ -s "$p.rlp" ] || fail "no plan file for $p"
+	[ ! -e "$p.rlp.tmp" ] || fail "$p.rlp.tmp left behind"
+done
+grep -q '"speedup_over_static": 1\.0*,' static.json || fail "static is not 1.0x static"
+
+# Same inputs, byte-identical plan and summary (wall clock left out).
+for i in 1 2; do
+	run plan -c "$cfg" --policy relibra --no-timing -o r$i.rlp --summary r$i.json t.rrt
+	expect_status 0
+done
+cmp -s r1.rlp r2.rlp || fail "plans differ between two runs"
+cmp -s r1.json r2.json || fail "summaries differ between two runs"
+grep -q '"timing"' r1.json && fail "--no-timing left the timing key"
+grep -q '"timing"' relibra.json || fail "no timing key without --no-timing"
+
+# --json prints the summary on stdout.
+run plan -c "$cfg" --policy replicate --json --no-timing t.rrt
+expect_status 0
+expect_out '"policy": "replicate"'
+
+# Ablations are labelled.
+run plan -c "$cfg" --policy relibra --no-reorder --json t.rrt
+expect_out '"label": "relibra --no-reorder"'
+
+# --fail-below: exit 3 with a message when below.
+run plan -c "$cfg" --policy static --fail-below 1 t.rrt
+expect_status 3
+expect_err "relibra plan: fraction of ideal"
+run plan -c "$cfg" --policy ideal --fail-below 0.5 t.rrt
+expect_status 0
+
+# EPLB export.
+run plan -c "$cfg" --policy eplb-oracle --eplb-export x.json t.rrt
+expect_status 0
+grep -q '"phy2log"' x.json || fail "export lacks phy2log"
+grep -q '"log2phy_order": "replica"' x.json || fail "export does not say its log2phy order"
+
+# The EPLB check mode reproduces the reference vector.
+run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16 --groups 4 --nodes 2 --gpus 8
+expect_status 0
+cmp -s out "$FIXTURES/eplb/reference.expected.json" || { cat out; fail "EPLB reference differs"; }
+run plan --eplb-weights "$FIXTURES/eplb/ragged.json" --slots 16 --groups 4 --nodes 2 --gpus 8
+expect_status 1
+expect_err "relibra plan: "
+run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16
+expect_status 2
+
+# Usage errors and bad inputs.
+run plan -c "$cfg"
+expect_status 2
+expect_err "a trace is required"
+run plan -c "$cfg" --policy fastest t.rrt
+expect_status 2
+expect_err "unknown policy 'fastest'"
+run plan -c "$cfg" --steps 7:3 t.rrt
+expect_status 2
+run plan -c "$cfg" --steps 100:200 t.rrt
+expect_status 1
+expect_err "no step of the trace in 100:200"
+run plan -c "$cfg" missing.rrt
+expect_status 1
+expect_err "missing.rrt"
+run plan -c "$cfg" --set model.experts=32 --set model.topk=2 t.rrt
+expect_status 1
+expect_err "'model.experts' is 32 in the config, 16 in the trace"
+printf 'not a trace' > junk.rrt
+run plan -c "$cfg" -o junk.rlp junk.rrt
+expect_status 1
+[ ! -e junk.rlp ] && [ ! -e junk.rlp.tmp ] || fail "a failed plan left output behind"
+exit 0
