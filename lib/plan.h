@@ -136,7 +136,7 @@ rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
  * instance, and under RLB_SPLIT_EVEN each quota is the instance's share
  * of the even split.  l may be NULL: everything but the loads (the
  * structure that a plan file reader checks).  Messages name the cell as
- * "mb M, layer L, expert E" (trace_format/PLAN-SPEC.md lists them).
+ * "mb M, layer L, expert E" (trace_format/SPEC.md (plan format) lists them).
  * RLB_EINVAL when l's shape differs from the plan's; RLB_ENOMEM.
  */
 int rlb_step_plan_check(const struct rlb_step_plan *p,

@@ -3,7 +3,7 @@
  * index and seek table, written atomically and read with every length and
  * checksum checked (corrupt input is an error naming its byte offset);
  * the plan/trace/config match.  The byte layout is
- * trace_format/PLAN-SPEC.md; keep the two in step.
+ * trace_format/SPEC.md (plan format); keep the two in step.
  */
 #include <errno.h>
 #include <fcntl.h>

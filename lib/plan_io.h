@@ -3,7 +3,7 @@
  * policy, the options and shape that made the plan, and the identity of
  * the trace it was planned from) and one checksummed frame per step with
  * the home placement and every (micro-batch, layer)'s replicas and quotas.
- * Format: trace_format/PLAN-SPEC.md.  Also the text dump and the
+ * Format: trace_format/SPEC.md (plan format).  Also the text dump and the
  * EPLB-compatible export (phy2log / log2phy / logcnt) of a step's
  * placement (implemented in plan.c).
  */
@@ -24,7 +24,7 @@
 #define RLB_PLAN_VERSION_MAJOR 1
 #define RLB_PLAN_VERSION_MINOR 0
 
-/* Limits of the format (PLAN-SPEC.md "Limits"). */
+/* Limits of the format (SPEC.md (plan format) "Limits"). */
 #define RLB_PLAN_MAX_LAYERS 65536u
 #define RLB_PLAN_MAX_EXPERTS (1u << 20)
 #define RLB_PLAN_MAX_RANKS (1u << 20)
@@ -71,7 +71,7 @@ struct rlb_plan_header {
  * reader keeps, & 0xFFFF), experts, topk, moe_layers, first_dense_layers
  * (u32 each), seed (u64), all little-endian, then model (64 bytes) and
  * source (32 bytes), each the name's bytes up to its NUL and zeros after.
- * The version fields are not part of it (PLAN-SPEC.md "Trace identity").
+ * The version fields are not part of it (SPEC.md (plan format) "Trace identity").
  */
 uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th);
 
@@ -200,7 +200,7 @@ int rlb_plan_reader_read_step(struct rlb_plan_reader *r, uint32_t step,
 
 /*
  * A plan as text, for people and tests (`relibra inspect`): the header
- * when h is non-NULL, the step when p is non-NULL.  Format (PLAN-SPEC.md
+ * when h is non-NULL, the step when p is non-NULL.  Format (trace_format/SPEC.md (plan format)
  * "Text dump"):
  *   plan 1.0: policy replicate, split locality, pack in-order
  *   options: replica_slots 1, min_tokens_per_replica 2, ...
@@ -216,7 +216,7 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
 			const struct rlb_step_plan *p, struct rlb_err *err);
 
 /*
- * EPLB-compatible export of one step's placement (PLAN-SPEC.md "EPLB
+ * EPLB-compatible export of one step's placement (SPEC.md (plan format) "EPLB
  * export").  Every GPU has experts / ranks + replica_slots physical slots;
  * slot s lives on GPU s / slots_per_gpu.  GPU g's slots hold, in order,
  * the experts whose home is g (ascending id), then the replicas on g

@@ -746,7 +746,7 @@ static uint32_t step_dsize(const char *path, size_t i)
 	return d;
 }
 
-/* GPU and expert ids widen to u32 past 65536 (PLAN-SPEC.md). */
+/* GPU and expert ids widen to u32 past 65536 (trace_format/SPEC.md (plan format)). */
 static void wide_case(uint32_t experts, uint32_t ranks, unsigned we,
 		      unsigned wg)
 {
