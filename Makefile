@@ -144,7 +144,7 @@ install: all
 		$(DESTDIR)$(DATADIR)/configs/models $(DESTDIR)$(DATADIR)/configs/clusters
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
-	install -m 644 lib/*.h $(DESTDIR)$(INCDIR)/relibra/
+	install -m 644 $(filter-out %_internal.h %_impl.h,$(wildcard lib/*.h)) $(DESTDIR)$(INCDIR)/relibra/
 	install -m 644 man/relibra.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/relibra.yaml.5 man/relibra-trace.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 644 configs/*.yaml $(DESTDIR)$(DATADIR)/configs/
