@@ -1351,3 +1351,17 @@ int rlb_plan_reader_read_step(struct rlb_plan_reader *r, uint32_t step,
 	ret = rlb_plan_reader_next(r, p, err);
 	return ret < 0 ? ret : 0;
 }
+
+int rlb_plan_probe(const char *path, struct rlb_err *err)
+{
+	uint8_t b[16];
+	FILE *fp = fopen(path, "rb");
+	size_t n;
+
+	if (!fp)
+		return rlb_err_errno(err, RLB_EIO, "cannot open '%s'", path);
+	n = fread(b, 1, sizeof(b), fp);
+	fclose(fp);
+	return n == sizeof(b) && rlb_get_u32(b) == RRT_HEADER_MAGIC &&
+	       memcmp(b + 8, RLP_HEADER_ID, 8) == 0;
+}

@@ -152,6 +152,9 @@ void rlb_plan_writer_abort(struct rlb_plan_writer *w);
 
 struct rlb_plan_reader;
 
+/* 1 when PATH starts with a plan header, 0 when not, RLB_EIO when unreadable. */
+int rlb_plan_probe(const char *path, struct rlb_err *err);
+
 /* One step as the step index lists it (no decompression needed). */
 struct rlb_plan_step_info {
 	uint32_t step;

@@ -31,6 +31,19 @@ cmp -s r1.json r2.json || fail "summaries differ between two runs"
 grep -q '"timing"' r1.json && fail "--no-timing left the timing key"
 grep -q '"timing"' relibra.json || fail "no timing key without --no-timing"
 
+# inspect reads plans.
+run inspect r1.rlp
+expect_status 0
+expect_out "plan 1.0: policy relibra, split locality, pack in-order"
+expect_out "integrity:      ok"
+run inspect --dump --steps 1 replicate.rlp
+expect_status 0
+expect_out "homes layer 0:"
+head -c 200 r1.rlp > cut.rlp
+run inspect cut.rlp
+expect_status 1
+expect_err "relibra inspect: "
+
 # --json prints the summary on stdout.
 run plan -c "$cfg" --policy replicate --json --no-timing t.rrt
 expect_status 0
