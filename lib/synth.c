@@ -790,7 +790,7 @@ void rlb_workload_defaults(struct rlb_workload_config *w)
 	w->len_min = 256;
 	w->len_max = 16384;
 	w->topics = 256;
-	w->topic_concentration = 1.1;
+	w->topic_concentration = 1.3;
 	w->topic_drift = 0.05;
 	w->base_skew = 0.1;
 	w->hot_expert_boost = 1.5;
@@ -800,5 +800,5 @@ void rlb_workload_defaults(struct rlb_workload_config *w)
 	w->segment_max = 512;
 	w->layer_correlation = 0.5;
 	w->token_noise = 0.1;
-	w->segment_concentration = 1.0;
+	w->segment_concentration = 2.0;
 }
