@@ -50,6 +50,7 @@ int rlb_err_prefix(struct rlb_err *err, const char *fmt, ...)
 {
 	char prefix[RLB_ERR_MSG_MAX], old[RLB_ERR_MSG_MAX];
 	va_list ap;
+	size_t n;
 
 	if (!err)
 		return 0;
@@ -57,7 +58,14 @@ int rlb_err_prefix(struct rlb_err *err, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+	n = strlen(prefix);
+	if (n > sizeof(err->msg) - 3)
+		n = sizeof(err->msg) - 3;
+	memcpy(err->msg, prefix, n);
+	memcpy(err->msg + n, ": ", 2);
+	n += 2;
+	memcpy(err->msg + n, old, strnlen(old, sizeof(err->msg) - n - 1));
+	err->msg[n + strnlen(old, sizeof(err->msg) - n - 1)] = '\0';
 	return err->code;
 }
 
