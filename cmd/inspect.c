@@ -43,32 +43,10 @@ struct opts {
 
 static int parse_steps(const char *s, struct opts *o)
 {
-	const char *colon = strchr(s, ':');
 	struct rlb_err err = {0};
-	char buf[64];
-	uint64_t v;
 
-	o->step_lo = 0;
-	o->step_hi = UINT32_MAX;
-	if (strlen(s) >= sizeof(buf))
-		return cmd_usage_error(NAME, usage, "bad --steps '%s'", s);
-	strcpy(buf, s);
-	if (colon)
-		buf[colon - s] = '\0';
-	if (buf[0]) {
-		if (rlb_parse_u64(buf, 0, UINT32_MAX, &v, "--steps", &err) != 0)
-			return cmd_usage_error(NAME, usage, "%s", err.msg);
-		o->step_lo = (uint32_t)v;
-	}
-	if (!colon)
-		o->step_hi = o->step_lo;
-	else if (colon[1]) {
-		if (rlb_parse_u64(colon + 1, 0, UINT32_MAX, &v, "--steps", &err) != 0)
-			return cmd_usage_error(NAME, usage, "%s", err.msg);
-		o->step_hi = (uint32_t)v;
-	}
-	if (o->step_lo > o->step_hi)
-		return cmd_usage_error(NAME, usage, "--steps '%s': the range is empty", s);
+	if (cmd_parse_steps(s, &o->step_lo, &o->step_hi, &err) != 0)
+		return cmd_usage_error(NAME, usage, "%s", err.msg);
 	o->have_steps = 1;
 	return 0;
 }

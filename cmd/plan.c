@@ -67,6 +67,17 @@ struct opts {
 	int have_slots, have_groups, have_nodes, have_gpus;
 };
 
+/* One of --slots, --groups, --nodes, --gpus: a count of at least 1. */
+static int eplb_count(const char *arg, const char *name, uint64_t *v, int *have)
+{
+	struct rlb_err err = {0};
+
+	if (rlb_parse_u64(arg, 1, 1u << 24, v, name, &err))
+		return cmd_usage_error(NAME, usage, "%s", err.msg);
+	*have = 1;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -167,18 +178,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->eplb_weights = optarg;
 			break;
 		case OPT_SLOTS:
-		case OPT_GROUPS:
-		case OPT_NODES:
-		case OPT_GPUS: {
-			static const char *const names[] = { "--slots", "--groups", "--nodes", "--gpus" };
-			int k = c - OPT_SLOTS;
-
-			if (rlb_parse_u64(optarg, 1, 1u << 24, &u, names[k], &err))
-				return cmd_usage_error(NAME, usage, "%s", err.msg);
-			*((uint64_t *[]){ &o->slots, &o->groups, &o->nodes, &o->gpus })[k] = u;
-			*((int *[]){ &o->have_slots, &o->have_groups, &o->have_nodes, &o->have_gpus })[k] = 1;
+			if (eplb_count(optarg, "--slots", &o->slots, &o->have_slots))
+				return EXIT_USAGE;
 			break;
-		}
+		case OPT_GROUPS:
+			if (eplb_count(optarg, "--groups", &o->groups, &o->have_groups))
+				return EXIT_USAGE;
+			break;
+		case OPT_NODES:
+			if (eplb_count(optarg, "--nodes", &o->nodes, &o->have_nodes))
+				return EXIT_USAGE;
+			break;
+		case OPT_GPUS:
+			if (eplb_count(optarg, "--gpus", &o->gpus, &o->have_gpus))
+				return EXIT_USAGE;
+			break;
 		case ':':
 			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
 					       argv[optind - 1]);
