@@ -60,8 +60,8 @@ CMD_OBJS := $(CMD_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_BINS:=.d)
 
-BIN := relibra
-LIB := librelibra.a
+BIN := $(if $(VARIANT),$(BUILD)/relibra,relibra)
+LIB := $(if $(VARIANT),$(BUILD)/librelibra.a,librelibra.a)
 TEST_BIN := $(BUILD)/tests/check_relibra
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
