@@ -5,10 +5,8 @@
  * the plan/trace/config match.  The byte layout is
  * trace_format/SPEC.md (plan format); keep the two in step.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,24 +238,6 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	rlb_put_u32(p + RLP_H_END, rrt_crc32c(p, RLP_H_END));
 }
 
-/* Record an error at a byte offset: "WHAT at offset N: MSG". */
-static int at_err(struct rlb_err *err, int code, const char *what,
-		  uint64_t off, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
-static int at_err(struct rlb_err *err, int code, const char *what,
-		  uint64_t off, const char *fmt, ...)
-{
-	char msg[RLB_ERR_MSG_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return rlb_err_set(err, code, "%s at offset %llu: %s", what,
-			   (unsigned long long)off, msg);
-}
-
 /* Decode and check the header content p[0..len) (file offset 8). */
 static int header_decode(const uint8_t *p, size_t len,
 			 struct rlb_plan_header *h, struct rlb_err *err)
@@ -271,33 +251,33 @@ static int header_decode(const uint8_t *p, size_t len,
 
 	memset(h, 0, sizeof(*h));
 	if (len < 12 || memcmp(p + RLP_H_MAGIC, RLP_HEADER_ID, 8) != 0)
-		return at_err(err, RLB_ECORRUPT, "header", 8,
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 8,
 			      "bad magic (not a relibra plan)");
 	major = rlb_get_u16(p + RLP_H_MAJOR);
 	minor = rlb_get_u16(p + RLP_H_MINOR);
 	if (major != RLB_PLAN_VERSION_MAJOR)
-		return at_err(err, RLB_EVERSION, "header", 8 + RLP_H_MAJOR,
+		return rrt_at_err(err, RLB_EVERSION, "header", 8 + RLP_H_MAJOR,
 			      "unsupported plan version %u.%u (this reader supports %d.x)",
 			      major, minor, RLB_PLAN_VERSION_MAJOR);
 	if (len < RLP_H_SIZE ||
 	    (minor <= RLB_PLAN_VERSION_MINOR && len != RLP_H_SIZE))
-		return at_err(err, RLB_ECORRUPT, "header", 4,
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 4,
 			      "content size %zu, expected %s%d for version %u.%u",
 			      len, minor > RLB_PLAN_VERSION_MINOR ? "at least " : "",
 			      RLP_H_SIZE, major, minor);
 	stored = rlb_get_u32(p + len - 4);
 	crc = rrt_crc32c(p, len - 4);
 	if (stored != crc)
-		return at_err(err, RLB_ECORRUPT, "header", 8 + len - 4,
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + len - 4,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
 	flags = rlb_get_u32(p + RLP_H_FLAGS);
 	if (flags & RLP_F_REQUIRED & ~RLP_F_KNOWN)
-		return at_err(err, RLB_EUNSUPPORTED, "header", 8 + RLP_H_FLAGS,
+		return rrt_at_err(err, RLB_EUNSUPPORTED, "header", 8 + RLP_H_FLAGS,
 			      "unknown flags 0x%08x",
 			      flags & RLP_F_REQUIRED & ~RLP_F_KNOWN);
 	if (p[RLP_H_RESERVED0] || rlb_get_u32(p + RLP_H_RESERVED1))
-		return at_err(err, RLB_ECORRUPT, "header",
+		return rrt_at_err(err, RLB_ECORRUPT, "header",
 			      8 + (p[RLP_H_RESERVED0] ? RLP_H_RESERVED0 : RLP_H_RESERVED1),
 			      "reserved bytes are not zero");
 	nul = memchr(p + RLP_H_MODEL, '\0', 64);
@@ -305,7 +285,7 @@ static int header_decode(const uint8_t *p, size_t len,
 		if (p[RLP_H_MODEL + i])
 			nul = NULL;
 	if (!nul)
-		return at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
 			      "bad model name field");
 	h->version_major = (uint16_t)major;
 	h->version_minor = (uint16_t)minor;
@@ -525,7 +505,7 @@ static int step_decode(const struct rlb_plan_header *h,
 
 	snprintf(what, sizeof(what), "step frame");
 	if (len < RLP_S_FIXED)
-		return at_err(err, RLB_ECORRUPT, what, off,
+		return rrt_at_err(err, RLB_ECORRUPT, what, off,
 			      "content of %zu bytes is shorter than its fixed part",
 			      len);
 	step = rlb_get_u32(buf);
@@ -657,26 +637,6 @@ struct rlb_plan_writer {
 	struct rlb_err err;
 };
 
-static int grow(void *pp, size_t *cap, size_t need, size_t size)
-{
-	void **p = pp;
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	if (n > SIZE_MAX / size)
-		return -1;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -1;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 static int write_all(struct rlb_plan_writer *w, const void *p, size_t n)
 {
 	if (n && fwrite(p, 1, n, w->af.fp) != n)
@@ -799,9 +759,9 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 					    p->step, p->micro_batches,
 					    (unsigned long long)replicas,
 					    RLB_PLAN_MAX_STEP_BYTES));
-	if (grow(&w->raw, &w->raw_cap, (size_t)bytes, 1) ||
-	    grow(&w->cbuf, &w->cbuf_cap, ZSTD_compressBound((size_t)bytes), 1) ||
-	    grow(&w->steps, &w->steps_cap, w->nsteps + 1, sizeof(*w->steps)))
+	if (rlb_grow(&w->raw, &w->raw_cap, (size_t)bytes, 1) ||
+	    rlb_grow(&w->cbuf, &w->cbuf_cap, ZSTD_compressBound((size_t)bytes), 1) ||
+	    rlb_grow(&w->steps, &w->steps_cap, w->nsteps + 1, sizeof(*w->steps)))
 		return wfail(w, rlb_err_set(&w->err, RLB_ENOMEM, "out of memory"));
 	step_encode(h, p, replicas, w->no_timing, w->raw);
 	c = ZSTD_compress2(w->cctx, w->cbuf, w->cbuf_cap, w->raw, (size_t)bytes);
@@ -838,7 +798,7 @@ static int write_tail(struct rlb_plan_writer *w)
 {
 	size_t n = w->nsteps, i;
 	size_t ilen = RLP_I_FIXED + n * RLP_I_ENTRY + 4;
-	size_t nent = n + 2, slen = 8 + nent * 8 + 9;
+	size_t slen = rrt_seek_table_bytes(n);
 	uint8_t *b = malloc(8 + (ilen > slen ? ilen : slen)), *p;
 	int ret;
 
@@ -860,23 +820,10 @@ static int write_tail(struct rlb_plan_writer *w)
 	ret = write_all(w, b, 8 + ilen);
 	if (ret)
 		goto out;
-	p = b;
-	rlb_put_u32(p, RRT_SEEK_MAGIC);
-	rlb_put_u32(p + 4, (uint32_t)(slen - 8));
-	p += 8;
-	rlb_put_u32(p, 8 + RLP_H_SIZE);
-	rlb_put_u32(p + 4, 0);
-	p += 8;
-	for (i = 0; i < n; i++, p += 8) {
-		rlb_put_u32(p, w->steps[i].csize);
-		rlb_put_u32(p + 4, w->steps[i].dsize);
-	}
-	rlb_put_u32(p, (uint32_t)(8 + ilen));
-	rlb_put_u32(p + 4, 0);
-	p += 8;
-	rlb_put_u32(p, (uint32_t)nent);
-	p[4] = 0;
-	rlb_put_u32(p + 5, RRT_SEEKABLE_MAGIC);
+	p = rrt_seek_table_begin(b, n, 8 + RLP_H_SIZE);
+	for (i = 0; i < n; i++)
+		p = rrt_seek_entry_put(p, w->steps[i].csize, w->steps[i].dsize);
+	rrt_seek_table_end(p, n, (uint32_t)(8 + ilen));
 	ret = write_all(w, b, slen);
 out:
 	free(b);
@@ -937,29 +884,27 @@ struct rlb_plan_reader {
 static int read_at(struct rlb_plan_reader *r, uint64_t off, void *buf,
 		   size_t n, struct rlb_err *err)
 {
-	uint8_t *p = buf;
+	return rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
+}
 
-	if (off > r->file_bytes || n > r->file_bytes - off)
-		return rlb_err_set(err, RLB_ETRUNC,
-				   "offset %llu: %zu bytes needed, file ends at %llu",
-				   (unsigned long long)off, n,
-				   (unsigned long long)r->file_bytes);
-	while (n) {
-		ssize_t got = pread(r->fd, p, n, (off_t)off);
+/* Collects the step frames the seek table lists. */
+struct seek_ctx {
+	struct rlb_plan_reader *r;
+	size_t cap;
+};
 
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return rlb_err_errno(err, RLB_EIO, "cannot read '%s'",
-					     r->path);
-		if (got == 0)
-			return rlb_err_set(err, RLB_ETRUNC,
-					   "offset %llu: file ends early",
-					   (unsigned long long)off);
-		p += got;
-		off += (uint64_t)got;
-		n -= (size_t)got;
-	}
+static int seek_frame(void *ctx, uint64_t off, uint32_t csize, uint32_t dsize,
+		      struct rlb_err *err)
+{
+	struct seek_ctx *sc = ctx;
+	struct rlb_plan_reader *r = sc->r;
+
+	if (rlb_grow(&r->frames, &sc->cap, r->nsteps + 1, sizeof(*r->frames)))
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	r->frames[r->nsteps].off = off;
+	r->frames[r->nsteps].csize = csize;
+	r->frames[r->nsteps].dsize = dsize;
+	r->nsteps++;
 	return 0;
 }
 
@@ -968,82 +913,32 @@ static int load_seek_table(struct rlb_plan_reader *r, uint64_t data_start,
 			   uint64_t *index_off, uint32_t *index_size,
 			   struct rlb_err *err)
 {
-	uint8_t foot[9], fh[8], *ent = NULL;
-	uint64_t n, tsize, toff, pos, i, foff = r->file_bytes - 9;
+	static const struct rrt_seek_limits lim = {
+		.max_frames = RLB_PLAN_MAX_STEPS,
+		.min_raw = RLP_S_FIXED,
+		.max_raw = RLB_PLAN_MAX_STEP_BYTES,
+		.min_index_bytes = 8 + RLP_I_FIXED + 4,
+	};
+	struct seek_ctx sc = { r, 0 };
+	uint8_t foot[RRT_SEEK_FOOTER];
+	uint64_t foff = r->file_bytes - RRT_SEEK_FOOTER, bytes;
 	int ret;
 
 	ret = read_at(r, foff, foot, sizeof(foot), err);
 	if (ret)
 		return ret;
 	if (rlb_get_u32(foot + 5) != RRT_SEEKABLE_MAGIC)
-		return at_err(err, RLB_ETRUNC, "seek table", foff + 5,
-			      "no seekable footer at the end of the file (cut or not a complete plan)");
+		return rrt_at_err(err, RLB_ETRUNC, "seek table", foff + 5,
+				  "no seekable footer at the end of the file (cut or not a complete plan)");
 	if (foot[4] != 0)
-		return at_err(err, RLB_ECORRUPT, "seek table", foff + 4,
-			      "descriptor 0x%02x (checksums and reserved bits are not used)",
-			      foot[4]);
-	n = rlb_get_u32(foot);
-	tsize = 8 + n * 8 + 9;
-	if (n < 2 || n - 2 > RLB_PLAN_MAX_STEPS ||
-	    tsize > r->file_bytes - data_start)
-		return at_err(err, RLB_ECORRUPT, "seek table", foff,
-			      "%llu frames do not fit in the file",
-			      (unsigned long long)n);
-	toff = r->file_bytes - tsize;
-	ret = read_at(r, toff, fh, 8, err);
-	if (ret)
-		return ret;
-	if (rlb_get_u32(fh) != RRT_SEEK_MAGIC || rlb_get_u32(fh + 4) != tsize - 8)
-		return at_err(err, RLB_ECORRUPT, "seek table", toff,
-			      "bad frame header");
-	ent = malloc((size_t)(n * 8));
-	r->frames = calloc((size_t)(n - 2 ? n - 2 : 1), sizeof(*r->frames));
-	if (!ent || !r->frames) {
-		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		goto out;
-	}
-	ret = read_at(r, toff + 8, ent, (size_t)(n * 8), err);
-	if (ret)
-		goto out;
-	pos = 0;
-	for (i = 0; i < n; i++) {
-		uint64_t c = rlb_get_u32(ent + i * 8);
-		uint32_t d = rlb_get_u32(ent + i * 8 + 4);
-		int ok;
-
-		if (i == 0)
-			ok = c == data_start && d == 0;
-		else if (i == n - 1)
-			ok = d == 0 && c >= 8 + RLP_I_FIXED + 4;
-		else
-			ok = d >= RLP_S_FIXED && d <= RLB_PLAN_MAX_STEP_BYTES &&
-			     c >= 9;
-		if (!ok || c > toff - pos) {
-			ret = at_err(err, RLB_ECORRUPT, "seek table",
-				     toff + 8 + i * 8,
-				     "bad entry %llu (%llu bytes, %u raw)",
-				     (unsigned long long)i,
-				     (unsigned long long)c, d);
-			goto out;
-		}
-		if (i > 0 && i < n - 1) {
-			r->frames[i - 1].off = pos;
-			r->frames[i - 1].csize = (uint32_t)c;
-			r->frames[i - 1].dsize = d;
-		}
-		pos += c;
-	}
-	if (pos != toff) {
-		ret = at_err(err, RLB_ECORRUPT, "seek table", toff,
-			     "frames add up to %llu bytes, the table starts at %llu",
-			     (unsigned long long)pos, (unsigned long long)toff);
-		goto out;
-	}
-	r->nsteps = (size_t)(n - 2);
-	*index_size = rlb_get_u32(ent + (n - 1) * 8);
-	*index_off = toff - *index_size;
-out:
-	free(ent);
+		return rrt_at_err(err, RLB_ECORRUPT, "seek table", foff + 4,
+				  "descriptor 0x%02x (checksums and reserved bits are not used)",
+				  foot[4]);
+	ret = rrt_seek_table_read(r->fd, r->path, r->file_bytes, data_start,
+				  rlb_get_u32(foot), &lim, seek_frame, &sc,
+				  index_off, &bytes, err);
+	if (ret == 0)
+		*index_size = (uint32_t)bytes;
 	return ret;
 }
 
@@ -1062,19 +957,19 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 		goto out;
 	p = b + 8;
 	if (rlb_get_u32(b) != RRT_INDEX_MAGIC || rlb_get_u32(b + 4) != len) {
-		ret = at_err(err, RLB_ECORRUPT, "step index", off,
+		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			     "bad frame header");
 		goto out;
 	}
 	if (memcmp(p, RLP_INDEX_ID, 8) != 0) {
-		ret = at_err(err, RLB_ECORRUPT, "step index", off + 8,
+		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8,
 			     "bad magic");
 		goto out;
 	}
 	stored = rlb_get_u32(p + len - 4);
 	crc = rrt_crc32c(p, (size_t)len - 4);
 	if (stored != crc) {
-		ret = at_err(err, RLB_ECORRUPT, "step index", off + 8 + len - 4,
+		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + len - 4,
 			     "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			     stored, crc);
 		goto out;
@@ -1084,7 +979,7 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 	if (n != r->nsteps || eb < RLP_I_ENTRY ||
 	    (r->h.version_minor <= RLB_PLAN_VERSION_MINOR && eb != RLP_I_ENTRY) ||
 	    len != RLP_I_FIXED + n * eb + 4) {
-		ret = at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
+		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
 			     "%llu entries of %llu bytes in %llu bytes, the seek table has %zu steps",
 			     (unsigned long long)n, (unsigned long long)eb,
 			     (unsigned long long)len, r->nsteps);
@@ -1109,7 +1004,7 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 		    (r->h.version_minor <= RLB_PLAN_VERSION_MINOR &&
 		     r->frames[i].dsize != step_bytes(&r->h, s->micro_batches,
 						      s->replicas, RLP_S_FIXED))) {
-			ret = at_err(err, RLB_ECORRUPT, "step index",
+			ret = rrt_at_err(err, RLB_ECORRUPT, "step index",
 				     off + 8 + (uint64_t)(e - p),
 				     "bad entry %llu (step %u, %u micro-batches, %llu replicas)",
 				     (unsigned long long)i, s->step,
@@ -1129,7 +1024,7 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 	struct rlb_plan_reader *r;
 	struct rlb_err tmp;
 	struct stat st;
-	uint8_t b[8], *hc = NULL;
+	uint8_t *hc = NULL;
 	uint64_t index_off = 0;
 	uint32_t hsize, index_size = 0;
 	int ret;
@@ -1159,44 +1054,14 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 		goto out;
 	}
 	r->file_bytes = (uint64_t)st.st_size;
-	if (r->file_bytes < 8) {
-		ret = at_err(err, RLB_ETRUNC, "header", 0,
-			     "file is %llu bytes, too short for a plan",
-			     (unsigned long long)r->file_bytes);
-		goto out;
-	}
-	ret = read_at(r, 0, b, 8, err);
-	if (ret)
-		goto out;
-	if (rlb_get_u32(b) != RRT_HEADER_MAGIC) {
-		ret = at_err(err, RLB_ECORRUPT, "header", 0,
-			     "not a relibra plan (magic 0x%08x)", rlb_get_u32(b));
-		goto out;
-	}
-	hsize = rlb_get_u32(b + 4);
-	if (hsize > RLP_H_MAX) {
-		ret = at_err(err, RLB_ECORRUPT, "header", 4,
-			     "size %u exceeds the limit %u", hsize, RLP_H_MAX);
-		goto out;
-	}
-	if (8 + (uint64_t)hsize > r->file_bytes) {
-		ret = at_err(err, RLB_ETRUNC, "header", 0,
-			     "cut at end of file (%llu of %u bytes present)",
-			     (unsigned long long)r->file_bytes, 8 + hsize);
-		goto out;
-	}
-	hc = malloc(hsize ? hsize : 1);
-	if (!hc) {
-		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		goto out;
-	}
-	ret = read_at(r, 8, hc, hsize, err);
+	ret = rrt_read_header_frame(r->fd, r->path, r->file_bytes, "plan", RLP_H_MAX,
+				    &hc, &hsize, err);
 	if (ret == 0)
 		ret = header_decode(hc, hsize, &r->h, err);
 	if (ret)
 		goto out;
 	if (r->file_bytes < 8 + (uint64_t)hsize + 8 + 8 * 2 + 9) {
-		ret = at_err(err, RLB_ETRUNC, "seek table", r->file_bytes,
+		ret = rrt_at_err(err, RLB_ETRUNC, "seek table", r->file_bytes,
 			     "file ends after %llu bytes, before its seek table",
 			     (unsigned long long)r->file_bytes);
 		goto out;
@@ -1280,40 +1145,40 @@ static int load_frame(struct rlb_plan_reader *r, size_t i, struct rlb_err *err)
 	size_t got;
 	int ret;
 
-	if (grow(&r->cbuf, &r->ccap, f->csize, 1) ||
-	    grow(&r->raw, &r->rcap, f->dsize, 1))
+	if (rlb_grow(&r->cbuf, &r->ccap, f->csize, 1) ||
+	    rlb_grow(&r->raw, &r->rcap, f->dsize, 1))
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	ret = read_at(r, f->off, r->cbuf, f->csize, err);
 	if (ret)
 		return ret;
 	if (rlb_get_u32(r->cbuf) != RRT_ZSTD_MAGIC)
-		return at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "not a zstd frame (magic 0x%08x)",
 			      rlb_get_u32(r->cbuf));
 	/* Frame_Header_Descriptor: content checksum, no dictionary, reserved bit clear */
 	if (!(r->cbuf[4] & 0x04) || (r->cbuf[4] & 0x0B))
-		return at_err(err, RLB_ECORRUPT, "step frame", f->off + 4,
+		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off + 4,
 			      "frame descriptor 0x%02x (a content checksum, no dictionary and a clear reserved bit are required)",
 			      r->cbuf[4]);
 	fcs = ZSTD_getFrameContentSize(r->cbuf, f->csize);
 	if (fcs != f->dsize)
-		return at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "content size %lld, the seek table says %u",
 			      fcs == ZSTD_CONTENTSIZE_UNKNOWN ||
 			      fcs == ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)fcs,
 			      f->dsize);
 	got = ZSTD_findFrameCompressedSize(r->cbuf, f->csize);
 	if (ZSTD_isError(got) || got != f->csize)
-		return at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "frame is %s, the seek table says %u bytes",
 			      ZSTD_isError(got) ? ZSTD_getErrorName(got) : "of another size",
 			      f->csize);
 	got = ZSTD_decompressDCtx(r->dctx, r->raw, f->dsize, r->cbuf, f->csize);
 	if (ZSTD_isError(got))
-		return at_err(err, RLB_EZSTD, "step frame", f->off, "zstd: %s",
+		return rrt_at_err(err, RLB_EZSTD, "step frame", f->off, "zstd: %s",
 			      ZSTD_getErrorName(got));
 	if (got != f->dsize)
-		return at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "%zu bytes decoded, %u expected", got, f->dsize);
 	return 0;
 }

@@ -146,4 +146,59 @@ static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
 	return (uint64_t)tokens * s->h.topk;
 }
 
+
+/* ------------------------------------------------------------------ */
+/* The container shared with plans (container.c).                      */
+
+/* Read n bytes at off of a file of file_bytes; RLB_ETRUNC when it ends first. */
+int rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
+		void *buf, size_t n, struct rlb_err *err);
+
+/* Record a structural error: "WHAT at offset OFF: message". */
+int rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
+	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * Read the header frame that starts the file (a skippable frame with
+ * RRT_HEADER_MAGIC, at most max_bytes of content): *content (malloc'd, the
+ * caller frees it) and *bytes.  Errors name KIND ("trace", "plan").
+ */
+int rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
+			  const char *kind, uint32_t max_bytes,
+			  uint8_t **content, uint32_t *bytes, struct rlb_err *err);
+
+/*
+ * Writing the seek table of n data frames: rrt_seek_table_bytes(n) bytes;
+ * begin writes the frame header and the header frame's entry, one
+ * rrt_seek_entry_put per data frame follows, end writes the index frame's
+ * entry and the footer.  Each returns the position after what it wrote.
+ */
+size_t rrt_seek_table_bytes(size_t n);
+uint8_t *rrt_seek_table_begin(uint8_t *out, size_t n, uint32_t head_bytes);
+uint8_t *rrt_seek_entry_put(uint8_t *p, uint32_t csize, uint32_t dsize);
+void rrt_seek_table_end(uint8_t *p, size_t n, uint32_t index_bytes);
+
+/* What the entries of a seek table may hold. */
+struct rrt_seek_limits {
+	uint64_t max_frames;		/* data frames */
+	uint32_t min_raw;		/* a data frame's decompressed size */
+	uint32_t max_raw;
+	uint32_t min_index_bytes;	/* the index frame, header included */
+};
+
+/*
+ * Read and check the seek table of n entries (n from the footer, whose
+ * descriptor the caller has checked) ending the file: its frame header,
+ * every entry against lim and the file, the header frame's entry against
+ * data_start.  frame() receives each data frame's offset and sizes in
+ * order; *index_off and *index_bytes the index frame's place.
+ */
+int rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
+			uint64_t data_start, uint64_t n,
+			const struct rrt_seek_limits *lim,
+			int (*frame)(void *ctx, uint64_t off, uint32_t csize,
+				     uint32_t dsize, struct rlb_err *err),
+			void *ctx, uint64_t *index_off, uint64_t *index_bytes,
+			struct rlb_err *err);
+
 #endif

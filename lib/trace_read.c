@@ -5,7 +5,6 @@
  * Every length is checked against the limits and the bytes present;
  * corrupt input is an error naming its byte offset.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,54 +70,11 @@ struct rlb_trace_reader {
 	size_t gates_cap;
 };
 
-/* Grow *pp to hold need elements of size bytes. */
-static int grow(void *pp, size_t *cap, size_t need, size_t size)
-{
-	void **p = pp;
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	if (n > SIZE_MAX / size)
-		return -1;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -1;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 /* Read n bytes at off; RLB_ETRUNC when the file ends first. */
 static int read_at(struct rlb_trace_reader *r, uint64_t off, void *buf,
 		   size_t n, struct rlb_err *err)
 {
-	uint8_t *p = buf;
-
-	if (off > r->file_bytes || n > r->file_bytes - off)
-		return rlb_err_set(err, RLB_ETRUNC,
-				   "offset %llu: %zu bytes needed, file ends at %llu",
-				   (unsigned long long)off, n,
-				   (unsigned long long)r->file_bytes);
-	while (n) {
-		ssize_t got = pread(r->fd, p, n, (off_t)off);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return rlb_err_errno(err, RLB_EIO, "cannot read '%s'", r->path);
-		if (got == 0)
-			return rlb_err_set(err, RLB_ETRUNC,
-					   "offset %llu: file ends early",
-					   (unsigned long long)off);
-		p += got;
-		off += (uint64_t)got;
-		n -= (size_t)got;
-	}
-	return 0;
+	return rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
 }
 
 /*
@@ -195,24 +151,6 @@ static int block_info(const uint8_t *b, uint32_t *last, uint32_t *skip,
 	return 0;
 }
 
-/* Record a structural error in err, prefixed with "what at offset X". */
-static int at_err(struct rlb_err *err, int code, const char *what,
-		  uint64_t off, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
-static int at_err(struct rlb_err *err, int code, const char *what,
-		  uint64_t off, const char *fmt, ...)
-{
-	char msg[RLB_ERR_MSG_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return rlb_err_set(err, code, "%s at offset %llu: %s", what,
-			   (unsigned long long)off, msg);
-}
-
 /*
  * Walk the zstd frame at off through its block headers, reading only
  * those: its size in the file and a checked content size.  RLB_ETRUNC
@@ -234,42 +172,42 @@ static int walk_frame(struct rlb_trace_reader *r, uint64_t off,
 		return ret;
 	ret = parse_fhdr(hb, n, &fh, &why);
 	if (ret > 0)
-		return at_err(err, RLB_ETRUNC, "data frame", off,
+		return rrt_at_err(err, RLB_ETRUNC, "data frame", off,
 			      "frame header cut at end of file");
 	if (ret < 0)
-		return at_err(err, RLB_ECORRUPT, "data frame", off, "%s", why);
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", off, "%s", why);
 	if (fh.content < RRT_SEQ_FIXED || fh.content > RRT_MAX_FRAME_RAW)
-		return at_err(err, RLB_ECORRUPT, "data frame", off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 			      "content size %llu is out of range [%u, %u]",
 			      (unsigned long long)fh.content, RRT_SEQ_FIXED,
 			      RRT_MAX_FRAME_RAW);
 	pos = off + fh.size;
 	while (!last) {
 		if (pos > r->file_bytes || r->file_bytes - pos < 3)
-			return at_err(err, RLB_ETRUNC, "data frame", off,
+			return rrt_at_err(err, RLB_ETRUNC, "data frame", off,
 				      "block header at offset %llu cut at end of file",
 				      (unsigned long long)pos);
 		ret = read_at(r, pos, b, 3, err);
 		if (ret != 0)
 			return ret;
 		if (block_info(b, &last, &skip, &bb, &why) != 0)
-			return at_err(err, RLB_ECORRUPT, "data frame", off,
+			return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 				      "%s at offset %llu", why,
 				      (unsigned long long)pos);
 		pos += 3 + (uint64_t)skip;
 		bound += bb;
 		if (pos - off > UINT32_MAX)
-			return at_err(err, RLB_ECORRUPT, "data frame", off,
+			return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 				      "frame larger than 4 GiB");
 	}
 	pos += 4;
 	if (pos > r->file_bytes)
-		return at_err(err, RLB_ETRUNC, "data frame", off,
+		return rrt_at_err(err, RLB_ETRUNC, "data frame", off,
 			      "frame cut at end of file (%llu of %llu bytes present)",
 			      (unsigned long long)(r->file_bytes - off),
 			      (unsigned long long)(pos - off));
 	if (fh.content > bound)
-		return at_err(err, RLB_ECORRUPT, "data frame", off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 			      "content size %llu exceeds what its blocks hold (%llu)",
 			      (unsigned long long)fh.content,
 			      (unsigned long long)bound);
@@ -283,7 +221,7 @@ static int add_frame(struct rlb_trace_reader *r, uint64_t off, uint32_t csize,
 {
 	struct rframe *f;
 
-	if (grow(&r->frames, &r->frames_cap, r->nframes + 1, sizeof(*r->frames)) != 0)
+	if (rlb_grow(&r->frames, &r->frames_cap, r->nframes + 1, sizeof(*r->frames)) != 0)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	f = &r->frames[r->nframes++];
 	memset(f, 0, sizeof(*f));
@@ -305,25 +243,25 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 	const uint8_t *e;
 
 	if (len < RRT_I_FIXED + 4 || memcmp(p, RRT_INDEX_ID, 8) != 0)
-		return at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
 	stored = rlb_get_u32(p + len - 4);
 	crc = rrt_crc32c(p, (size_t)len - 4);
 	if (stored != crc)
-		return at_err(err, RLB_ECORRUPT, "step index", off,
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
 	nf = rlb_get_u32(p + 8);
 	ns = rlb_get_u64(p + 16);
 	if (rlb_get_u32(p + 12) != 0)
-		return at_err(err, RLB_ECORRUPT, "step index", off + 8 + 12,
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 12,
 			      "reserved field is not zero");
 	if (nf != r->nframes)
-		return at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
 			      "lists %llu data frames, the file has %zu",
 			      (unsigned long long)nf, r->nframes);
 	if (ns > len / RRT_I_SEQ ||
 	    len != RRT_I_FIXED + nf * RRT_I_FRAME + ns * RRT_I_SEQ + 4)
-		return at_err(err, RLB_ECORRUPT, "step index", off,
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			      "size %llu does not match %llu frames and %llu sequences",
 			      (unsigned long long)len, (unsigned long long)nf,
 			      (unsigned long long)ns);
@@ -336,7 +274,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 		uint32_t step = rlb_get_u32(e), n = rlb_get_u32(e + 4), j;
 
 		if ((i && step < prev) || n == 0 || n > ns - seq)
-			return at_err(err, RLB_ECORRUPT, "step index",
+			return rrt_at_err(err, RLB_ECORRUPT, "step index",
 				      off + 8 + (uint64_t)(e - p),
 				      "bad entry for data frame %llu (step %u, %u sequences)",
 				      (unsigned long long)i, step, n);
@@ -354,7 +292,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 			mt->sample = rlb_get_u32(m + 4);
 			mt->tokens = rlb_get_u32(m + 8);
 			if (mt->tokens < 1 || mt->tokens > RLB_TRACE_MAX_SEQ_TOKENS)
-				return at_err(err, RLB_ECORRUPT, "step index",
+				return rrt_at_err(err, RLB_ECORRUPT, "step index",
 					      off + 8 + (uint64_t)(m - p),
 					      "sequence %llu has %u tokens",
 					      (unsigned long long)(seq + j), mt->tokens);
@@ -363,7 +301,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 		prev = step;
 	}
 	if (seq != ns)
-		return at_err(err, RLB_ECORRUPT, "step index", off + 8 + 16,
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 16,
 			      "frames hold %llu sequences, the index says %llu",
 			      (unsigned long long)seq, (unsigned long long)ns);
 	r->nmetas = ns;
@@ -379,14 +317,14 @@ static int load_index(struct rlb_trace_reader *r, uint64_t off, uint64_t fsize,
 	int ret;
 
 	if (fsize < 8 || fsize - 8 > UINT32_MAX)
-		return at_err(err, RLB_ECORRUPT, "step index", off, "bad size");
+		return rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad size");
 	b = malloc((size_t)fsize);
 	if (!b)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	ret = read_at(r, off, b, (size_t)fsize, err);
 	if (ret == 0 && (rlb_get_u32(b) != RRT_INDEX_MAGIC ||
 			 rlb_get_u32(b + 4) != fsize - 8))
-		ret = at_err(err, RLB_ECORRUPT, "step index", off,
+		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			     "bad frame header");
 	if (ret == 0)
 		ret = parse_index(r, off, b + 8, fsize - 8, err);
@@ -394,86 +332,47 @@ static int load_index(struct rlb_trace_reader *r, uint64_t off, uint64_t fsize,
 	return ret;
 }
 
+static int seek_frame(void *ctx, uint64_t off, uint32_t csize, uint32_t rsize,
+		      struct rlb_err *err)
+{
+	return add_frame(ctx, off, csize, rsize, err);
+}
+
 /* The seek table at the end of the file: check it and list the frames. */
 static int load_seek_table(struct rlb_trace_reader *r, struct rlb_err *err)
 {
-	uint8_t foot[RRT_SEEK_FOOTER], fh[8];
-	uint8_t *ent = NULL;
-	uint64_t n, tsize, toff, pos, i;
+	static const struct rrt_seek_limits lim = {
+		.max_frames = RRT_SEEK_MAX_FRAMES - 2,
+		.min_raw = RRT_SEQ_FIXED,
+		.max_raw = RRT_MAX_FRAME_RAW,
+		.min_index_bytes = 8 + RRT_I_FIXED + 4,
+	};
+	uint8_t foot[RRT_SEEK_FOOTER];
+	uint64_t index_off, index_bytes;
 	int ret;
 
 	ret = read_at(r, r->file_bytes - RRT_SEEK_FOOTER, foot, sizeof(foot), err);
 	if (ret != 0)
 		return ret;
-	n = rlb_get_u32(foot);
 	if (foot[4] & 0x80)
-		return at_err(err, RLB_ECORRUPT, "seek table",
-			      r->file_bytes - RRT_SEEK_FOOTER + 4,
-			      "checksum flag is not used by this format");
+		return rrt_at_err(err, RLB_ECORRUPT, "seek table",
+				  r->file_bytes - RRT_SEEK_FOOTER + 4,
+				  "checksum flag is not used by this format");
 	if (foot[4] & 0x7C)
-		return at_err(err, RLB_ECORRUPT, "seek table",
-			      r->file_bytes - RRT_SEEK_FOOTER + 4,
-			      "reserved bits set in the descriptor");
-	tsize = 8 + n * RRT_SEEK_ENTRY + RRT_SEEK_FOOTER;
-	if (n < 2 || n > RRT_SEEK_MAX_FRAMES || tsize > r->file_bytes - r->data_start)
-		return at_err(err, RLB_ECORRUPT, "seek table",
-			      r->file_bytes - RRT_SEEK_FOOTER,
-			      "%llu frames do not fit in the file",
-			      (unsigned long long)n);
-	toff = r->file_bytes - tsize;
-	ret = read_at(r, toff, fh, 8, err);
+		return rrt_at_err(err, RLB_ECORRUPT, "seek table",
+				  r->file_bytes - RRT_SEEK_FOOTER + 4,
+				  "reserved bits set in the descriptor");
+	ret = rrt_seek_table_read(r->fd, r->path, r->file_bytes, r->data_start,
+				  rlb_get_u32(foot), &lim, seek_frame, r,
+				  &index_off, &index_bytes, err);
 	if (ret != 0)
 		return ret;
-	if (rlb_get_u32(fh) != RRT_SEEK_MAGIC || rlb_get_u32(fh + 4) != tsize - 8)
-		return at_err(err, RLB_ECORRUPT, "seek table", toff,
-			      "bad frame header");
-	ent = malloc((size_t)(n * RRT_SEEK_ENTRY));
-	if (!ent)
-		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	ret = read_at(r, toff + 8, ent, (size_t)(n * RRT_SEEK_ENTRY), err);
+	ret = load_index(r, index_off, index_bytes, err);
 	if (ret != 0)
-		goto out;
-	pos = 0;
-	for (i = 0; i < n; i++) {
-		uint64_t c = rlb_get_u32(ent + i * RRT_SEEK_ENTRY);
-		uint32_t d = rlb_get_u32(ent + i * RRT_SEEK_ENTRY + 4);
-		uint64_t eoff = toff + 8 + i * RRT_SEEK_ENTRY;
-		int ok;
-
-		if (i == 0)
-			ok = c == r->data_start && d == 0;
-		else if (i == n - 1)
-			ok = d == 0 && c >= 8 + RRT_I_FIXED + 4;
-		else
-			ok = d >= RRT_SEQ_FIXED && d <= RRT_MAX_FRAME_RAW && c >= 9;
-		if (!ok || c > toff - pos) {
-			ret = at_err(err, RLB_ECORRUPT, "seek table", eoff,
-				     "bad entry %llu (%llu bytes, %u raw)",
-				     (unsigned long long)i, (unsigned long long)c, d);
-			goto out;
-		}
-		if (i > 0 && i < n - 1) {
-			ret = add_frame(r, pos, (uint32_t)c, d, err);
-			if (ret != 0)
-				goto out;
-		}
-		pos += c;
-	}
-	if (pos != toff) {
-		ret = at_err(err, RLB_ECORRUPT, "seek table", toff,
-			     "frames add up to %llu bytes, the table starts at %llu",
-			     (unsigned long long)pos, (unsigned long long)toff);
-		goto out;
-	}
-	pos = toff - rlb_get_u32(ent + (n - 1) * RRT_SEEK_ENTRY);
-	ret = load_index(r, pos, toff - pos, err);
-	if (ret != 0)
-		goto out;
+		return ret;
 	r->has_seek = 1;
 	r->valid_bytes = r->file_bytes;
-out:
-	free(ent);
-	return ret;
+	return 0;
 }
 
 /*
@@ -503,7 +402,7 @@ static void scan(struct rlb_trace_reader *r)
 		magic = rlb_get_u32(b);
 		if (magic == RRT_ZSTD_MAGIC) {
 			if (seen_index) {
-				ret = at_err(err, RLB_ECORRUPT, "data frame", off,
+				ret = rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 					     "data after the step index");
 				break;
 			}
@@ -517,7 +416,7 @@ static void scan(struct rlb_trace_reader *r)
 			continue;
 		}
 		if ((magic & RRT_SKIP_MAGIC_MASK) != RRT_SKIP_MAGIC_BASE) {
-			ret = at_err(err, RLB_ECORRUPT, "frame", off,
+			ret = rrt_at_err(err, RLB_ECORRUPT, "frame", off,
 				     "unknown magic 0x%08x", magic);
 			break;
 		}
@@ -526,7 +425,7 @@ static void scan(struct rlb_trace_reader *r)
 			break;	/* cut inside a skippable frame */
 		if (magic == RRT_INDEX_MAGIC) {
 			if (seen_index) {
-				ret = at_err(err, RLB_ECORRUPT, "step index", off,
+				ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 					     "second step index");
 				break;
 			}
@@ -536,12 +435,12 @@ static void scan(struct rlb_trace_reader *r)
 			seen_index = 1;
 		} else if (magic == RRT_SEEK_MAGIC) {
 			/* A complete seek table here would have been found. */
-			ret = at_err(err, RLB_ECORRUPT, "seek table", off,
+			ret = rrt_at_err(err, RLB_ECORRUPT, "seek table", off,
 				     off + size == r->file_bytes ?
 				     "bad footer" : "data after the seek table");
 			break;
 		} else if (magic == RRT_HEADER_MAGIC) {
-			ret = at_err(err, RLB_ECORRUPT, "frame", off,
+			ret = rrt_at_err(err, RLB_ECORRUPT, "frame", off,
 				     "second header");
 			break;
 		}
@@ -572,7 +471,7 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 	struct rlb_trace_reader *r;
 	struct rlb_err tmp;
 	struct stat st;
-	uint8_t b[8], *hc = NULL, tail[4];
+	uint8_t *hc = NULL, tail[4];
 	uint32_t hsize;
 	int ret;
 
@@ -600,38 +499,8 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 		goto out;
 	}
 	r->file_bytes = (uint64_t)st.st_size;
-	if (r->file_bytes < 8) {
-		ret = at_err(err, RLB_ETRUNC, "header", 0,
-			     "file is %llu bytes, too short for a trace",
-			     (unsigned long long)r->file_bytes);
-		goto out;
-	}
-	ret = read_at(r, 0, b, 8, err);
-	if (ret != 0)
-		goto out;
-	if (rlb_get_u32(b) != RRT_HEADER_MAGIC) {
-		ret = at_err(err, RLB_ECORRUPT, "header", 0,
-			     "not a relibra trace (magic 0x%08x)", rlb_get_u32(b));
-		goto out;
-	}
-	hsize = rlb_get_u32(b + 4);
-	if (hsize > RRT_H_MAX) {
-		ret = at_err(err, RLB_ECORRUPT, "header", 4,
-			     "size %u exceeds the limit %u", hsize, RRT_H_MAX);
-		goto out;
-	}
-	if (8 + (uint64_t)hsize > r->file_bytes) {
-		ret = at_err(err, RLB_ETRUNC, "header", 0,
-			     "cut at end of file (%llu of %u bytes present)",
-			     (unsigned long long)r->file_bytes, 8 + hsize);
-		goto out;
-	}
-	hc = malloc(hsize ? hsize : 1);
-	if (!hc) {
-		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		goto out;
-	}
-	ret = read_at(r, 8, hc, hsize, err);
+	ret = rrt_read_header_frame(r->fd, r->path, r->file_bytes, "trace", RRT_H_MAX,
+				    &hc, &hsize, err);
 	if (ret == 0)
 		ret = rrt_header_decode(hc, hsize, &r->s, err);
 	if (ret != 0)
@@ -704,21 +573,21 @@ static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
 	size_t got;
 	int ret;
 
-	if (grow(&r->cbuf, &r->ccap, f->csize, 1) != 0 ||
-	    grow(&c->raw, &c->rcap, f->rsize, 1) != 0)
+	if (rlb_grow(&r->cbuf, &r->ccap, f->csize, 1) != 0 ||
+	    rlb_grow(&c->raw, &c->rcap, f->rsize, 1) != 0)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	ret = read_at(r, f->off, r->cbuf, f->csize, err);
 	if (ret != 0)
 		return ret;
 	if (rlb_get_u32(r->cbuf) != RRT_ZSTD_MAGIC)
-		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "not a zstd frame (magic 0x%08x)", rlb_get_u32(r->cbuf));
 	ret = parse_fhdr(r->cbuf, f->csize, &fh, &why);
 	if (ret != 0)
-		return at_err(err, RLB_ECORRUPT, "data frame", f->off, "%s",
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off, "%s",
 			      ret > 0 ? "frame header cut" : why);
 	if (fh.content != f->rsize)
-		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content size %llu, the seek table says %u",
 			      (unsigned long long)fh.content, f->rsize);
 	if (r->has_seek) {
@@ -728,32 +597,32 @@ static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
 
 		while (!last) {
 			if (pos + 3 > f->csize)
-				return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 					      "blocks run past the frame's end");
 			if (block_info(r->cbuf + pos, &last, &skip, &bb, &why) != 0)
-				return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 					      "%s at offset %llu", why,
 					      (unsigned long long)(f->off + pos));
 			pos += 3 + (uint64_t)skip;
 			bound += bb;
 		}
 		if (pos + 4 != f->csize || fh.content > bound)
-			return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "frame size does not match the seek table");
 	}
 	got = ZSTD_decompressDCtx(r->dctx, c->raw, f->rsize, r->cbuf, f->csize);
 	if (ZSTD_isError(got)) {
 		if (ZSTD_getErrorCode(got) == ZSTD_error_checksum_wrong)
-			return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "checksum mismatch");
-		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "corrupt zstd data (%s)", ZSTD_getErrorName(got));
 	}
 	if (got != f->rsize)
-		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content is %zu bytes, expected %u", got, f->rsize);
 	if (got < RRT_SEQ_FIXED)
-		return at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content too short for a sequence");
 	if (!f->step_known) {
 		f->step = rlb_get_u32(c->raw);
@@ -920,9 +789,9 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 	need = tk * s->id_bytes + (s->gate_coding ? 4 * tk : 0);
 	if ((c->rlen - pos) / L < need)
 		return rec_err(err, f, c->rec, "%u tokens do not fit in the frame", T);
-	if (decode && (grow(&r->ids, &r->ids_cap, tk * L, sizeof(*r->ids)) != 0 ||
+	if (decode && (rlb_grow(&r->ids, &r->ids_cap, tk * L, sizeof(*r->ids)) != 0 ||
 		       (s->gate_coding &&
-			grow(&r->gates, &r->gates_cap, tk * L, sizeof(*r->gates)) != 0)))
+			rlb_grow(&r->gates, &r->gates_cap, tk * L, sizeof(*r->gates)) != 0)))
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	for (l = 0; l < L; l++) {
 		uint16_t *o = decode ? r->ids + (size_t)l * tk : NULL;
@@ -1041,7 +910,7 @@ static int ensure_steps(struct rlb_trace_reader *r, struct rlb_err *err)
 				return ret;
 		}
 		if (i && r->frames[i].step < r->frames[i - 1].step)
-			return at_err(err, RLB_ECORRUPT, "data frame", r->frames[i].off,
+			return rrt_at_err(err, RLB_ECORRUPT, "data frame", r->frames[i].off,
 				      "step %u after step %u", r->frames[i].step,
 				      r->frames[i - 1].step);
 	}
@@ -1130,7 +999,7 @@ int rlb_trace_reader_step_seqs(struct rlb_trace_reader *r, uint32_t step,
 	}
 	cursor_seek(&r->scratch, first);
 	while ((ret = cursor_next(r, &r->scratch, &seq, 0, end, err)) == 1) {
-		if (grow(&m, &cap, cnt + 1, sizeof(*m)) != 0) {
+		if (rlb_grow(&m, &cap, cnt + 1, sizeof(*m)) != 0) {
 			ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 			break;
 		}

@@ -57,26 +57,6 @@ static int fail(struct rlb_trace_writer *w, int code)
 }
 
 /* Grow *p (nmemb elements of size) to hold at least need elements. */
-static int grow(void *pp, size_t *cap, size_t need, size_t size)
-{
-	void **p = pp;
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	if (n > SIZE_MAX / size)
-		return -1;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -1;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 static int write_all(struct rlb_trace_writer *w, const void *p, size_t n)
 {
 	if (n && fwrite(p, 1, n, w->af.fp) != n)
@@ -204,8 +184,8 @@ static int flush_frame(struct rlb_trace_writer *w)
 				   "trace has too many frames (limit %u)",
 				   RRT_SEEK_MAX_FRAMES - 2);
 	bound = ZSTD_compressBound(w->raw_len);
-	if (grow(&w->cbuf, &w->cbuf_cap, bound, 1) != 0 ||
-	    grow(&w->frames, &w->frames_cap, w->nframes + 1, sizeof(*w->frames)) != 0)
+	if (rlb_grow(&w->cbuf, &w->cbuf_cap, bound, 1) != 0 ||
+	    rlb_grow(&w->frames, &w->frames_cap, w->nframes + 1, sizeof(*w->frames)) != 0)
 		return rlb_err_set(&w->err, RLB_ENOMEM, "out of memory");
 	c = ZSTD_compress2(w->cctx, w->cbuf, w->cbuf_cap, w->raw, w->raw_len);
 	if (ZSTD_isError(c))
@@ -494,11 +474,11 @@ int rlb_trace_writer_append(struct rlb_trace_writer *w, const struct rlb_seq *se
 			return fail(w, ret);
 	}
 	tk = (size_t)seq->tokens * w->s.h.topk;
-	if (grow(&w->raw, &w->raw_cap, w->raw_len + bound, 1) != 0 ||
-	    grow(&w->metas, &w->metas_cap, 3 * (w->nseqs + 1), sizeof(*w->metas)) != 0 ||
+	if (rlb_grow(&w->raw, &w->raw_cap, w->raw_len + bound, 1) != 0 ||
+	    rlb_grow(&w->metas, &w->metas_cap, 3 * (w->nseqs + 1), sizeof(*w->metas)) != 0 ||
 	    ((w->s.h.flags & RLB_TRACE_F_SORTED) &&
-	     (grow(&w->lay, &w->lay_cap, tk, sizeof(*w->lay)) != 0 ||
-	      (seq->gates && grow(&w->lay_gates, &w->lay_gates_cap, tk,
+	     (rlb_grow(&w->lay, &w->lay_cap, tk, sizeof(*w->lay)) != 0 ||
+	      (seq->gates && rlb_grow(&w->lay_gates, &w->lay_gates_cap, tk,
 				  sizeof(*w->lay_gates)) != 0))))
 		return fail(w, rlb_err_set(&w->err, RLB_ENOMEM, "out of memory"));
 	code_record(w, seq);
@@ -532,7 +512,7 @@ static int write_tail(struct rlb_trace_writer *w)
 {
 	size_t ilen = RRT_I_FIXED + w->nframes * RRT_I_FRAME +
 		      (size_t)w->nseqs * RRT_I_SEQ + 4;
-	size_t nent = w->nframes + 2, slen = 8 + nent * RRT_SEEK_ENTRY + RRT_SEEK_FOOTER;
+	size_t slen = rrt_seek_table_bytes(w->nframes);
 	uint8_t *b = malloc(8 + (ilen > slen ? ilen : slen));
 	uint8_t *p;
 	size_t i;
@@ -559,23 +539,10 @@ static int write_tail(struct rlb_trace_writer *w)
 	if (ret != 0)
 		goto out;
 
-	p = b;
-	rlb_put_u32(p, RRT_SEEK_MAGIC);
-	rlb_put_u32(p + 4, (uint32_t)(slen - 8));
-	p += 8;
-	rlb_put_u32(p, 8 + RRT_H_SIZE);
-	rlb_put_u32(p + 4, 0);
-	p += RRT_SEEK_ENTRY;
-	for (i = 0; i < w->nframes; i++, p += RRT_SEEK_ENTRY) {
-		rlb_put_u32(p, w->frames[i].csize);
-		rlb_put_u32(p + 4, w->frames[i].rsize);
-	}
-	rlb_put_u32(p, (uint32_t)(8 + ilen));
-	rlb_put_u32(p + 4, 0);
-	p += RRT_SEEK_ENTRY;
-	rlb_put_u32(p, (uint32_t)nent);
-	p[4] = 0;
-	rlb_put_u32(p + 5, RRT_SEEKABLE_MAGIC);
+	p = rrt_seek_table_begin(b, w->nframes, 8 + RRT_H_SIZE);
+	for (i = 0; i < w->nframes; i++)
+		p = rrt_seek_entry_put(p, w->frames[i].csize, w->frames[i].rsize);
+	rrt_seek_table_end(p, w->nframes, (uint32_t)(8 + ilen));
 	ret = write_all(w, b, slen);
 out:
 	free(b);

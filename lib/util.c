@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,6 +142,26 @@ int rlb_parse_double(const char *s, double min, double max, double *out,
 				   "%s: %s is out of range [%g, %g]", what, s,
 				   min, max);
 	*out = v;
+	return 0;
+}
+
+int rlb_grow(void *pp, size_t *cap, size_t need, size_t size)
+{
+	void **p = pp;
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	if (n > SIZE_MAX / size)
+		return -1;
+	q = realloc(*p, n * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
 	return 0;
 }
 

@@ -41,6 +41,13 @@ int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 int rlb_parse_double(const char *s, double min, double max, double *out,
 		     const char *what, struct rlb_err *err);
 
+/*
+ * Grow the array *pp (of `size`-byte items, *cap of them) to hold at least
+ * need items, doubling from 16.  -1 on overflow or allocation failure, the
+ * array then unchanged.
+ */
+int rlb_grow(void *pp, size_t *cap, size_t need, size_t size);
+
 /* Monotonic and thread CPU clocks in nanoseconds. */
 uint64_t rlb_now_ns(void);
 uint64_t rlb_thread_cpu_ns(void);
