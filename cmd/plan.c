@@ -300,6 +300,7 @@ static void print_table(const struct rlb_config *cfg,
 	double ideal_step = s->steps ? s->ideal.total_s / s->steps : 0;
 	double speedup = s->policy_time.total_s > 0 ?
 		st->policy_time.total_s / s->policy_time.total_s : 0;
+	double ms = 1e3 / (s->steps ? s->steps : 1);	/* per-step milliseconds */
 
 	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " steps, %" PRIu64
 	       " micro-batches, %s packing, %d tokens per GPU per micro-batch\n\n",
@@ -326,15 +327,11 @@ static void print_table(const struct rlb_config *cfg,
 	printf("\nstep time breakdown (ms): expert %.1f, all-to-all %.1f "
 	       "(RDMA %.1f, NVLink %.1f), dense %.1f, replication %.2f, "
 	       "gradient reduction %.2f, migration %.2f, planning %.2f\n",
-	       s->policy_time.expert_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.a2a_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.a2a_rdma_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.a2a_nvlink_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.dense_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.replication_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.grad_reduce_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.migration_s * 1e3 / (s->steps ? s->steps : 1),
-	       s->policy_time.planning_s * 1e3 / (s->steps ? s->steps : 1));
+	       s->policy_time.expert_s * ms, s->policy_time.a2a_s * ms,
+	       s->policy_time.a2a_rdma_s * ms, s->policy_time.a2a_nvlink_s * ms,
+	       s->policy_time.dense_s * ms, s->policy_time.replication_s * ms,
+	       s->policy_time.grad_reduce_s * ms, s->policy_time.migration_s * ms,
+	       s->policy_time.planning_s * ms);
 	printf("replicas %" PRIu64 " (slot use %.1f%%), migrated experts %" PRIu64
 	       ", planner %.3f s, fraction of same-traffic ideal %.3f\n",
 	       s->replicas, 100 * s->slot_use, s->migrated_experts,
