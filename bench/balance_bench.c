@@ -134,7 +134,7 @@ static int bench_relibra(int steps)
 					tot[(size_t)mb * E + e] +=
 						l.count[rlb_loads_index(&l, mb, k, s, e)];
 		t0 = rlb_thread_cpu_ns();
-		if (rlb_reorder_run(&ro, tot, M, NULL, &err) < 0)
+		if (rlb_reorder_run(&ro, tot, M, NULL, NULL, &err) < 0)
 			goto out;
 		ns[k] = rlb_thread_cpu_ns() - t0;
 		swaps += ro.res.swaps;

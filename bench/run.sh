@@ -38,6 +38,25 @@ say "trace format on segment-correlated routing (all modes)" "$dir/trace_bench"
 say "planners: replication, reordering, EPLB speed" "$dir/balance_bench 3"
 "$dir/balance_bench" 3
 
+say "expert forward and backward on one core (train-step's CPU math)" "$dir/expert_bench 3"
+"$dir/expert_bench" 3
+
+# The policies against the targets of `relibra plan`, qwen3-235b-a22b, 2 steps.
+q235=configs/qwen3-235b-a22b-h100-4x8.yaml
+say "capture, qwen3-235b-a22b, 2 steps (about 1 minute)" \
+	"relibra capture -c $q235 --set workload.steps=2 --synthetic --seed 1 -o $out/q235.rrt"
+"$bin" capture -c "$q235" --set workload.steps=2 --synthetic --seed 1 -o "$out/q235.rrt"
+for c in 4x8 8x8; do
+	say "every policy and lever on h100-$c, against its targets (3-4 minutes)" \
+		"$dir/policy_targets -c configs/qwen3-235b-a22b-h100-$c.yaml $out/q235.rrt $c"
+	"$dir/policy_targets" -c "configs/qwen3-235b-a22b-h100-$c.yaml" "$out/q235.rrt" "$c"
+done
+rm -f "$out/q235.rrt"
+
 say "synthetic workload calibration, qwen3-235b-a22b on h100-4x8 (about 1-2 minutes)" \
 	"$dir/calibrate_workload -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1"
 "$dir/calibrate_workload" -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1
+
+say "train-step, cpu backend, 8 virtual ranks: measured expert critical path vs the simulator (about 1 minute)" \
+	"$dir/exec_bench -c configs/qwen3-30b-a3b-h100-1x8.yaml"
+"$dir/exec_bench" -c configs/qwen3-30b-a3b-h100-1x8.yaml -d "$out"

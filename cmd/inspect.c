@@ -13,12 +13,14 @@
 #include "cmd.h"
 
 static const char usage[] =
-	"usage: relibra inspect [-h] [--json] [--stats] [--dump] [--steps A:B] "
+	"usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] "
 	"[-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] TRACE|PLAN\n"
 	"\n"
 	"  --json               print everything as one JSON object (schema relibra.inspect/1)\n"
 	"  --stats              load statistics under the config's schedule (needs -c)\n"
 	"  --dump               every sequence and its expert ids per layer\n"
+	"  --schedule           the micro-batch schedule as relibra.schedule/1 JSON: a\n"
+	"                       plan's own, or a trace's under the config (needs -c)\n"
 	"  --steps A:B          only steps A..B (A: and :B allowed) for --dump and --stats\n"
 	"  -c, --config CONFIG  YAML config for --stats; its model must match the trace\n"
 	"      --set KEY=VALUE  override one config key\n"
@@ -32,7 +34,7 @@ static const char usage[] =
 #define NAME "inspect"
 
 struct opts {
-	int json, stats, dump;
+	int json, stats, dump, schedule;
 	uint32_t step_lo, step_hi;
 	int have_steps;
 	int have_pack;
@@ -62,6 +64,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "config", required_argument, NULL, 'c' },
 		{ "set", required_argument, NULL, 'e' },
 		{ "pack", required_argument, NULL, 'p' },
+		{ "schedule", no_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rlb_err err = {0};
@@ -77,6 +80,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'j': o->json = 1; break;
 		case 's': o->stats = 1; break;
 		case 'd': o->dump = 1; break;
+		case 'k': o->schedule = 1; break;
 		case 'S':
 			ret = parse_steps(optarg, o);
 			if (ret)
@@ -106,10 +110,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return cmd_usage_error(NAME, usage, optind >= argc ?
 				       "no trace given" : "more than one trace given");
 	o->path = argv[optind];
+	if (o->schedule && (o->stats || o->json || o->dump))
+		return cmd_usage_error(NAME, usage, "--schedule excludes --stats, --json and --dump");
 	if (o->stats && !o->cfg.path)
 		return cmd_usage_error(NAME, usage, "--stats needs -c CONFIG");
-	if (!o->stats && (o->cfg.path || o->cfg.nsets || o->have_pack))
-		return cmd_usage_error(NAME, usage, "-c, --set and --pack go with --stats");
+	if (!o->stats && !o->schedule && (o->cfg.path || o->cfg.nsets || o->have_pack))
+		return cmd_usage_error(NAME, usage, "-c, --set and --pack go with --stats or --schedule");
 	return 0;
 }
 
@@ -556,6 +562,85 @@ static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
 }
 
 /*
+ * --schedule: every selected step's schedule, from the plan (PR) when it
+ * carries one, else rebuilt from the trace (R) under the config, as one
+ * relibra.schedule/1 document on stdout.
+ */
+static int print_schedule(const struct opts *o, struct rlb_plan_reader *pr,
+			  struct rlb_trace_reader *r, const struct rlb_config *cfg)
+{
+	struct rlb_err err = {0};
+	struct rlb_step_plan p;
+	json_t *steps = json_array(), *doc = NULL;
+	const uint32_t *ids;
+	size_t n = 0, i;
+	int rc = 0, ret = EXIT_FAIL;
+
+	memset(&p, 0, sizeof(p));
+	if (!steps)
+		goto oom;
+	if (r && rlb_trace_reader_steps(r, &ids, &n, &err) != 0)
+		goto out;
+	for (i = 0; pr ? (rc = rlb_plan_reader_next(pr, &p, &err)) == 1 : i < n; i++) {
+		struct rlb_schedule s;
+		struct rlb_loads l;
+		uint32_t *lens = NULL;
+		size_t nseqs;
+		json_t *j;
+
+		if (pr) {
+			if (p.step < o->step_lo || p.step > o->step_hi)
+				continue;
+			if (!p.sched) {
+				cmd_errorf(NAME, "plan '%s' carries no schedule (pack %s: the trace and config rebuild it)",
+					   o->path, rlb_pack_name(rlb_plan_reader_header(pr)->pack));
+				goto done;
+			}
+			j = rlb_schedule_step_json(p.sched);
+		} else {
+			if (ids[i] < o->step_lo || ids[i] > o->step_hi)
+				continue;
+			if (rlb_step_seq_tokens(r, ids[i], &lens, &nseqs, &err) != 0)
+				goto out;
+			memset(&l, 0, sizeof(l));
+			rc = rlb_schedule_build(&s, ids[i], lens, nseqs,
+						(uint32_t)(cfg->parallel.ep_size > 0 ?
+							   cfg->parallel.ep_size :
+							   rlb_config_gpus(cfg)),
+						(uint32_t)cfg->parallel.micro_batch_tokens,
+						o->have_pack ? o->pack : cfg->parallel.pack, &err);
+			free(lens);
+			if (rc != 0)
+				goto out;
+			j = rlb_schedule_step_json(&s);
+			rlb_schedule_release(&s);
+		}
+		if (!j || json_array_append_new(steps, j))
+			goto oom;
+	}
+	if (rc < 0)
+		goto out;
+	doc = json_pack("{s:s, s:O}", "schema", RLB_SCHEDULE_SCHEMA, "steps", steps);
+	if (!doc)
+		goto oom;
+	json_dumpf(doc, stdout, JSON_COMPACT);
+	putchar('\n');
+	ret = fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+	if (ret != EXIT_OK)
+		cmd_errorf(NAME, "cannot write to stdout");
+	goto done;
+oom:
+	rlb_err_set(&err, RLB_ENOMEM, "out of memory");
+out:
+	cmd_error(NAME, &err);
+done:
+	json_decref(doc);
+	json_decref(steps);
+	rlb_step_plan_release(&p);
+	return ret;
+}
+
+/*
  * A plan file (.rlp): its header, then a line per step, or with --dump
  * every step's homes and instances (trace_format/SPEC.md, plan format,
  * "Text dump").  Every step frame is decoded and checked.
@@ -572,6 +657,11 @@ static int inspect_plan(const struct opts *o)
 	if (rlb_plan_reader_open(&pr, o->path, &err) != 0) {
 		cmd_error(NAME, &err);
 		return EXIT_FAIL;
+	}
+	if (o->schedule) {
+		ret = print_schedule(o, pr, NULL, NULL);
+		rlb_plan_reader_free(pr);
+		return ret;
 	}
 	printf("plan:           %s\n", o->path);
 	if (rlb_plan_write_text(stdout, rlb_plan_reader_header(pr), NULL, &err) != 0)
@@ -619,9 +709,9 @@ int cmd_inspect(int argc, char **argv)
 		return ret < 0 ? EXIT_OK : ret;
 	}
 	if (rlb_plan_probe(o.path, &err) == 1) {
-		if (o.stats || o.json) {
+		if (o.stats || o.json || o.cfg.path || o.cfg.nsets || o.have_pack) {
 			cmd_config_release(&o.cfg);
-			return cmd_usage_error(NAME, usage, "--stats and --json are for traces, '%s' is a plan", o.path);
+			return cmd_usage_error(NAME, usage, "--stats, --json, -c, --set and --pack are for traces, '%s' is a plan", o.path);
 		}
 		cmd_config_release(&o.cfg);
 		return inspect_plan(&o);
@@ -636,6 +726,18 @@ int cmd_inspect(int argc, char **argv)
 		rlb_trace_reader_free(r);
 		cmd_config_release(&o.cfg);
 		return EXIT_FAIL;
+	}
+	if (o.schedule) {
+		if (!o.cfg.path) {
+			ret = cmd_usage_error(NAME, usage, "--schedule of a trace needs -c CONFIG");
+		} else if (cmd_config_load(NAME, &o.cfg, &cfg) != 0) {
+			ret = EXIT_FAIL;
+		} else {
+			ret = print_schedule(&o, NULL, r, &cfg);
+		}
+		rlb_trace_reader_free(r);
+		cmd_config_release(&o.cfg);
+		return ret;
 	}
 	verr = rlb_trace_verify(o.path, &info, &verr_msg) != 0;
 	if (o.json)

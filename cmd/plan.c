@@ -18,8 +18,8 @@
 static const char usage[] =
 	"usage: relibra plan [-h] -c CONFIG [--set KEY=VALUE]... [--policy NAME] [-o PLAN] "
 	"[--summary FILE] [--json] [--no-timing] [--replica-slots R] [--no-reorder] "
-	"[--no-replicate] [--eplb-window W] [--steps A:B] [--pack in-order|ffd] "
-	"[--eplb-export FILE] [--fail-below F] TRACE\n"
+	"[--no-replicate] [--colocate] [--data-control] [--eplb-window W] [--steps A:B] "
+	"[--pack in-order|ffd | --schedule FILE] [--eplb-export FILE] [--fail-below F] TRACE\n"
 	"       relibra plan --eplb-weights FILE --slots P --groups G --nodes N --gpus X\n"
 	"\n"
 	"  -c CONFIG            configuration (relibra.yaml(5))\n"
@@ -33,9 +33,13 @@ static const char usage[] =
 	"  --replica-slots R    spare expert slots per GPU per layer\n"
 	"  --no-reorder         relibra without cross-node reordering\n"
 	"  --no-replicate       relibra without intra-node replication\n"
+	"  --colocate           relibra also puts experts that share tokens on one node\n"
+	"  --data-control       relibra chooses the micro-batches and source ranks;\n"
+	"                       the plan carries its schedule\n"
 	"  --eplb-window W      steps of load history for eplb\n"
 	"  --steps A:B          only steps A..B (A: and :B allowed)\n"
 	"  --pack RULE          micro-batch packing (default: parallel.pack)\n"
+	"  --schedule FILE      the trainer's own micro-batches (relibra.schedule/1 JSON)\n"
 	"  --eplb-export FILE   the step placements as EPLB phy2log/log2phy/logcnt JSON\n"
 	"  --fail-below F       exit 3 when the fraction of ideal is below F\n"
 	"  --eplb-weights FILE  run DeepSeek EPLB on a [layers][experts] JSON weight\n"
@@ -45,7 +49,7 @@ enum {
 	OPT_SET = 256, OPT_POLICY, OPT_SUMMARY, OPT_JSON, OPT_NO_TIMING,
 	OPT_SLOTS_R, OPT_NO_REORDER, OPT_NO_REPLICATE, OPT_EPLB_WINDOW,
 	OPT_STEPS, OPT_PACK, OPT_EPLB_EXPORT, OPT_FAIL_BELOW, OPT_EPLB_WEIGHTS,
-	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS,
+	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS, OPT_DATA_CONTROL, OPT_SCHEDULE, OPT_COLOCATE,
 };
 
 #define EXIT_BELOW 3
@@ -58,8 +62,9 @@ struct opts {
 	const char *eplb_export;
 	const char *eplb_weights;
 	const char *pack;
+	const char *schedule;
 	const char *trace;
-	int json, no_timing, no_reorder, no_replicate;
+	int json, no_timing, no_reorder, no_replicate, data_control, colocate;
 	int64_t replica_slots, eplb_window;	/* -1: from the config */
 	uint32_t step_lo, step_hi;
 	double fail_below;			/* < 0: off */
@@ -102,6 +107,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "groups", required_argument, NULL, OPT_GROUPS },
 		{ "nodes", required_argument, NULL, OPT_NODES },
 		{ "gpus", required_argument, NULL, OPT_GPUS },
+		{ "data-control", no_argument, NULL, OPT_DATA_CONTROL },
+		{ "colocate", no_argument, NULL, OPT_COLOCATE },
+		{ "schedule", required_argument, NULL, OPT_SCHEDULE },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rlb_err err = {0};
@@ -166,6 +174,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_PACK:
 			o->pack = optarg;
+			break;
+		case OPT_SCHEDULE:
+			o->schedule = optarg;
+			break;
+		case OPT_DATA_CONTROL:
+			o->data_control = 1;
+			break;
+		case OPT_COLOCATE:
+			o->colocate = 1;
 			break;
 		case OPT_EPLB_EXPORT:
 			o->eplb_export = optarg;
@@ -291,6 +308,15 @@ static void print_row(const char *what, const char *fmt, double a, double b,
 	putchar('\n');
 }
 
+/* The packing a plan records: the rule, or where its own schedule came from. */
+static enum rlb_pack plan_pack(const struct rlb_planner_opts *po,
+			       const struct rlb_planner_policy *p)
+{
+	if (p->opts.data_control && p->opts.policy == RLB_POLICY_RELIBRA)
+		return RLB_PACK_DATA_CONTROL;
+	return po->schedule_file ? RLB_PACK_FILE : po->pack;
+}
+
 static void print_table(const struct rlb_config *cfg,
 			const struct rlb_planner_opts *po,
 			const struct rlb_planner_policy *p,
@@ -306,7 +332,7 @@ static void print_table(const struct rlb_config *cfg,
 	       " micro-batches, %s packing, %d tokens per GPU per micro-batch\n\n",
 	       rlb_policy_name(p->opts.policy), cfg->model.name, cfg->cluster.name,
 	       cfg->parallel.ep_size, s->steps, s->micro_batches,
-	       rlb_pack_name(po->pack), cfg->parallel.micro_batch_tokens);
+	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens);
 	printf("%-28s%14s%14s%14s\n", "", rlb_policy_name(p->opts.policy),
 	       "static", "ideal");
 	print_row("step time (ms)", "%14.1f", s->step_time_s * 1e3,
@@ -350,6 +376,7 @@ int cmd_plan(int argc, char **argv)
 	struct rlb_plan_header ph;
 	struct rlb_result_source src;
 	json_t *result = NULL, *exported = NULL;
+	struct rlb_schedule_file *sfile = NULL;
 	const uint32_t *steps;
 	size_t nsteps;
 	int ret;
@@ -379,10 +406,35 @@ int cmd_plan(int argc, char **argv)
 		pol.opts.reorder = 0;
 	if (o.no_replicate)
 		pol.opts.replicate = 0;
+	if ((o.data_control || o.colocate) && pol.opts.policy != RLB_POLICY_RELIBRA) {
+		ret = cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
+				      o.colocate ? "colocate" : "data-control");
+		goto done;
+	}
+	if (o.data_control)
+		pol.opts.data_control = 1;
+	if (o.colocate)
+		pol.opts.colocate = 1;
+	if (pol.opts.policy != RLB_POLICY_RELIBRA) {
+		/* balancer.data_control and balancer.colocate are relibra's */
+		pol.opts.data_control = 0;
+		pol.opts.colocate = 0;
+	}
 	po.pack = cfg.parallel.pack;
 	if (o.pack && rlb_pack_from_name(o.pack, &po.pack, &err)) {
 		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
 		goto done;
+	}
+	if (o.schedule && (o.pack || pol.opts.data_control)) {
+		ret = cmd_usage_error(NAME, usage, "--schedule excludes --pack and data control");
+		goto done;
+	}
+	if (o.schedule) {
+		if (rlb_schedule_file_load(&sfile, o.schedule, &err) != 0) {
+			cmd_error(NAME, &err);
+			goto done;
+		}
+		po.schedule_file = sfile;
 	}
 	po.first_step = o.step_lo;
 	po.last_step = o.step_hi;
@@ -397,7 +449,7 @@ int cmd_plan(int argc, char **argv)
 	if (o.out) {
 		struct rlb_plan_writer_opts wo = { .no_timing = o.no_timing };
 
-		rlb_plan_header_init(&ph, &cfg, &pol.opts, po.pack,
+		rlb_plan_header_init(&ph, &cfg, &pol.opts, plan_pack(&po, &pol),
 				     rlb_trace_reader_header(r), steps, nsteps);
 		if (rlb_plan_writer_open(&pol.writer, o.out, &ph, &wo, &err) != 0) {
 			cmd_error(NAME, &err);
@@ -443,6 +495,7 @@ int cmd_plan(int argc, char **argv)
 	src.trace_path = o.trace;
 	src.trace = rlb_trace_reader_header(r);
 	src.no_timing = o.no_timing;
+	src.schedule_path = o.schedule;
 	result = rlb_result_json(&cfg, &po, &pol, &st, &src);
 	if (!result) {
 		cmd_errorf(NAME, "out of memory");
@@ -475,6 +528,7 @@ done:
 	json_decref(result);
 	json_decref(exported);
 	rlb_trace_reader_free(r);
+	rlb_schedule_file_free(sfile);
 	cmd_config_release(&o.cfg);
 	return ret;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "balance.h"
+#include "cooc.h"
 #include "eplb.h"
 #include "reorder.h"
 #include "replicate.h"
@@ -45,6 +46,8 @@ struct rlb_balancer {
 	int rp_ready;
 	struct rlb_reorder ro;
 	int ro_ready;
+	double colocate_rows;		/* reorder: rows per co-located sampled pair */
+	const struct rlb_cooc *cooc;	/* colocate: the next step's counts (not owned) */
 };
 
 void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
@@ -61,8 +64,29 @@ void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 		(uint32_t)cfg->balancer.eplb_window : 1;
 	o->reorder = cfg->balancer.reorder != 0;
 	o->replicate = cfg->balancer.replicate != 0;
-	o->colocate = 0;
+	o->colocate = cfg->balancer.colocate != 0;
+	o->data_control = cfg->balancer.data_control != 0;
 	o->migration_weight = cfg->balancer.migration_weight;
+}
+
+/*
+ * colocate: node rows (reorder units: a node's rows over its GPUs take
+ * row_s each) saved per sampled co-occurring pair on one node.  Each pair
+ * is taken as one inter-node token copy fewer in each all-to-all phase,
+ * which with balanced senders shortens the busiest GPU's transfer by
+ * token_bytes / (rdma_bytes_per_s * G); a sampled pair stands for
+ * RLB_COOC_STRIDE of them.
+ */
+static double colocate_rows(const struct rlb_config *cfg, double row_s,
+			    uint32_t G, uint32_t gpn)
+{
+	double copy_s = (cfg->parallel.recompute ? 6.0 : 4.0) * 2.0 *
+			cfg->model.hidden /
+			(cfg->cluster.rdma_gbps * 1e9 * G);
+
+	if (!(row_s > 0) || !(cfg->cluster.rdma_gbps > 0))
+		return 0;
+	return copy_s * gpn / row_s * RLB_COOC_STRIDE;
 }
 
 int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
@@ -81,9 +105,6 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 		return rlb_err_set(err, RLB_EINVAL,
 				   "EP size %d is not a positive multiple of the %d GPUs per node",
 				   ep, gpn);
-	if (opts->policy == RLB_POLICY_RELIBRA && opts->colocate)
-		return rlb_err_set(err, RLB_EUNSUPPORTED,
-				   "policy 'relibra': colocate is not implemented (the step loads carry no expert co-occurrence counts)");
 	if (!(opts->migration_weight >= 0) || opts->migration_weight > 1e12)
 		return rlb_err_set(err, RLB_EINVAL,
 				   "migration weight %g is not a non-negative number",
@@ -101,6 +122,14 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 	/* moves inside a node go over NVLink instead of RDMA */
 	b->migration_in_node_s = cfg->cluster.nvlink_gbps > 0 ?
 		b->migration_s * cfg->cluster.rdma_gbps / cfg->cluster.nvlink_gbps : 0;
+	/*
+	 * When replication follows, it evens out the GPUs of a node for free,
+	 * so the in-node search (which sees the loads before replication)
+	 * overrates its moves: they must gain far more than they cost.
+	 */
+	if (opts->replicate)
+		b->migration_in_node_s *= RLB_IN_NODE_MOVE_FACTOR;
+	b->colocate_rows = colocate_rows(cfg, b->row_s, b->ranks, b->gpn);
 	*out = b;
 	return 0;
 }
@@ -222,6 +251,7 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 			.num_gpus = G, .gpus_per_node = b->gpn, .num_experts = E,
 			.row_s = b->row_s, .migration_s = b->migration_s,
 			.migration_in_node_s = b->migration_in_node_s,
+			.colocate_rows = b->colocate_rows,
 		};
 
 		rc = rlb_reorder_init(&b->ro, &rop, err);
@@ -509,7 +539,9 @@ static int plan_relibra(struct rlb_balancer *b, const struct rlb_loads *l,
 	if (b->o.reorder) {
 		for (k = 0; k < L; k++) {
 			rc = rlb_reorder_run(&b->ro, b->tot + (size_t)k * M * E, M,
-					     b->prev_home + (size_t)k * E, err);
+					     b->prev_home + (size_t)k * E,
+					     b->o.colocate && b->cooc ?
+					     rlb_cooc_layer(b->cooc, k) : NULL, err);
 			if (rc < 0)
 				return rc;
 			memcpy(out->home + (size_t)k * E, b->ro.res.home,
@@ -583,4 +615,9 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 	b->steps++;
 	out->planner_ns = rlb_now_ns() - t0;
 	return 0;
+}
+
+void rlb_balancer_set_cooc(struct rlb_balancer *b, const struct rlb_cooc *c)
+{
+	b->cooc = c;
 }

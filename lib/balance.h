@@ -39,13 +39,24 @@
  *     migration_weight; the previous step's homes as the previous
  *     placement), then the replication planner per micro-batch on those
  *     homes.  reorder 0 keeps the static homes; replicate 0 plans no
- *     replicas (plan replica_slots 0).  colocate is not implemented: the
- *     loads carry no expert co-occurrence counts, so rlb_balancer_new
- *     refuses it (RLB_EUNSUPPORTED).
+ *     replicas (plan replica_slots 0).  colocate adds the co-occurrence
+ *     term of lib/reorder.h with the counts given by rlb_balancer_set_cooc
+ *     (one sampled pair worth RLB_COOC_STRIDE token copies in each
+ *     all-to-all phase over the EP group's RDMA links).  When replication
+ *     follows, in-node moves cost RLB_IN_NODE_MOVE_FACTOR times their
+ *     NVLink time (replicas even out a node's GPUs for free).
  * Every balancer starts from the static layout: the first step's
  * migrated_experts counts the homes whose node differs from it, later
  * steps' those whose node differs from the previous planned step's.
  */
+/*
+ * Weight of an in-node move when replication follows, measured on the
+ * calibrated workload (docs/cost-model.md, "Planner constants"): 16 keeps
+ * qwen3-235b-a22b on h100-4x8 where it was and gains 2% on qwen3-30b-a3b
+ * on one node, where unweighted moves cost more than they won.
+ */
+#define RLB_IN_NODE_MOVE_FACTOR 16.0
+
 struct rlb_balance_opts {
 	enum rlb_policy policy;
 	uint32_t replica_slots;		/* R per GPU per layer */
@@ -53,12 +64,13 @@ struct rlb_balance_opts {
 	uint32_t eplb_window;		/* eplb: steps of history */
 	int reorder;			/* relibra: cross-node reordering */
 	int replicate;			/* relibra: intra-node replication */
-	int colocate;			/* relibra: count inter-node copies in the reorder objective */
+	int colocate;			/* relibra: count inter-node copies in the reorder objective (needs rlb_balancer_set_cooc) */
 	double migration_weight;	/* relibra: weight of migration time */
+	int data_control;		/* relibra: the plan chooses the schedule (datacontrol.h); other policies ignore it */
 };
 
 /*
- * Options from the config's balancer section (colocate 0; an unknown
+ * Options from the config's balancer section (an unknown
  * policy name, which config validation rules out, gives relibra).
  */
 void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
@@ -72,7 +84,7 @@ struct rlb_balancer;
  * The expert and layer counts come from the first step's loads; later
  * steps must match.  *out is NULL on failure.  Errors: RLB_EINVAL (EP size
  * not a multiple of gpus_per_node, bad policy or migration weight),
- * RLB_EUNSUPPORTED (colocate), RLB_ENOMEM.  Free with rlb_balancer_free
+ * RLB_ENOMEM.  Free with rlb_balancer_free
  * (NULL is a no-op).
  */
 int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
@@ -97,5 +109,15 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 			   const struct rlb_schedule *s,
 			   const struct rlb_loads *l,
 			   struct rlb_step_plan *out, struct rlb_err *err);
+
+struct rlb_cooc;
+
+/*
+ * colocate: the co-occurrence counts (cooc.h) of the step planned next,
+ * used by relibra's reordering when its colocate option is on (NULL: the
+ * objective without them).  c is not owned and must outlive the
+ * rlb_balancer_plan_step call; its shape must be the loads'.
+ */
+void rlb_balancer_set_cooc(struct rlb_balancer *b, const struct rlb_cooc *c);
 
 #endif

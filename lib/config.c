@@ -132,6 +132,8 @@ static const struct key balancer_keys[] = {
 	KINT(balancer, eplb_window, 1, 1000),
 	KBOOL(balancer, reorder),
 	KBOOL(balancer, replicate),
+	KBOOL(balancer, data_control),
+	KBOOL(balancer, colocate),
 	KDBL(balancer, migration_weight, 0, 1e6),
 	KDBL(balancer, migration_bytes_per_param, 0, 1024),
 	KDBL(balancer, planner_overlap, 0, 1),
@@ -1720,6 +1722,10 @@ const char *rlb_pack_name(enum rlb_pack pack)
 {
 	if ((int)pack >= 0 && (size_t)pack < NELEM(pack_names) - 1)
 		return pack_names[pack];
+	if (pack == RLB_PACK_DATA_CONTROL)
+		return "data-control";
+	if (pack == RLB_PACK_FILE)
+		return "file";
 	return "unknown";
 }
 

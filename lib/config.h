@@ -19,6 +19,9 @@
 enum rlb_pack {
 	RLB_PACK_IN_ORDER = 0,	/* consecutive windows of the rollout order */
 	RLB_PACK_FFD = 1,	/* first-fit-decreasing over the whole step */
+	/* Not rules of the config: schedules that no rule rebuilds, carried in the plan. */
+	RLB_PACK_DATA_CONTROL = 2,	/* chosen by the plan (relibra --data-control) */
+	RLB_PACK_FILE = 3,		/* the trainer's own (relibra plan --schedule FILE) */
 };
 
 struct rlb_model_config {
@@ -68,6 +71,8 @@ struct rlb_balancer_config {
 	int eplb_window;		/* steps of history fed to eplb */
 	int reorder;			/* relibra: cross-node reordering on/off */
 	int replicate;			/* relibra: intra-node replication on/off */
+	int data_control;		/* relibra: the plan chooses the micro-batches */
+	int colocate;			/* relibra: co-occurring experts share nodes */
 	double migration_weight;	/* weight of migration time in the reorder objective */
 	double migration_bytes_per_param; /* bytes moved per expert parameter */
 	double planner_overlap;		/* fraction of planning hidden by rollout (0..1) */

@@ -107,6 +107,8 @@ void rlb_step_plan_release(struct rlb_step_plan *p)
 	free(p->home);
 	free(p->inst_first);
 	free(p->inst);
+	rlb_schedule_release(p->sched);
+	free(p->sched);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -431,6 +433,27 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
 				}
 				fputc('\n', fp);
 			}
+		}
+		if (p->sched) {
+			/* per (mb, rank): its chunks as seq:start+tokens */
+			const struct rlb_schedule *sc = p->sched;
+			size_t c;
+			uint32_t r;
+
+			fprintf(fp, "  schedule: %zu sequences in %zu chunks\n",
+				sc->nseqs, sc->nchunks);
+			for (mb = 0; mb < sc->micro_batches; mb++)
+				for (r = 0; r < sc->ranks; r++) {
+					fprintf(fp, "  mb %u, rank %u:", mb, r);
+					for (c = 0; c < sc->nchunks; c++)
+						if (sc->chunks[c].mb == mb &&
+						    sc->chunks[c].rank == r)
+							fprintf(fp, " %u:%u+%u",
+								sc->chunks[c].seq,
+								sc->chunks[c].start,
+								sc->chunks[c].tokens);
+					fputc('\n', fp);
+				}
 		}
 	}
 	if (ferror(fp))

@@ -78,6 +78,12 @@ struct rlb_step_plan {
 	uint32_t migrated_experts;	/* homes that changed node since the previous step */
 	uint64_t planner_ns;		/* wall time spent planning this step */
 	size_t cur_cell;		/* cell of the last instance added (private) */
+	/*
+	 * The step's schedule when the plan carries it (pack data-control or
+	 * file: no rule rebuilds it), owned, released with the plan; NULL
+	 * when the header's packing rule rebuilds it from the trace.
+	 */
+	struct rlb_schedule *sched;
 };
 
 /*

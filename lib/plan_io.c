@@ -57,15 +57,29 @@ enum {
 #define RLP_F_REORDER (1u << 0)
 #define RLP_F_REPLICATE (1u << 1)
 #define RLP_F_COLOCATE (1u << 2)
-#define RLP_F_KNOWN (RLP_F_REORDER | RLP_F_REPLICATE | RLP_F_COLOCATE)
+#define RLP_F_SCHEDULE (1u << 3)	/* 1.1: every step frame carries its schedule */
+#define RLP_F_KNOWN (RLP_F_REORDER | RLP_F_REPLICATE | RLP_F_COLOCATE | \
+		     RLP_F_SCHEDULE)
 #define RLP_F_REQUIRED 0x0000FFFFu
 
-/* Step frame fixed part and step index (version 1.0). */
+/* Step frame fixed part and step index (version 1.0; 1.1 with a schedule). */
 enum {
 	RLP_S_FIXED = 32,
 	RLP_I_FIXED = 16,
 	RLP_I_ENTRY = 16,
+	RLP_I_ENTRY_SCHEDULE = 24,	/* + u32 chunks, u32 sequences */
 };
+
+/* Plans whose schedule no packing rule rebuilds carry it (flag SCHEDULE, 1.1). */
+static int carries_schedule(const struct rlb_plan_header *h)
+{
+	return h->pack == RLB_PACK_DATA_CONTROL || h->pack == RLB_PACK_FILE;
+}
+
+static uint32_t index_entry_bytes(const struct rlb_plan_header *h)
+{
+	return carries_schedule(h) ? RLP_I_ENTRY_SCHEDULE : RLP_I_ENTRY;
+}
 
 /* ------------------------------------------------------------------ */
 /* Trace identity, header fields                                        */
@@ -157,7 +171,8 @@ int rlb_plan_header_check(const struct rlb_plan_header *h,
 	if (h->split != RLB_SPLIT_LOCALITY && h->split != RLB_SPLIT_EVEN)
 		return rlb_err_set(err, RLB_EINVAL, "unknown split rule %d",
 				   (int)h->split);
-	if (h->pack != RLB_PACK_IN_ORDER && h->pack != RLB_PACK_FFD)
+	if (h->pack != RLB_PACK_IN_ORDER && h->pack != RLB_PACK_FFD &&
+	    !carries_schedule(h))
 		return rlb_err_set(err, RLB_EINVAL, "unknown packing rule %d",
 				   (int)h->pack);
 	if (h->layers < 1 || h->layers > RLB_PLAN_MAX_LAYERS)
@@ -206,7 +221,8 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	uint8_t *p = out + 8;
 	uint32_t flags = (h->reorder ? RLP_F_REORDER : 0) |
 			 (h->replicate ? RLP_F_REPLICATE : 0) |
-			 (h->colocate ? RLP_F_COLOCATE : 0);
+			 (h->colocate ? RLP_F_COLOCATE : 0) |
+			 (carries_schedule(h) ? RLP_F_SCHEDULE : 0);
 	uint64_t mw;
 
 	memset(out, 0, 8 + RLP_H_SIZE);
@@ -214,7 +230,8 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	rlb_put_u32(out + 4, RLP_H_SIZE);
 	memcpy(p + RLP_H_MAGIC, RLP_HEADER_ID, 8);
 	rlb_put_u16(p + RLP_H_MAJOR, RLB_PLAN_VERSION_MAJOR);
-	rlb_put_u16(p + RLP_H_MINOR, RLB_PLAN_VERSION_MINOR);
+	/* a plan without a schedule is exactly a 1.0 file */
+	rlb_put_u16(p + RLP_H_MINOR, carries_schedule(h) ? 1 : 0);
 	rlb_put_u32(p + RLP_H_FLAGS, flags);
 	p[RLP_H_POLICY] = (uint8_t)h->policy;
 	p[RLP_H_SPLIT] = (uint8_t)h->split;
@@ -311,6 +328,11 @@ static int header_decode(const uint8_t *p, size_t len,
 	h->trace_last_step = rlb_get_u32(p + RLP_H_LAST_STEP);
 	h->trace_steps = rlb_get_u32(p + RLP_H_STEPS);
 	memcpy(h->model, p + RLP_H_MODEL, 64);
+	if (!(flags & RLP_F_SCHEDULE) != !carries_schedule(h))
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_FLAGS,
+			      "the schedule flag %s, the packing rule is '%s'",
+			      flags & RLP_F_SCHEDULE ? "is set" : "is clear",
+			      rlb_pack_name(h->pack));
 	ret = rlb_plan_header_check(h, err);
 	if (ret) {
 		rlb_err_prefix(err, "header at offset 8");
@@ -387,7 +409,7 @@ int rlb_plan_check_inputs(const struct rlb_plan_header *h,
 			return MISMATCH("config", "parallel.micro_batch_tokens",
 					"%ld", (long)h->micro_batch_tokens,
 					(long)cfg->parallel.micro_batch_tokens);
-		if (h->pack != cfg->parallel.pack)
+		if (!carries_schedule(h) && h->pack != cfg->parallel.pack)
 			return MISMATCH("config", "parallel.pack", "%s",
 					rlb_pack_name(h->pack),
 					rlb_pack_name(cfg->parallel.pack));
@@ -427,16 +449,18 @@ static uint32_t get_id(const uint8_t *p, unsigned w)
  * exceed RLB_PLAN_MAX_STEP_BYTES.
  */
 static uint64_t step_bytes(const struct rlb_plan_header *h, uint64_t mbs,
-			   uint64_t replicas, uint64_t fixed)
+			   uint64_t replicas, uint64_t chunks, uint64_t fixed)
 {
 	uint64_t le = (uint64_t)h->layers * h->experts;
 	uint64_t wg = gpu_width(h->ranks), we = expert_width(h->experts);
 	uint64_t lim = RLB_PLAN_MAX_STEP_BYTES, n;
 
-	if (mbs > RLB_PLAN_MAX_MICRO_BATCHES || replicas > lim)
+	if (mbs > RLB_PLAN_MAX_MICRO_BATCHES || replicas > lim || chunks > lim)
 		return 0;
 	n = fixed + le * wg + mbs * h->layers * 4 + replicas * (we + wg) +
 	    (mbs * le + replicas) * 4;
+	if (carries_schedule(h))
+		n += 8 + chunks * (16 + wg);
 	return n > lim ? 0 : n;
 }
 
@@ -483,6 +507,94 @@ static void step_encode(const struct rlb_plan_header *h,
 	o = og;
 	for (i = 0; i < p->ninst; i++, o += 4)
 		rlb_put_u32(o, p->inst[i].quota);
+	if (carries_schedule(h)) {
+		const struct rlb_schedule *sc = p->sched;
+		size_t C = sc->nchunks;
+
+		rlb_put_u32(o, (uint32_t)sc->nseqs);
+		rlb_put_u32(o + 4, (uint32_t)C);
+		o += 8;
+		for (i = 0; i < C; i++) {
+			const struct rlb_chunk *ch = &sc->chunks[i];
+
+			rlb_put_u32(o + 4 * i, ch->seq);
+			rlb_put_u32(o + 4 * (C + i), ch->start);
+			rlb_put_u32(o + 4 * (2 * C + i), ch->tokens);
+			rlb_put_u32(o + 4 * (3 * C + i), ch->mb);
+			put_id(o + 16 * C + wg * i, wg, ch->rank);
+		}
+	}
+}
+
+/*
+ * Decode the schedule section at buf[off..len) of step `step` (M
+ * micro-batches) into p->sched: the chunks must be in (seq, start) order
+ * and tile each sequence from token 0 (rlb_schedule_from_chunks, with the
+ * lengths they imply; the trace's lengths are compared when the schedule
+ * is used).
+ */
+static int schedule_decode(const struct rlb_plan_header *h,
+			   const struct rlb_plan_step_info *info,
+			   const char *what, const uint8_t *buf, size_t off,
+			   struct rlb_step_plan *p, struct rlb_err *err)
+{
+	unsigned wg = gpu_width(h->ranks);
+	const uint8_t *o = buf + off + 8;
+	uint32_t nseqs = rlb_get_u32(buf + off), C = rlb_get_u32(buf + off + 4);
+	struct rlb_chunk *ch = NULL;
+	uint32_t *lens = NULL;
+	size_t i;
+	int ret = 0;
+
+	if (nseqs != info->seqs || C != info->chunks)
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   "%s: content offset %zu: schedule of %u sequences in %u chunks; the step index says %u, %u",
+				   what, off, nseqs, C, info->seqs, info->chunks);
+	ch = malloc((C ? C : 1) * sizeof(*ch));
+	lens = calloc(nseqs ? nseqs : 1, sizeof(*lens));
+	p->sched = calloc(1, sizeof(*p->sched));
+	if (!ch || !lens || !p->sched) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory for step %u",
+				  info->step);
+		goto out;
+	}
+	for (i = 0; i < C; i++) {
+		ch[i].seq = rlb_get_u32(o + 4 * i);
+		ch[i].start = rlb_get_u32(o + 4 * (C + i));
+		ch[i].tokens = rlb_get_u32(o + 4 * (2 * (size_t)C + i));
+		ch[i].mb = rlb_get_u32(o + 4 * (3 * (size_t)C + i));
+		ch[i].rank = get_id(o + 16 * (size_t)C + wg * i, wg);
+		if (ch[i].seq >= nseqs || ch[i].mb >= info->micro_batches ||
+		    (i && (ch[i].seq < ch[i - 1].seq ||
+			   (ch[i].seq == ch[i - 1].seq &&
+			    ch[i].start <= ch[i - 1].start))) ||
+		    ch[i].tokens > UINT32_MAX - lens[ch[i].seq]) {
+			ret = rlb_err_set(err, RLB_ECORRUPT,
+					  "%s: content offset %zu: chunk %zu (sequence %u, start %u, micro-batch %u) is out of order or range",
+					  what, off + 8 + 4 * i, i, ch[i].seq,
+					  ch[i].start, ch[i].mb);
+			goto out;
+		}
+		lens[ch[i].seq] += ch[i].tokens;
+	}
+	ret = rlb_schedule_from_chunks(p->sched, p->step, h->pack, ch, C, lens,
+				       nseqs, h->ranks, h->micro_batch_tokens,
+				       err);
+	if (ret) {
+		rlb_err_prefix(err, "%s", what);
+		ret = RLB_ECORRUPT;
+		goto out;
+	}
+	p->sched->micro_batches = info->micro_batches;
+out:
+	free(ch);
+	free(lens);
+	if (ret && p->sched) {
+		rlb_schedule_release(p->sched);
+		free(p->sched);
+		p->sched = NULL;
+	}
+	return ret;
 }
 
 /*
@@ -526,7 +638,7 @@ static int step_decode(const struct rlb_plan_header *h,
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "%s: content offset 12: fixed part of %u bytes is invalid",
 				   what, fixed);
-	need = step_bytes(h, mbs, replicas, fixed);
+	need = step_bytes(h, mbs, replicas, info->chunks, fixed);
 	if (need == 0 || need > len ||
 	    (h->version_minor <= RLB_PLAN_VERSION_MINOR && need != len))
 		return rlb_err_set(err, RLB_ECORRUPT,
@@ -608,6 +720,12 @@ static int step_decode(const struct rlb_plan_header *h,
 		rlb_err_prefix(err, "%s", what);
 		ret = RLB_ECORRUPT;
 		goto fail;
+	}
+	if (carries_schedule(h)) {
+		ret = schedule_decode(h, info, what, buf,
+				      (size_t)(qp - buf) + 4 * p->ninst, p, err);
+		if (ret)
+			goto fail;
 	}
 	return 0;
 fail:
@@ -717,7 +835,7 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 			   const struct rlb_step_plan *p)
 {
 	const struct rlb_plan_header *h = &w->h;
-	uint64_t cells, replicas, bytes;
+	uint64_t cells, replicas, bytes, chunks;
 	size_t c;
 	struct wstep *s;
 	int ret;
@@ -746,9 +864,17 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 	ret = rlb_step_plan_check(p, NULL, &w->err);
 	if (ret)
 		return wfail(w, rlb_err_prefix(&w->err, "step %u", p->step));
+	if (carries_schedule(h) &&
+	    (!p->sched || p->sched->micro_batches != p->micro_batches ||
+	     p->sched->ranks != h->ranks || p->sched->nseqs > UINT32_MAX))
+		return wfail(w, rlb_err_set(&w->err, RLB_EINVAL,
+					    "step %u: a plan packed '%s' must carry its schedule of %u micro-batches on %u ranks",
+					    p->step, rlb_pack_name(h->pack),
+					    p->micro_batches, h->ranks));
 	cells = (uint64_t)p->micro_batches * p->layers * p->experts;
 	replicas = p->ninst - cells;
-	bytes = step_bytes(h, p->micro_batches, replicas, RLP_S_FIXED);
+	chunks = carries_schedule(h) ? p->sched->nchunks : 0;
+	bytes = step_bytes(h, p->micro_batches, replicas, chunks, RLP_S_FIXED);
 	for (c = 0; bytes && c < (size_t)p->micro_batches * p->layers; c++)
 		if (p->inst_first[(c + 1) * p->experts] -
 		    p->inst_first[c * p->experts] - p->experts > UINT32_MAX)
@@ -779,6 +905,8 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 	s->info.step = p->step;
 	s->info.micro_batches = p->micro_batches;
 	s->info.replicas = replicas;
+	s->info.chunks = (uint32_t)chunks;
+	s->info.seqs = carries_schedule(h) ? (uint32_t)p->sched->nseqs : 0;
 	s->csize = (uint32_t)c;
 	s->dsize = (uint32_t)bytes;
 	return 0;
@@ -797,7 +925,8 @@ int rlb_plan_writer_error(const struct rlb_plan_writer *w, struct rlb_err *err)
 static int write_tail(struct rlb_plan_writer *w)
 {
 	size_t n = w->nsteps, i;
-	size_t ilen = RLP_I_FIXED + n * RLP_I_ENTRY + 4;
+	size_t eb = index_entry_bytes(&w->h);
+	size_t ilen = RLP_I_FIXED + n * eb + 4;
 	size_t slen = rrt_seek_table_bytes(n);
 	uint8_t *b = malloc(8 + (ilen > slen ? ilen : slen)), *p;
 	int ret;
@@ -809,12 +938,16 @@ static int write_tail(struct rlb_plan_writer *w)
 	p = b + 8;
 	memcpy(p, RLP_INDEX_ID, 8);
 	rlb_put_u32(p + 8, (uint32_t)n);
-	rlb_put_u32(p + 12, RLP_I_ENTRY);
+	rlb_put_u32(p + 12, (uint32_t)eb);
 	p += RLP_I_FIXED;
-	for (i = 0; i < n; i++, p += RLP_I_ENTRY) {
+	for (i = 0; i < n; i++, p += eb) {
 		rlb_put_u32(p, w->steps[i].info.step);
 		rlb_put_u32(p + 4, w->steps[i].info.micro_batches);
 		rlb_put_u64(p + 8, w->steps[i].info.replicas);
+		if (eb == RLP_I_ENTRY_SCHEDULE) {
+			rlb_put_u32(p + 16, w->steps[i].info.chunks);
+			rlb_put_u32(p + 20, w->steps[i].info.seqs);
+		}
 	}
 	rlb_put_u32(p, rrt_crc32c(b + 8, ilen - 4));
 	ret = write_all(w, b, 8 + ilen);
@@ -976,8 +1109,9 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 	}
 	n = rlb_get_u32(p + 8);
 	eb = rlb_get_u32(p + 12);
-	if (n != r->nsteps || eb < RLP_I_ENTRY ||
-	    (r->h.version_minor <= RLB_PLAN_VERSION_MINOR && eb != RLP_I_ENTRY) ||
+	if (n != r->nsteps || eb < index_entry_bytes(&r->h) ||
+	    (r->h.version_minor <= RLB_PLAN_VERSION_MINOR &&
+	     eb != index_entry_bytes(&r->h)) ||
 	    len != RLP_I_FIXED + n * eb + 4) {
 		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
 			     "%llu entries of %llu bytes in %llu bytes, the seek table has %zu steps",
@@ -997,13 +1131,18 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 		s->step = rlb_get_u32(e);
 		s->micro_batches = rlb_get_u32(e + 4);
 		s->replicas = rlb_get_u64(e + 8);
+		if (carries_schedule(&r->h)) {
+			s->chunks = rlb_get_u32(e + 16);
+			s->seqs = rlb_get_u32(e + 20);
+		}
 		if ((i && s->step <= r->info[i - 1].step) ||
 		    s->micro_batches > RLB_PLAN_MAX_MICRO_BATCHES ||
 		    !step_bytes(&r->h, s->micro_batches, s->replicas,
-				RLP_S_FIXED) ||
+				s->chunks, RLP_S_FIXED) ||
 		    (r->h.version_minor <= RLB_PLAN_VERSION_MINOR &&
 		     r->frames[i].dsize != step_bytes(&r->h, s->micro_batches,
-						      s->replicas, RLP_S_FIXED))) {
+						      s->replicas, s->chunks,
+						      RLP_S_FIXED))) {
 			ret = rrt_at_err(err, RLB_ECORRUPT, "step index",
 				     off + 8 + (uint64_t)(e - p),
 				     "bad entry %llu (step %u, %u micro-batches, %llu replicas)",

@@ -22,7 +22,7 @@
 #include "trace.h"
 
 #define RLB_PLAN_VERSION_MAJOR 1
-#define RLB_PLAN_VERSION_MINOR 0
+#define RLB_PLAN_VERSION_MINOR 1
 
 /* Limits of the format (SPEC.md (plan format) "Limits"). */
 #define RLB_PLAN_MAX_LAYERS 65536u
@@ -160,6 +160,8 @@ struct rlb_plan_step_info {
 	uint32_t step;
 	uint32_t micro_batches;
 	uint64_t replicas;	/* replica instances over all cells */
+	uint32_t chunks;	/* chunks of the carried schedule (0 without) */
+	uint32_t seqs;		/* sequences of the carried schedule (0 without) */
 };
 
 /*

@@ -8,8 +8,21 @@
 
 #include <jansson.h>
 
+#include "datacontrol.h"
 #include "planner.h"
 #include "relibra.h"
+
+/* Data control is an option of relibra; other policies ignore it. */
+static int uses_data_control(const struct rlb_balance_opts *o)
+{
+	return o->data_control && o->policy == RLB_POLICY_RELIBRA;
+}
+
+/* So is colocate. */
+static int uses_colocate(const struct rlb_balance_opts *o)
+{
+	return o->colocate && o->policy == RLB_POLICY_RELIBRA && o->reorder;
+}
 
 /* Per-policy state of one run. */
 struct run_policy {
@@ -17,20 +30,106 @@ struct run_policy {
 	struct rlb_sim *sim;
 	struct rlb_step_plan plan;
 	struct rlb_traffic traffic;
+	struct rlb_loads loads;		/* data control: loads under the plan's schedule */
 };
+
+/*
+ * The data-control path of one relibra policy (datacontrol.h): the plan's
+ * own schedule of the step, its loads, and the plan made on them.  The
+ * plan carries the schedule.
+ */
+static int plan_data_control(struct rlb_trace_reader *r,
+			     const struct rlb_schedule *dflt,
+			     struct run_policy *run, struct rlb_err *err)
+{
+	struct rlb_schedule *sched;
+	uint32_t *lens = NULL;
+	size_t n = 0;
+	int ret;
+
+	sched = calloc(1, sizeof(*sched));
+	if (!sched)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = rlb_step_seq_tokens(r, dflt->step, &lens, &n, err);
+	if (ret == 0)
+		ret = rlb_dc_schedule(sched, dflt->step, lens, n, dflt->ranks,
+				      dflt->mb_tokens, err);
+	if (ret == 0)
+		ret = rlb_step_count_loads(r, sched, &run->loads, err);
+	if (ret == 0)
+		ret = rlb_balancer_plan_step(run->balancer, sched, &run->loads,
+					     &run->plan, err);
+	if (ret == 0) {
+		run->plan.sched = sched;
+		sched = NULL;
+	}
+	if (sched)
+		rlb_schedule_release(sched);
+	free(sched);
+	free(lens);
+	return ret;
+}
+
+/* The step's default schedule and loads: the trainer's file or the packing rule. */
+static int default_loads(struct rlb_trace_reader *r, const struct rlb_config *cfg,
+			 const struct rlb_planner_opts *o, uint32_t step,
+			 struct rlb_schedule *s, struct rlb_loads *l,
+			 struct rlb_err *err)
+{
+	uint32_t *lens = NULL;
+	size_t n = 0;
+	int ret;
+
+	if (!o->schedule_file)
+		return rlb_step_loads(r, step, cfg, o->pack, s, l, err);
+	memset(l, 0, sizeof(*l));
+	ret = rlb_step_seq_tokens(r, step, &lens, &n, err);
+	if (ret == 0)
+		ret = rlb_schedule_file_step(o->schedule_file, step, lens, n,
+					     (uint32_t)(cfg->parallel.ep_size > 0 ?
+							cfg->parallel.ep_size :
+							rlb_config_gpus(cfg)),
+					     (uint32_t)cfg->parallel.micro_batch_tokens,
+					     s, err);
+	if (ret == 0)
+		ret = rlb_step_count_loads(r, s, l, err);
+	if (ret)
+		rlb_schedule_release(s);
+	free(lens);
+	return ret;
+}
+
+/* A copy of schedule s for a plan to carry. */
+static int carry_schedule(struct rlb_step_plan *p, const struct rlb_schedule *s,
+			  struct rlb_err *err)
+{
+	p->sched = calloc(1, sizeof(*p->sched));
+	if (!p->sched)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	*p->sched = *s;
+	p->sched->chunks = NULL;
+	if (s->nchunks) {
+		p->sched->chunks = malloc(s->nchunks * sizeof(*s->chunks));
+		if (!p->sched->chunks)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		memcpy(p->sched->chunks, s->chunks, s->nchunks * sizeof(*s->chunks));
+	}
+	return 0;
+}
 
 static int plan_one_step(struct rlb_trace_reader *r,
 			 const struct rlb_config *cfg,
 			 const struct rlb_planner_opts *o, uint32_t step,
 			 struct rlb_planner_policy *pol, struct run_policy *run,
 			 size_t n, struct rlb_sim *static_sim,
-			 struct rlb_err *err)
+			 struct rlb_cooc *cooc, struct rlb_err *err)
 {
 	struct rlb_schedule sched;
 	struct rlb_loads loads;
 	struct rlb_traffic static_t;
 	struct rlb_traffic **all = NULL;
-	size_t i;
+	uint32_t gpn = (uint32_t)cfg->cluster.gpus_per_node;
+	size_t i, nall = 1;
 	int ret;
 
 	memset(&sched, 0, sizeof(sched));
@@ -39,23 +138,37 @@ static int plan_one_step(struct rlb_trace_reader *r,
 	for (i = 0; i < n; i++) {
 		memset(&run[i].plan, 0, sizeof(run[i].plan));
 		memset(&run[i].traffic, 0, sizeof(run[i].traffic));
+		memset(&run[i].loads, 0, sizeof(run[i].loads));
 	}
-	ret = rlb_step_loads(r, step, cfg, o->pack, &sched, &loads, err);
+	ret = default_loads(r, cfg, o, step, &sched, &loads, err);
 	if (ret)
 		goto out;
+	if (cooc) {
+		ret = rlb_step_cooc(r, step, cooc, err);
+		if (ret)
+			goto out;
+	}
 	all = calloc(n + 1, sizeof(*all));
 	if (!all) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	ret = rlb_traffic_init(&static_t, NULL, &loads,
-			       (uint32_t)cfg->cluster.gpus_per_node, err);
+	ret = rlb_traffic_init(&static_t, NULL, &loads, gpn, err);
 	if (ret)
 		goto out;
 	all[0] = &static_t;
 	for (i = 0; i < n; i++) {
-		ret = rlb_balancer_plan_step(run[i].balancer, &sched, &loads,
-					     &run[i].plan, err);
+		const struct rlb_loads *l = &loads;
+
+		if (uses_data_control(&pol[i].opts)) {
+			ret = plan_data_control(r, &sched, &run[i], err);
+			l = &run[i].loads;
+		} else {
+			ret = rlb_balancer_plan_step(run[i].balancer, &sched,
+						     &loads, &run[i].plan, err);
+			if (ret == 0 && o->schedule_file)
+				ret = carry_schedule(&run[i].plan, &sched, err);
+		}
 		if (ret)
 			goto out;
 		if (pol[i].writer) {
@@ -70,24 +183,41 @@ static int plan_one_step(struct rlb_trace_reader *r,
 			if (ret)
 				goto out;
 		}
-		ret = rlb_traffic_init(&run[i].traffic, &run[i].plan, &loads,
-				       (uint32_t)cfg->cluster.gpus_per_node, err);
+		ret = rlb_traffic_init(&run[i].traffic, &run[i].plan, l, gpn, err);
 		if (ret)
 			goto out;
-		all[i + 1] = &run[i].traffic;
+		if (uses_data_control(&pol[i].opts)) {
+			/* Its own schedule: a traffic pass of its own. */
+			struct rlb_traffic *t = &run[i].traffic;
+
+			ret = rlb_traffic_step(r, run[i].plan.sched, &t, 1, err);
+			if (ret)
+				goto out;
+		} else {
+			all[nall++] = &run[i].traffic;
+		}
 	}
-	ret = rlb_traffic_step(r, &sched, all, n + 1, err);
+	ret = rlb_traffic_step(r, &sched, all, nall, err);
 	if (ret)
 		goto out;
 	ret = rlb_sim_add_step(static_sim, &sched, &loads, NULL, &static_t,
 			       &static_t, NULL, err);
-	for (i = 0; ret == 0 && i < n; i++)
-		ret = rlb_sim_add_step(run[i].sim, &sched, &loads, &run[i].plan,
-				       &run[i].traffic, &static_t, NULL, err);
+	for (i = 0; ret == 0 && i < n; i++) {
+		if (uses_data_control(&pol[i].opts))
+			/* Its uniform-traffic ideal is the default schedule's: see rlb_planner_run. */
+			ret = rlb_sim_add_step(run[i].sim, run[i].plan.sched,
+					       &run[i].loads, &run[i].plan,
+					       &run[i].traffic, NULL, NULL, err);
+		else
+			ret = rlb_sim_add_step(run[i].sim, &sched, &loads,
+					       &run[i].plan, &run[i].traffic,
+					       &static_t, NULL, err);
+	}
 out:
 	for (i = 0; i < n; i++) {
 		rlb_traffic_release(&run[i].traffic);
 		rlb_step_plan_release(&run[i].plan);
+		rlb_loads_release(&run[i].loads);
 	}
 	rlb_traffic_release(&static_t);
 	free(all);
@@ -129,6 +259,9 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 {
 	struct run_policy *run = NULL;
 	struct rlb_sim *static_sim = NULL;
+	struct rlb_sim_summary ssum;
+	struct rlb_cooc cooc;
+	int want_cooc = 0;
 	struct rlb_sim_opts so;
 	const uint32_t *steps;
 	size_t nsteps, i, done = 0, todo = 0;
@@ -146,6 +279,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		return rlb_err_set(err, RLB_ENOTFOUND,
 				   "no step of the trace in %u:%u",
 				   o->first_step, o->last_step);
+	memset(&cooc, 0, sizeof(cooc));
 	run = calloc(n ? n : 1, sizeof(*run));
 	if (!run)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -160,24 +294,48 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		if (ret)
 			rlb_err_prefix(err, "policy '%s'",
 				       rlb_policy_name(pol[i].opts.policy));
+		if (ret == 0 && uses_colocate(&pol[i].opts)) {
+			want_cooc = 1;
+			rlb_balancer_set_cooc(run[i].balancer, &cooc);
+		}
+	}
+	if (ret == 0 && want_cooc) {
+		const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+
+		ret = rlb_cooc_init(&cooc, h->moe_layers, h->experts, err);
 	}
 	for (i = 0; ret == 0 && i < nsteps; i++) {
 		if (steps[i] < o->first_step || steps[i] > o->last_step)
 			continue;
 		ret = plan_one_step(r, cfg, o, steps[i], pol, run, n,
-				    static_sim, err);
+				    static_sim, want_cooc ? &cooc : NULL, err);
 		if (o->progress)
 			o->progress(o->progress_ctx, ++done, todo, "steps");
 	}
+	if (ret == 0)
+		ret = rlb_sim_summary(static_sim, &ssum, err);
 	if (ret == 0 && static_sum)
-		ret = rlb_sim_summary(static_sim, static_sum, err);
-	for (i = 0; ret == 0 && i < n; i++)
-		ret = rlb_sim_summary(run[i].sim, &pol[i].summary, err);
+		*static_sum = ssum;
+	for (i = 0; ret == 0 && i < n; i++) {
+		struct rlb_sim_summary *sum = &pol[i].summary;
+
+		ret = rlb_sim_summary(run[i].sim, sum, err);
+		if (ret == 0 && uses_data_control(&pol[i].opts)) {
+			/*
+			 * The bound stays the default schedule's perfectly
+			 * balanced run, not one on the plan's own schedule.
+			 */
+			sum->ideal = ssum.ideal;
+			sum->fraction_of_ideal = sum->policy_time.total_s > 0 ?
+				ssum.ideal.total_s / sum->policy_time.total_s : 0;
+		}
+	}
 	for (i = 0; i < n; i++) {
 		rlb_balancer_free(run[i].balancer);
 		rlb_sim_free(run[i].sim);
 	}
 	rlb_sim_free(static_sim);
+	rlb_cooc_release(&cooc);
 	free(run);
 	return ret;
 }
@@ -256,9 +414,13 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 static const char *policy_label(const struct rlb_balance_opts *o, char *buf,
 				size_t size)
 {
-	snprintf(buf, size, "%s%s%s", rlb_policy_name(o->policy),
-		 o->policy == RLB_POLICY_RELIBRA && !o->reorder ? " --no-reorder" : "",
-		 o->policy == RLB_POLICY_RELIBRA && !o->replicate ? " --no-replicate" : "");
+	int rel = o->policy == RLB_POLICY_RELIBRA;
+
+	snprintf(buf, size, "%s%s%s%s%s", rlb_policy_name(o->policy),
+		 rel && !o->reorder ? " --no-reorder" : "",
+		 rel && !o->replicate ? " --no-replicate" : "",
+		 rel && o->colocate ? " --colocate" : "",
+		 rel && o->data_control ? " --data-control" : "");
 	return buf;
 }
 
@@ -292,7 +454,8 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 		      "gpus_per_node", cfg->cluster.gpus_per_node,
 		      "ep_size", cfg->parallel.ep_size,
 		      "micro_batch_tokens", cfg->parallel.micro_batch_tokens,
-		      "pack", rlb_pack_name(o->pack),
+		      "pack", rlb_pack_name(uses_data_control(bo) ? RLB_PACK_DATA_CONTROL :
+					    o->schedule_file ? RLB_PACK_FILE : o->pack),
 		      "trace",
 		      "path", src->trace_path ? src->trace_path : "",
 		      "model", src->trace ? src->trace->model : "",
@@ -316,6 +479,11 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 	}
 	json_object_update(j, fig);
 	json_decref(fig);
+	json_object_set_new(json_object_get(j, "options"), "data_control",
+			    json_boolean(uses_data_control(bo)));
+	if (src->schedule_path)
+		json_object_set_new(json_object_get(j, "config"), "schedule",
+				    json_string(src->schedule_path));
 	ideal = json_pack("{s:f, s:f}",
 			  "step_time_s", s->steps ? s->ideal.total_s / s->steps : 0,
 			  "tokens_per_s", s->ideal.total_s > 0 ? s->tokens / s->ideal.total_s : 0);

@@ -34,6 +34,8 @@ struct rlb_planner_policy {
 
 struct rlb_planner_opts {
 	enum rlb_pack pack;		/* micro-batch packing */
+	/* optional: the trainer's schedule, used instead of pack; plans carry it */
+	const struct rlb_schedule_file *schedule_file;
 	uint32_t first_step;		/* steps first_step..last_step, inclusive */
 	uint32_t last_step;
 	rlb_progress_fn progress;	/* optional */
@@ -60,6 +62,7 @@ struct rlb_result_source {
 	const struct rlb_trace_header *trace;
 	const char *label;		/* row name, e.g. "relibra --no-reorder" (NULL: the policy) */
 	int no_timing;			/* 1: omit wall-clock fields */
+	const char *schedule_path;	/* the trainer's schedule file, if any */
 };
 
 #define RLB_RESULT_SCHEMA "relibra.result/1"

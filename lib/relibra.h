@@ -12,6 +12,8 @@
 #include "config.h"
 #include "trace.h"
 #include "schedule.h"
+#include "datacontrol.h"
+#include "cooc.h"
 #include "stats.h"
 #include "capture.h"
 #include "eplb.h"

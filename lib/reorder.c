@@ -27,7 +27,31 @@ struct level {
 	double mig;
 	const uint32_t *prev;
 	const uint32_t *stat;
+	const uint64_t *cooc;	/* or NULL: [E][E] tokens routed to both experts */
+	double coloc;		/* objective rows saved per co-located token pair */
 };
+
+/* Co-occurrence of items i and j of the level. */
+static double pair(const struct rlb_reorder *r, const struct level *lv,
+		   uint32_t i, uint32_t j)
+{
+	return (double)lv->cooc[(size_t)lv->items[i] * r->p.num_experts +
+				lv->items[j]];
+}
+
+/* The pairs of a's bins: sum over i < j in one bin of pair(i, j). */
+static double colocated(const struct rlb_reorder *r, const struct level *lv,
+			const uint32_t *a)
+{
+	double s = 0;
+	uint32_t i, j;
+
+	for (i = 0; lv->cooc && i < lv->n; i++)
+		for (j = i + 1; j < lv->n; j++)
+			if (a[i] == a[j])
+				s += pair(r, lv, i, j);
+	return s;
+}
 
 static const int64_t *item_loads(const struct rlb_reorder *r,
 				 const struct level *lv, uint32_t i)
@@ -116,7 +140,7 @@ static double score(struct rlb_reorder *r, const struct level *lv,
 	}
 	for (i = 0; i < lv->n; i++)
 		mig += moved_cost(lv, i, a[i]);
-	return (double)s + mig;
+	return (double)s + mig - lv->coloc * colocated(r, lv, a);
 }
 
 /* Stable merge sort of idx[0..n) by key descending (index order on ties). */
@@ -227,6 +251,14 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 	}
 	bin_loads(r, lv, a);
 	top_all(r, lv);
+	if (lv->cooc) {
+		/* S[i][b]: co-occurrence of item i with the items of bin b */
+		memset(r->share, 0, (size_t)lv->n * B * sizeof(double));
+		for (i = 0; i < lv->n; i++)
+			for (j = 0; j < lv->n; j++)
+				if (j != i)
+					r->share[(size_t)i * B + a[j]] += pair(r, lv, i, j);
+	}
 	for (;;) {
 		int improved = 0;
 
@@ -275,6 +307,14 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 				if (lv->prev && lv->mig != 0)
 					d += moved_cost(lv, i, q) + moved_cost(lv, j, p) -
 					     moved_cost(lv, i, p) - moved_cost(lv, j, q);
+				if (lv->cooc) {
+					const double *si = r->share + (size_t)i * B;
+					const double *sj = r->share + (size_t)j * B;
+					double cij = pair(r, lv, i, j);
+
+					d -= lv->coloc * (si[q] - cij + sj[p] - cij -
+							  si[p] - sj[q]);
+				}
 				if (d < bestd) {
 					bestd = d;
 					bestj = j;
@@ -293,6 +333,12 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 				}
 				a[i] = q;
 				a[bestj] = p;
+				for (j = 0; lv->cooc && j < lv->n; j++) {
+					double d = pair(r, lv, j, i) - pair(r, lv, j, bestj);
+
+					r->share[(size_t)j * B + q] += d;
+					r->share[(size_t)j * B + p] -= d;
+				}
 				swaps++;
 				improved = 1;
 			}
@@ -373,6 +419,7 @@ void rlb_reorder_release(struct rlb_reorder *r)
 	free(r->node);
 	free(r->prev_node);
 	free(r->members);
+	free(r->share);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -395,7 +442,7 @@ int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
 				   "reorder: expert count %u is not a positive multiple of the GPU count %u",
 				   E, G);
 	if (!isfinite(p->row_s) || p->row_s < 0 || !isfinite(p->migration_s) ||
-	    p->migration_s < 0)
+	    p->migration_s < 0 || !isfinite(p->colocate_rows) || p->colocate_rows < 0)
 		return rlb_err_set(err, RLB_EINVAL,
 				   "reorder: row time %g s or migration time %g s is not a finite non-negative number",
 				   p->row_s, p->migration_s);
@@ -415,7 +462,8 @@ int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
 	r->node = calloc(E, sizeof(uint32_t));
 	r->prev_node = calloc(E, sizeof(uint32_t));
 	r->members = calloc(E, sizeof(uint32_t));
-	if (!r->res.home || !r->items || !r->order || !r->bin || !r->best ||
+	r->share = calloc((size_t)E * (G / g), sizeof(double));
+	if (!r->share || !r->res.home || !r->items || !r->order || !r->bin || !r->best ||
 	    !r->prev_bin || !r->static_bin || !r->fill || !r->node ||
 	    !r->prev_node || !r->members) {
 		rlb_reorder_release(r);
@@ -464,7 +512,8 @@ static int reserve(struct rlb_reorder *r, uint32_t M, struct rlb_err *err)
 }
 
 int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
-		    const uint32_t *prev_home, struct rlb_err *err)
+		    const uint32_t *prev_home, const uint64_t *cooc,
+		    struct rlb_err *err)
 {
 	uint32_t E = r->p.num_experts, G = r->p.num_gpus, g = r->p.gpus_per_node;
 	uint32_t N = G / g, k = E / N, epg = E / G, e, m, n, i;
@@ -508,6 +557,8 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	lv.mig = r->migration_rows;
 	lv.prev = r->prev_node;
 	lv.stat = r->static_bin;
+	lv.cooc = cooc;
+	lv.coloc = cooc ? r->p.colocate_rows : 0;
 	r->res.objective_rows = solve_level(r, &lv, r->node, r->res.start_rows,
 					    &r->res.start, &r->res.passes,
 					    &r->res.swaps);
@@ -551,6 +602,8 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 		lv.mig = prev_home ? r->migration_gpu_rows : 0;
 		lv.prev = prev_home ? r->prev_bin : NULL;
 		lv.stat = r->static_bin;
+		lv.cooc = NULL;	/* inside a node no copy crosses the network */
+		lv.coloc = 0;
 		solve_level(r, &lv, a, NULL, NULL, &passes, &r->res.swaps);
 		for (i = 0; i < k; i++)
 			r->res.home[mem[i]] = n * g + a[i];

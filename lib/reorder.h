@@ -26,6 +26,12 @@ struct rlb_reorder_params {
 	double migration_s;	/* weighted seconds to move one expert between nodes, >= 0 */
 	uint32_t max_passes;	/* bound on improvement passes per level (0: default) */
 	double migration_in_node_s; /* weighted seconds to move one expert between GPUs of a node, >= 0 */
+	/*
+	 * colocate: node-level objective rows saved per pair of co-occurring
+	 * routings on one node (one inter-node copy fewer), >= 0; used when
+	 * rlb_reorder_run is given co-occurrence counts.
+	 */
+	double colocate_rows;
 };
 
 /* Which start the node-level search began from. */
@@ -77,6 +83,7 @@ struct rlb_reorder {
 	uint32_t *node;			/* [E] chosen node of each expert */
 	uint32_t *prev_node;		/* [E] */
 	uint32_t *members;		/* [E] experts by node */
+	double *share;			/* [E][nodes] co-occurrence with each node (colocate) */
 };
 
 /*
@@ -98,7 +105,11 @@ void rlb_reorder_release(struct rlb_reorder *r);
  * load[M][E] is the token rows of each expert in each micro-batch (all
  * sources together); prev_home[E] the previous step's home GPUs, NULL for
  * the static layout (expert e on GPU e / (E / G)); it must hold E/G
- * experts per GPU.
+ * experts per GPU.  cooc[E][E] (or NULL) counts the tokens routed to both
+ * experts (symmetric, zero diagonal): with it the node-level objective
+ * also subtracts colocate_rows for every such token pair whose experts
+ * share a node (the `colocate` lever: a token pair on one node is, to a
+ * first approximation, one inter-node copy fewer).
  *
  * 1. Nodes (N = G / g, E / N experts each).  Objective: sum over
  *    micro-batches of the largest node load, plus migration_rows for every
@@ -134,7 +145,8 @@ void rlb_reorder_release(struct rlb_reorder *r);
  * RLB_ENOMEM.
  */
 int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
-		    const uint32_t *prev_home, struct rlb_err *err);
+		    const uint32_t *prev_home, const uint64_t *cooc,
+		    struct rlb_err *err);
 
 /*
  * The node-level objective (node rows, see above) of placement home[E]

@@ -328,67 +328,196 @@ void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 	}
 }
 
-int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
-		   const struct rlb_config *cfg, enum rlb_pack pack,
-		   struct rlb_schedule *s, struct rlb_loads *l,
-		   struct rlb_err *err)
+/* Order of a schedule's chunks: by (seq, start). */
+static int cmp_chunk(const void *a, const void *b)
 {
-	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
-	struct rlb_seq_meta *metas = NULL;
-	uint32_t *lens = NULL;
-	size_t n = 0, i;
-	int ep, ret;
+	const struct rlb_chunk *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+int rlb_schedule_from_chunks(struct rlb_schedule *s, uint32_t step,
+			     enum rlb_pack pack, const struct rlb_chunk *chunks,
+			     size_t nchunks, const uint32_t *seq_tokens,
+			     size_t nseqs, uint32_t ranks, uint32_t mb_tokens,
+			     struct rlb_err *err)
+{
+	uint32_t seq = 0, next = 0, top = 0;
+	size_t c;
+	int ret = 0;
 
 	memset(s, 0, sizeof(*s));
+	s->step = step;
+	s->pack = pack;
+	s->ranks = ranks;
+	s->mb_tokens = mb_tokens;
+	s->nseqs = nseqs;
+	if (ranks == 0)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size is 0");
+	if (nseqs > UINT32_MAX)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: step %u has too many sequences (%zu)",
+				   step, nseqs);
+	if (nchunks) {
+		s->chunks = malloc(nchunks * sizeof(*s->chunks));
+		if (!s->chunks)
+			return rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory for %zu chunks",
+					   nchunks);
+		memcpy(s->chunks, chunks, nchunks * sizeof(*s->chunks));
+		qsort(s->chunks, nchunks, sizeof(*s->chunks), cmp_chunk);
+	}
+	s->nchunks = nchunks;
+	/* Walk the sequences and the sorted chunks together: next is the first token not yet covered. */
+	for (c = 0; c <= nchunks; c++) {
+		const struct rlb_chunk *ch = c < nchunks ? &s->chunks[c] : NULL;
+		uint32_t want = ch ? ch->seq : (uint32_t)nseqs;
+
+		while (seq < want) {
+			if (next < seq_tokens[seq]) {
+				ret = rlb_err_set(err, RLB_EINVAL,
+						  "schedule: step %u: sequence %u: tokens %u..%u are in no chunk",
+						  step, seq, next, seq_tokens[seq] - 1);
+				goto out;
+			}
+			seq++;
+			next = 0;
+		}
+		if (!ch)
+			break;
+		if (ch->seq >= nseqs) {
+			ret = rlb_err_set(err, RLB_EINVAL,
+					  "schedule: step %u: sequence %u does not exist (the step has %zu)",
+					  step, ch->seq, nseqs);
+			goto out;
+		}
+		if (ch->tokens == 0 || ch->start > seq_tokens[seq] ||
+		    ch->tokens > seq_tokens[seq] - ch->start) {
+			ret = rlb_err_set(err, RLB_EINVAL,
+					  "schedule: step %u: sequence %u: chunk %u+%u is outside its %u tokens",
+					  step, seq, ch->start, ch->tokens, seq_tokens[seq]);
+			goto out;
+		}
+		if (ch->start != next) {
+			ret = rlb_err_set(err, RLB_EINVAL,
+					  ch->start < next ?
+					  "schedule: step %u: sequence %u: token %u is in two chunks" :
+					  "schedule: step %u: sequence %u: token %u is in no chunk",
+					  step, seq, ch->start < next ? ch->start : next);
+			goto out;
+		}
+		if (ch->rank >= ranks || ch->mb >= RLB_SCHEDULE_MAX_MICRO_BATCHES) {
+			ret = rlb_err_set(err, RLB_EINVAL,
+					  "schedule: step %u: sequence %u: rank %u, micro-batch %u out of range (EP size %u)",
+					  step, seq, ch->rank, ch->mb, ranks);
+			goto out;
+		}
+		next = ch->start + ch->tokens;
+		if (ch->mb + 1 > top)
+			top = ch->mb + 1;
+	}
+	s->micro_batches = top;
+out:
+	if (ret < 0)
+		rlb_schedule_release(s);
+	return ret;
+}
+
+int rlb_step_seq_tokens(struct rlb_trace_reader *r, uint32_t step,
+			uint32_t **lens, size_t *n, struct rlb_err *err)
+{
+	struct rlb_seq_meta *metas = NULL;
+	size_t i;
+	int ret;
+
+	*lens = NULL;
+	*n = 0;
+	ret = rlb_trace_reader_step_seqs(r, step, &metas, n, err);
+	if (ret < 0)
+		return ret;
+	*lens = malloc((*n ? *n : 1) * sizeof(**lens));
+	if (!*lens) {
+		free(metas);
+		*n = 0;
+		return rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+	}
+	for (i = 0; i < *n; i++)
+		(*lens)[i] = metas[i].tokens;
+	free(metas);
+	return 0;
+}
+
+int rlb_step_count_loads(struct rlb_trace_reader *r,
+			 const struct rlb_schedule *s, struct rlb_loads *l,
+			 struct rlb_err *err)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	size_t i, c = 0;
+	int ret;
+
 	memset(l, 0, sizeof(*l));
 	if (!h)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: trace has no header");
-	ep = cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
-	if (ep <= 0 || cfg->parallel.micro_batch_tokens <= 0)
-		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size and micro_batch_tokens must be positive");
-	ret = rlb_trace_reader_step_seqs(r, step, &metas, &n, err);
+	ret = rlb_loads_init(l, s->micro_batches, h->moe_layers, s->ranks,
+			     h->experts, err);
 	if (ret < 0)
-		goto out;
-	lens = malloc((n ? n : 1) * sizeof(*lens));
-	if (!lens) {
-		ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
-		goto out;
-	}
-	for (i = 0; i < n; i++)
-		lens[i] = metas[i].tokens;
-	ret = rlb_schedule_build(s, step, lens, n, (uint32_t)ep,
-				 (uint32_t)cfg->parallel.micro_batch_tokens, pack, err);
-	if (ret < 0)
-		goto out;
-	ret = rlb_loads_init(l, s->micro_batches, h->moe_layers,
-			     (uint32_t)ep, h->experts, err);
-	if (ret < 0)
-		goto out;
-	if (n) {
-		ret = rlb_trace_reader_seek_step(r, step, err);
+		return ret;
+	if (s->nseqs) {
+		ret = rlb_trace_reader_seek_step(r, s->step, err);
 		if (ret < 0)
 			goto out;
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < s->nseqs; i++) {
 		struct rlb_seq seq;
+		uint32_t want = 0;
 
+		/* The chunks tile each sequence: their sum is its length. */
+		for (; c < s->nchunks && s->chunks[c].seq == i; c++)
+			want += s->chunks[c].tokens;
 		ret = rlb_trace_reader_next(r, &seq, err);
 		if (ret < 0)
 			goto out;
-		if (ret == 0 || seq.step != step || seq.tokens != metas[i].tokens) {
+		if (ret == 0 || seq.step != s->step || seq.tokens != want) {
 			ret = rlb_err_set(err, RLB_ECORRUPT,
-					  "step %u: sequence %zu does not match the step index", step, i);
+					  "step %u: sequence %zu does not match the step index", s->step, i);
 			goto out;
 		}
 		rlb_loads_add_seq(l, s, (uint32_t)i, &seq, h->topk);
 	}
 	ret = 0;
 out:
-	free(metas);
-	free(lens);
-	if (ret < 0) {
-		rlb_schedule_release(s);
+	if (ret < 0)
 		rlb_loads_release(l);
-	}
+	return ret;
+}
+
+int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
+		   const struct rlb_config *cfg, enum rlb_pack pack,
+		   struct rlb_schedule *s, struct rlb_loads *l,
+		   struct rlb_err *err)
+{
+	uint32_t *lens = NULL;
+	size_t n = 0;
+	int ep, ret;
+
+	memset(s, 0, sizeof(*s));
+	memset(l, 0, sizeof(*l));
+	if (!rlb_trace_reader_header(r))
+		return rlb_err_set(err, RLB_EINVAL, "schedule: trace has no header");
+	ep = cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+	if (ep <= 0 || cfg->parallel.micro_batch_tokens <= 0)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size and micro_batch_tokens must be positive");
+	ret = rlb_step_seq_tokens(r, step, &lens, &n, err);
+	if (ret < 0)
+		goto out;
+	ret = rlb_schedule_build(s, step, lens, n, (uint32_t)ep,
+				 (uint32_t)cfg->parallel.micro_batch_tokens, pack, err);
+	if (ret < 0)
+		goto out;
+	ret = rlb_step_count_loads(r, s, l, err);
+out:
+	free(lens);
+	if (ret < 0)
+		rlb_schedule_release(s);
 	return ret;
 }

@@ -64,6 +64,66 @@ void rlb_schedule_release(struct rlb_schedule *s);
  */
 size_t rlb_schedule_first_chunk(const struct rlb_schedule *s, uint32_t seq);
 
+/*
+ * A schedule from explicit chunks (a plan's own schedule, a trainer's
+ * schedule file): the chunks are copied and sorted by (seq, start) and
+ * must tile every sequence of seq_tokens[0..nseqs) exactly: each token in
+ * one chunk, no chunk past its sequence or of zero tokens, every rank
+ * below RANKS.  Budgets are not enforced (a trainer may pack differently);
+ * micro_batches is the highest micro-batch used plus one, at most
+ * RLB_SCHEDULE_MAX_MICRO_BATCHES.  s is initialised here (release it also
+ * after a failure).  Errors: RLB_EINVAL naming the step, sequence and
+ * token range at fault, RLB_ENOMEM.
+ */
+#define RLB_SCHEDULE_MAX_MICRO_BATCHES (1u << 20)
+int rlb_schedule_from_chunks(struct rlb_schedule *s, uint32_t step,
+			     enum rlb_pack pack, const struct rlb_chunk *chunks,
+			     size_t nchunks, const uint32_t *seq_tokens,
+			     size_t nseqs, uint32_t ranks, uint32_t mb_tokens,
+			     struct rlb_err *err);
+
+/*
+ * A trainer's own micro-batch assignment (relibra plan --schedule FILE):
+ * JSON of schema "relibra.schedule/1" (docs/schedule.md, "Schedule
+ * files"): {"schema": ..., "steps": [{"step": S, "micro_batches":
+ * [[[[seq, start, end], ...] per rank] per micro-batch]}]}, seq the
+ * sequence's index in the step (trace order), [start, end) its tokens.
+ */
+struct rlb_schedule_file;
+
+/*
+ * Load and check the file's structure (PATH "-": stdin).  Errors: RLB_EIO;
+ * RLB_EPARSE with "schedule 'PATH': ..." and the line, column and byte of
+ * a JSON syntax error, or the JSON path of the value at fault and what
+ * was expected; RLB_ENOMEM.  Free with rlb_schedule_file_free (NULL is a
+ * no-op).
+ */
+int rlb_schedule_file_load(struct rlb_schedule_file **out, const char *path,
+			   struct rlb_err *err);
+void rlb_schedule_file_free(struct rlb_schedule_file *f);
+
+/*
+ * Step STEP of the file as a schedule (pack RLB_PACK_FILE), checked like
+ * rlb_schedule_from_chunks against the step's sequence lengths and the EP
+ * size (every micro-batch must list exactly RANKS ranks).  Errors:
+ * RLB_ENOTFOUND (the file has no such step), those of
+ * rlb_schedule_from_chunks, prefixed with the file's name.
+ */
+int rlb_schedule_file_step(const struct rlb_schedule_file *f, uint32_t step,
+			   const uint32_t *seq_tokens, size_t nseqs,
+			   uint32_t ranks, uint32_t mb_tokens,
+			   struct rlb_schedule *s, struct rlb_err *err);
+
+/*
+ * One step of a schedule as the schedule file writes it:
+ * {"step": S, "micro_batches": [[[[seq, start, end], ...] per rank] per
+ * micro-batch]}, ranges in (seq, start) order within each rank.  NULL on
+ * allocation failure.
+ */
+struct json_t *rlb_schedule_step_json(const struct rlb_schedule *s);
+
+#define RLB_SCHEDULE_SCHEMA "relibra.schedule/1"
+
 /* Token counts per (micro-batch, layer, source rank, expert). */
 struct rlb_loads {
 	uint32_t micro_batches;
@@ -102,6 +162,25 @@ void rlb_loads_release(struct rlb_loads *l);
 void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 		       uint32_t seq_index, const struct rlb_seq *seq,
 		       uint32_t topk);
+
+/*
+ * The sequence lengths of step STEP in file order, as the trace's step
+ * index lists them: *lens (malloc'd, free it; non-NULL also for an empty
+ * step) and *n.  Errors: those of the reader, RLB_ENOTFOUND, RLB_ENOMEM.
+ */
+int rlb_step_seq_tokens(struct rlb_trace_reader *r, uint32_t step,
+			uint32_t **lens, size_t *n, struct rlb_err *err);
+
+/*
+ * Count the loads of S's step under S, streaming the step's sequences
+ * (bounded memory); the shape comes from the trace header.  l is
+ * initialised here and released on failure.  Errors: those of the
+ * reader, RLB_ECORRUPT (the step's sequences do not match its index or
+ * S), RLB_ENOMEM.
+ */
+int rlb_step_count_loads(struct rlb_trace_reader *r,
+			 const struct rlb_schedule *s, struct rlb_loads *l,
+			 struct rlb_err *err);
 
 /*
  * Convenience: read step STEP of the trace, build its schedule with the

@@ -12,6 +12,7 @@
 #include "balance.h"
 #include "eplb.h"
 #include "reorder.h"
+#include "cooc.h"
 #include "suites.h"
 
 static uint32_t rnd(uint64_t *state)
@@ -449,7 +450,7 @@ START_TEST(test_reorder_hand)
 
 	/* 2 nodes of 1 GPU: {0, 2} and {1, 3} give max 11 instead of 20 */
 	reorder_new(&r, 2, 1, 4, 0);
-	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL), 0);
+	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL, NULL), 0);
 	ck_assert_double_eq(r.res.objective_rows, 11);
 	ck_assert_double_eq(r.res.start_rows[RLB_REORDER_START_STATIC], 20);
 	ck_assert_int_eq(r.res.start, RLB_REORDER_START_LPT);
@@ -462,14 +463,14 @@ START_TEST(test_reorder_hand)
 
 	/* moving two experts costs 2 * 4 < 9: still worth it */
 	reorder_new(&r, 2, 1, 4, 4);
-	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL), 0);
+	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL, NULL), 0);
 	ck_assert_double_eq(r.res.objective_rows, 19);
 	ck_assert_uint_eq(r.res.moved, 2);
 	rlb_reorder_release(&r);
 
 	/* 2 * 5 > 9: stay */
 	reorder_new(&r, 2, 1, 4, 5);
-	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL), 0);
+	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL, NULL), 0);
 	ck_assert_double_eq(r.res.objective_rows, 20);
 	ck_assert_uint_eq(r.res.moved, 0);
 	ck_assert_int_eq(r.res.start, RLB_REORDER_START_PREV);
@@ -485,7 +486,7 @@ START_TEST(test_reorder_hand)
 		static const uint64_t alt[2][4] = { { 9, 1, 9, 1 }, { 1, 9, 1, 9 } };
 
 		reorder_new(&r, 2, 1, 4, 0);
-		ck_assert_int_eq(rlb_reorder_run(&r, &alt[0][0], 2, NULL, NULL), 0);
+		ck_assert_int_eq(rlb_reorder_run(&r, &alt[0][0], 2, NULL, NULL, NULL), 0);
 		ck_assert_double_eq(r.res.objective_rows, 20);
 		ck_assert_double_eq(r.res.start_rows[RLB_REORDER_START_STATIC], 20);
 		ck_assert_uint_eq(r.res.home[0], r.res.home[1]);
@@ -524,7 +525,7 @@ START_TEST(test_reorder_random)
 			prev[j] = t;
 		}
 		reorder_new(&r, G, g, E, mig);
-		ck_assert_int_eq(rlb_reorder_run(&r, load, M, it % 3 ? prev : NULL, NULL), 0);
+		ck_assert_int_eq(rlb_reorder_run(&r, load, M, it % 3 ? prev : NULL, NULL, NULL), 0);
 		for (e = 0; e < E; e++) {
 			ck_assert_uint_lt(r.res.home[e], G);
 			cnt[r.res.home[e]]++;
@@ -749,6 +750,63 @@ START_TEST(test_migrations)
 }
 END_TEST
 
+/*
+ * colocate: 4 equal experts on 2 nodes of 1 GPU, all splits balanced;
+ * experts 0 and 3 share tokens, so they end on one node, and the
+ * objective subtracts colocate_rows per pair.  Without counts the static
+ * layout stays.
+ */
+START_TEST(test_reorder_colocate)
+{
+	static const uint64_t load[4] = { 5, 5, 5, 5 };
+	uint64_t cooc[16] = {0};
+	struct rlb_reorder_params p = { .num_gpus = 2, .gpus_per_node = 1,
+					.num_experts = 4, .row_s = 1,
+					.colocate_rows = 0.5 };
+	struct rlb_reorder r;
+
+	cooc[0 * 4 + 3] = cooc[3 * 4 + 0] = 6;
+	cooc[1 * 4 + 2] = cooc[2 * 4 + 1] = 1;
+	ck_assert_int_eq(rlb_reorder_init(&r, &p, NULL), 0);
+	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL, NULL), 0);
+	ck_assert_uint_eq(r.res.home[0], 0);
+	ck_assert_uint_eq(r.res.home[3], 1);
+	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, cooc, NULL), 0);
+	ck_assert_uint_eq(r.res.home[0], r.res.home[3]);
+	ck_assert_uint_eq(r.res.home[1], r.res.home[2]);
+	ck_assert_uint_ne(r.res.home[0], r.res.home[1]);
+	/* max node 10, minus 0.5 * (6 + 1) co-located pairs */
+	ck_assert_double_eq(r.res.objective_rows, 10 - 3.5);
+	rlb_reorder_release(&r);
+}
+END_TEST
+
+/* Sampled co-occurrence counts of a sequence: every 8th token, both orders. */
+START_TEST(test_cooc_counts)
+{
+	uint16_t ids[2 * 9 * 2];
+	struct rlb_seq seq = { .tokens = 9, .ids = ids };
+	struct rlb_cooc c;
+	uint32_t t;
+
+	for (t = 0; t < 9; t++) {
+		ids[t * 2] = 0;			/* layer 0 */
+		ids[t * 2 + 1] = (uint16_t)(t == 8 ? 2 : 1);
+		ids[18 + t * 2] = 3;		/* layer 1: a repeated id */
+		ids[18 + t * 2 + 1] = 3;
+	}
+	ck_assert_int_eq(rlb_cooc_init(&c, 2, 4, NULL), 0);
+	rlb_cooc_add_seq(&c, &seq, 2);
+	/* tokens 0 and 8 are sampled */
+	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[0 * 4 + 1], 1);
+	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[1 * 4 + 0], 1);
+	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[0 * 4 + 2], 1);
+	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[1 * 4 + 2], 0);
+	ck_assert_uint_eq(rlb_cooc_layer(&c, 1)[3 * 4 + 3], 0);
+	rlb_cooc_release(&c);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
 	struct rlb_config cfg;
@@ -760,11 +818,6 @@ START_TEST(test_errors)
 
 	make_cfg(&cfg, 2, 2, 8, 1);
 	opts_for(&o, &cfg, RLB_POLICY_RELIBRA);
-	o.colocate = 1;
-	ck_assert_int_eq(rlb_balancer_new(&b, &cfg, &o, &err), RLB_EUNSUPPORTED);
-	ck_assert_ptr_null(b);
-	ck_assert_str_eq(err.msg, "policy 'relibra': colocate is not implemented (the step loads carry no expert co-occurrence counts)");
-	o.colocate = 0;
 	cfg.parallel.ep_size = 3;
 	ck_assert_int_eq(rlb_balancer_new(&b, &cfg, &o, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "EP size 3 is not a positive multiple of the 2 GPUs per node");
@@ -810,10 +863,10 @@ START_TEST(test_errors)
 		ck_assert_str_eq(err.msg, "reorder: expert count 6 is not a positive multiple of the GPU count 4");
 		rp.num_experts = 8;
 		ck_assert_int_eq(rlb_reorder_init(&r, &rp, &err), 0);
-		ck_assert_int_eq(rlb_reorder_run(&r, load, 1, bad, &err), RLB_EINVAL);
+		ck_assert_int_eq(rlb_reorder_run(&r, load, 1, bad, NULL, &err), RLB_EINVAL);
 		ck_assert_str_eq(err.msg, "reorder: previous placement puts more than 2 experts on GPU 0");
 		bad[2] = 9;
-		ck_assert_int_eq(rlb_reorder_run(&r, load, 1, bad, &err), RLB_EINVAL);
+		ck_assert_int_eq(rlb_reorder_run(&r, load, 1, bad, NULL, &err), RLB_EINVAL);
 		ck_assert_str_eq(err.msg, "reorder: previous home 9 of expert 2 is not a GPU (4 GPUs)");
 		rlb_reorder_release(&r);
 		rlb_reorder_release(&r);
@@ -988,6 +1041,8 @@ Suite *rlb_suite_balance(void)
 	tcase_add_test(tc, test_ablations);
 	tcase_add_test(tc, test_migrations);
 	tcase_add_test(tc, test_errors);
+	tcase_add_test(tc, test_reorder_colocate);
+	tcase_add_test(tc, test_cooc_counts);
 	tcase_add_test(tc, test_opts_from_config);
 	tcase_add_test(tc, test_real_counts);
 	suite_add_tcase(s, tc);

@@ -1017,6 +1017,105 @@ START_TEST(test_file_flipped_bytes)
 }
 END_TEST
 
+/* Attach a schedule of chunks c[0..n) (sequence lengths implied) to plan p. */
+static void attach_schedule(struct rlb_step_plan *p, const struct rlb_chunk *c,
+			    size_t n, size_t nseqs)
+{
+	uint32_t len[8] = {0};
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		len[c[i].seq] += c[i].tokens;
+	p->sched = calloc(1, sizeof(*p->sched));
+	ck_assert_ptr_nonnull(p->sched);
+	ck_assert_int_eq(rlb_schedule_from_chunks(p->sched, p->step,
+						  RLB_PACK_DATA_CONTROL, c, n,
+						  len, nseqs, 2, 16, NULL), 0);
+	p->sched->micro_batches = p->micro_batches;
+}
+
+/* Plans that carry their schedule (format 1.1): round trip, refusals, corruption. */
+START_TEST(test_file_schedule)
+{
+	static const struct rlb_chunk c0[] = {
+		{ 0, 0, 4, 0, 0 }, { 1, 0, 3, 0, 1 }, { 2, 0, 2, 1, 0 },
+	};
+	static const struct rlb_chunk c1[] = { { 0, 0, 3, 0, 0 }, { 0, 3, 2, 0, 1 } };
+	struct rlb_plan_header h;
+	struct rlb_step_plan p[2], got[2];
+	struct rlb_plan_writer *w;
+	struct rlb_err err;
+	const char *path = tmp_path("sched.rlp"), *cut = tmp_path("sched-cut.rlp");
+	uint8_t *b;
+	size_t n, len, k, i, pos;
+	int ret;
+
+	tiny_header(&h);
+	h.pack = RLB_PACK_DATA_CONTROL;
+	tiny_steps(p);
+	/* a plan packed data-control must carry its schedule */
+	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), 0);
+	ck_assert_int_eq(rlb_plan_writer_append(w, &p[0]), RLB_EINVAL);
+	rlb_plan_writer_error(w, &err);
+	ck_assert_str_eq(err.msg, "step 0: a plan packed 'data-control' must carry its schedule of 2 micro-batches on 2 ranks");
+	rlb_plan_writer_abort(w);
+	attach_schedule(&p[0], c0, 3, 3);
+	attach_schedule(&p[1], c1, 2, 1);
+	write_plans(path, &h, p, 2, NULL);
+	ck_assert_int_eq(read_all(path, &err, got, 2, &k), 0);
+	ck_assert_uint_eq(k, 2);
+	for (i = 0; i < 2; i++) {
+		plans_equal(&got[i], &p[i]);
+		ck_assert_ptr_nonnull(got[i].sched);
+		ck_assert_int_eq(got[i].sched->pack, RLB_PACK_DATA_CONTROL);
+		ck_assert_uint_eq(got[i].sched->micro_batches, p[i].micro_batches);
+		ck_assert_uint_eq(got[i].sched->nseqs, p[i].sched->nseqs);
+		ck_assert_uint_eq(got[i].sched->nchunks, p[i].sched->nchunks);
+		ck_assert_mem_eq(got[i].sched->chunks, p[i].sched->chunks,
+				 p[i].sched->nchunks * sizeof(struct rlb_chunk));
+		rlb_step_plan_release(&got[i]);
+	}
+	{
+		struct rlb_plan_reader *r;
+
+		ck_assert_int_eq(rlb_plan_reader_open(&r, path, &err), 0);
+		ck_assert_uint_eq(rlb_plan_reader_header(r)->version_minor, 1);
+		ck_assert_int_eq(rlb_plan_reader_header(r)->pack, RLB_PACK_DATA_CONTROL);
+		rlb_plan_reader_free(r);
+	}
+	/* every cut and every flipped byte is refused with its offset (or decodes the same) */
+	b = slurp(path, &n);
+	for (len = 0; len < n; len++) {
+		spit(cut, b, len);
+		ret = read_all(cut, &err, got, 2, &k);
+		ck_assert_msg(ret < 0, "cut at %zu bytes was accepted", len);
+		ck_assert_msg(err_has_offset(&err), "cut at %zu: %s", len, err.msg);
+		for (i = 0; i < k && i < 2; i++)
+			rlb_step_plan_release(&got[i]);
+	}
+	for (pos = 0; pos < n; pos++) {
+		b[pos] ^= 0x01;
+		spit(cut, b, n);
+		b[pos] ^= 0x01;
+		ret = read_all(cut, &err, got, 2, &k);
+		if (ret == 0) {
+			ck_assert_msg(pos >= 8 + 156 && k == 2, "byte %zu was accepted", pos);
+			plans_equal(&got[0], &p[0]);
+			plans_equal(&got[1], &p[1]);
+		} else {
+			ck_assert_msg(err_has_offset(&err), "byte %zu: %s", pos, err.msg);
+		}
+		for (i = 0; i < k && i < 2; i++)
+			rlb_step_plan_release(&got[i]);
+	}
+	free(b);
+	rlb_step_plan_release(&p[0]);
+	rlb_step_plan_release(&p[1]);
+	unlink(cut);
+	unlink(path);
+}
+END_TEST
+
 /* Rewrite a header field and its CRC in a file image. */
 static void patch_header(uint8_t *b, size_t off, const void *v, size_t n)
 {
@@ -1428,6 +1527,7 @@ Suite *rlb_suite_plan(void)
 	tcase_add_test(tc, test_writer_errors);
 	tcase_add_test(tc, test_file_truncation);
 	tcase_add_test(tc, test_file_flipped_bytes);
+	tcase_add_test(tc, test_file_schedule);
 	tcase_add_test(tc, test_file_versions);
 	tcase_add_test(tc, test_check_inputs);
 	tcase_add_test(tc, test_eplb_export_known);

@@ -495,6 +495,212 @@ START_TEST(test_step_loads_trace)
 }
 END_TEST
 
+/* rlb_schedule_from_chunks: chunks in any order are sorted; bad tilings are refused. */
+START_TEST(test_from_chunks)
+{
+	static const uint32_t len[3] = { 5, 0, 3 };
+	struct rlb_chunk ok[3] = {
+		{ 2, 0, 3, 1, 0 }, { 0, 2, 3, 0, 1 }, { 0, 0, 2, 0, 0 },
+	};
+	static const struct {
+		struct rlb_chunk c[3];
+		size_t n;
+		const char *msg;
+	} bad[] = {
+		{ { { 0, 0, 5, 0, 0 } }, 1,
+		  "schedule: step 7: sequence 2: tokens 0..2 are in no chunk" },
+		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 2, 0, 0 } }, 2,
+		  "schedule: step 7: sequence 2: tokens 2..2 are in no chunk" },
+		{ { { 0, 0, 3, 0, 0 }, { 0, 2, 3, 0, 1 }, { 2, 0, 3, 0, 0 } }, 3,
+		  "schedule: step 7: sequence 0: token 2 is in two chunks" },
+		{ { { 0, 0, 2, 0, 0 }, { 0, 3, 2, 0, 1 }, { 2, 0, 3, 0, 0 } }, 3,
+		  "schedule: step 7: sequence 0: token 2 is in no chunk" },
+		{ { { 0, 0, 6, 0, 0 }, { 2, 0, 3, 0, 0 } }, 2,
+		  "schedule: step 7: sequence 0: chunk 0+6 is outside its 5 tokens" },
+		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 3, 0, 3, 0, 0 } }, 3,
+		  "schedule: step 7: sequence 3 does not exist (the step has 3)" },
+		{ { { 0, 0, 5, 0, 2 }, { 2, 0, 3, 0, 0 } }, 2,
+		  "schedule: step 7: sequence 0: rank 2, micro-batch 0 out of range (EP size 2)" },
+	};
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	size_t i;
+
+	ck_assert_int_eq(rlb_schedule_from_chunks(&s, 7, RLB_PACK_FILE, ok, 3, len, 3,
+						  2, 4, &err), 0);
+	ck_assert_uint_eq(s.nchunks, 3);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	ck_assert_int_eq(s.pack, RLB_PACK_FILE);
+	expect_chunk(&s.chunks[0], 0, 0, 2, 0, 0);
+	expect_chunk(&s.chunks[1], 0, 2, 3, 0, 1);
+	expect_chunk(&s.chunks[2], 2, 0, 3, 1, 0);
+	ck_assert_uint_eq(rlb_schedule_first_chunk(&s, 2), 2);
+	rlb_schedule_release(&s);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(rlb_schedule_from_chunks(&s, 7, RLB_PACK_FILE, bad[i].c,
+							  bad[i].n, len, 3, 2, 4, &err),
+				 RLB_EINVAL);
+		ck_assert_str_eq(err.msg, bad[i].msg);
+		ck_assert_ptr_null(s.chunks);
+	}
+}
+END_TEST
+
+/* The data-control schedule: tiling, budgets, the fewest micro-batches, balance. */
+START_TEST(test_data_control)
+{
+	uint64_t x = 7;
+	int iter;
+
+	for (iter = 0; iter < 200; iter++) {
+		struct rlb_schedule a, b;
+		struct rlb_err err = {0};
+		size_t n = test_rand(&x) % 80, i, nb;
+		uint32_t *len = calloc(n + 1, sizeof(*len));
+		uint32_t ranks = 1 + (uint32_t)(test_rand(&x) % 8);
+		uint32_t budget = 64 + (uint32_t)(test_rand(&x) % 3000);
+		uint64_t total = 0, *bin, lo = UINT64_MAX, hi = 0, longest = 0;
+
+		for (i = 0; i < n; i++) {
+			len[i] = test_rand(&x) % 7 == 0 ? 0 : (uint32_t)(test_rand(&x) % 5000);
+			total += len[i];
+		}
+		ck_assert_int_eq(rlb_dc_schedule(&a, (uint32_t)iter, len, n, ranks, budget, &err), 0);
+		ck_assert_int_eq(a.pack, RLB_PACK_DATA_CONTROL);
+		check_schedule(&a, len, n);
+		/* never fewer micro-batches than the tokens need */
+		ck_assert_uint_ge((uint64_t)a.micro_batches * ranks * budget, total);
+		if (total)
+			ck_assert_uint_ge(a.micro_batches, 1);
+		/* longest chunk first into the emptiest bin: bins differ by at most one chunk */
+		nb = (size_t)a.micro_batches * ranks;
+		bin = calloc(nb + 1, sizeof(*bin));
+		for (i = 0; i < a.nchunks; i++) {
+			bin[(size_t)a.chunks[i].mb * ranks + a.chunks[i].rank] += a.chunks[i].tokens;
+			if (a.chunks[i].tokens > longest)
+				longest = a.chunks[i].tokens;
+		}
+		for (i = 0; i < nb; i++) {
+			lo = bin[i] < lo ? bin[i] : lo;
+			hi = bin[i] > hi ? bin[i] : hi;
+		}
+		if (nb)
+			ck_assert_msg(hi - lo <= longest, "iter %d: bins %llu..%llu, longest chunk %llu",
+				      iter, (unsigned long long)lo, (unsigned long long)hi,
+				      (unsigned long long)longest);
+		free(bin);
+		ck_assert_int_eq(rlb_dc_schedule(&b, (uint32_t)iter, len, n, ranks, budget, &err), 0);
+		ck_assert_uint_eq(a.micro_batches, b.micro_batches);
+		ck_assert_uint_eq(a.nchunks, b.nchunks);
+		if (a.nchunks)
+			ck_assert_int_eq(memcmp(a.chunks, b.chunks, a.nchunks * sizeof(*a.chunks)), 0);
+		rlb_schedule_release(&a);
+		rlb_schedule_release(&b);
+		free(len);
+	}
+}
+END_TEST
+
+/* Hand case: 6 sequences of 3, 3, 2, 2, 1, 1 tokens on 2 ranks of budget 3. */
+START_TEST(test_data_control_hand)
+{
+	static const uint32_t len[6] = { 3, 1, 2, 3, 1, 2 };
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+
+	ck_assert_int_eq(rlb_dc_schedule(&s, 0, len, 6, 2, 3, &err), 0);
+	/* 12 tokens, 6 per micro-batch: 2 micro-batches, every bin full */
+	ck_assert_uint_eq(s.micro_batches, 2);
+	/* order 0(3) 3(3) 2(2) 5(2) 1(1) 4(1); bins (mb, rank) 0..3 */
+	expect_chunk(&s.chunks[0], 0, 0, 3, 0, 0);
+	expect_chunk(&s.chunks[1], 1, 0, 1, 1, 0);
+	expect_chunk(&s.chunks[2], 2, 0, 2, 1, 0);
+	expect_chunk(&s.chunks[3], 3, 0, 3, 0, 1);
+	expect_chunk(&s.chunks[4], 4, 0, 1, 1, 1);
+	expect_chunk(&s.chunks[5], 5, 0, 2, 1, 1);
+	rlb_schedule_release(&s);
+}
+END_TEST
+
+static const char *write_tmp(const char *name, const char *text)
+{
+	static char path[4][512];
+	static int k;
+	char *p = path[k++ % 4];
+	FILE *fp;
+
+	snprintf(p, 512, "%s/%s", rlb_test_tmpdir(), name);
+	fp = fopen(p, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs(text, fp);
+	fclose(fp);
+	return p;
+}
+
+START_TEST(test_schedule_file)
+{
+	static const uint32_t len[3] = { 5, 0, 3 };
+	const char *ok = write_tmp("sched-ok.json",
+		"{\"schema\": \"relibra.schedule/1\", \"steps\": [\n"
+		" {\"step\": 4, \"micro_batches\": [[[[0, 0, 2]], [[0, 2, 5]]],\n"
+		"                                  [[[2, 0, 3]], []]]},\n"
+		" {\"step\": 5, \"micro_batches\": []}]}\n");
+	static const struct {
+		const char *text;
+		const char *msg;	/* after "schedule 'PATH': " */
+	} bad[] = {
+		{ "{\"schema\": \"relibra.schedule/1\",\n \"steps\": [}",
+		  "invalid JSON at line 2, column 12 (byte 45): unexpected token near '}'" },
+		{ "{\"schema\": \"relibra.schedule/2\", \"steps\": []}",
+		  "schema 'relibra.schedule/2' is not supported (expected 'relibra.schedule/1')" },
+		{ "{\"schema\": \"relibra.schedule/1\"}",
+		  "'steps': expected an array of steps" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": -1}]}",
+		  "'steps[0].step': expected a step number" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 2, \"micro_batches\": []}, {\"step\": 2, \"micro_batches\": []}]}",
+		  "'steps[1].step': steps must increase (2 after 2)" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 0, \"micro_batches\": [[[[0, 3, 3]]]]}]}",
+		  "'steps[0].micro_batches[0][0][0]': expected [seq, start, end] with non-negative integers and end > start" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 0, \"micro_batches\": [[[], []], [[]]]}]}",
+		  "'steps[0].micro_batches[1]': lists 1 ranks, micro-batch 0 lists 2" },
+	};
+	struct rlb_schedule_file *f;
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	char want[1024];
+	size_t i;
+
+	ck_assert_msg(rlb_schedule_file_load(&f, ok, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(rlb_schedule_file_step(f, 4, len, 3, 2, 8, &s, &err), 0);
+	ck_assert_int_eq(s.pack, RLB_PACK_FILE);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	ck_assert_uint_eq(s.nchunks, 3);
+	expect_chunk(&s.chunks[0], 0, 0, 2, 0, 0);
+	expect_chunk(&s.chunks[1], 0, 2, 3, 0, 1);
+	expect_chunk(&s.chunks[2], 2, 0, 3, 1, 0);
+	rlb_schedule_release(&s);
+	/* the EP size must match, the step must exist, every token be covered */
+	ck_assert_int_eq(rlb_schedule_file_step(f, 4, len, 3, 4, 8, &s, &err), RLB_EMISMATCH);
+	snprintf(want, sizeof(want), "schedule '%s': step 4 lists 2 ranks, the EP size is 4", ok);
+	ck_assert_str_eq(err.msg, want);
+	ck_assert_int_eq(rlb_schedule_file_step(f, 6, len, 3, 2, 8, &s, &err), RLB_ENOTFOUND);
+	ck_assert_int_eq(rlb_schedule_file_step(f, 5, len, 3, 2, 8, &s, &err), RLB_EINVAL);
+	snprintf(want, sizeof(want),
+		 "schedule '%s': schedule: step 5: sequence 0: tokens 0..4 are in no chunk", ok);
+	ck_assert_str_eq(err.msg, want);
+	rlb_schedule_file_free(f);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *p = write_tmp("sched-bad.json", bad[i].text);
+
+		ck_assert_int_eq(rlb_schedule_file_load(&f, p, &err), RLB_EPARSE);
+		ck_assert_ptr_null(f);
+		snprintf(want, sizeof(want), "schedule '%s': %s", p, bad[i].msg);
+		ck_assert_str_eq(err.msg, want);
+	}
+	ck_assert_int_eq(rlb_schedule_file_load(&f, "/nonexistent/s.json", &err), RLB_EIO);
+}
+END_TEST
+
 Suite *rlb_suite_schedule(void)
 {
 	Suite *s = suite_create("schedule");
@@ -509,6 +715,10 @@ Suite *rlb_suite_schedule(void)
 	tcase_add_test(tc, test_loads_hand);
 	tcase_add_test(tc, test_loads_sum);
 	tcase_add_test(tc, test_step_loads_trace);
+	tcase_add_test(tc, test_from_chunks);
+	tcase_add_test(tc, test_data_control);
+	tcase_add_test(tc, test_data_control_hand);
+	tcase_add_test(tc, test_schedule_file);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1,0 +1,88 @@
+# plan_schedule.sh - the schedule a plan is made on: the trainer's own file
+# (--schedule), relibra's data control (--data-control), plans that carry
+# their schedule, and inspect --schedule that prints one.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+run capture -c "$cfg" --synthetic --seed 5 -o t.rrt
+expect_status 0
+
+# The config's rule as a schedule file gives the very same plan and figures.
+run inspect --schedule -c "$cfg" t.rrt
+expect_status 0
+cp out rule.json
+grep -q '^{"schema":"relibra.schedule/1","steps":\[{"step":0,"micro_batches":\[\[\[\[' rule.json ||
+	fail "inspect --schedule printed $(head -c 200 rule.json)"
+run plan -c "$cfg" --policy relibra --no-timing -o a.rlp --json t.rrt
+expect_status 0
+sed -e '/"pack"/d' out > a.json
+run plan -c "$cfg" --policy relibra --no-timing -o b.rlp --schedule rule.json --json t.rrt
+expect_status 0
+grep -q '"pack": "file"' out || fail "the summary does not name the schedule file's packing"
+grep -q '"schedule": "rule.json"' out || fail "the summary does not name the schedule file"
+sed -e '/"pack"/d' -e '/"schedule"/d' out > b.json
+cmp -s a.json b.json || { diff a.json b.json; fail "the rule's own schedule as a file changed the result"; }
+run inspect b.rlp
+expect_status 0
+expect_out "plan 1.1: policy relibra, split locality, pack file"
+# The plan carries the file's schedule: inspect gives the same file back.
+run inspect --schedule b.rlp
+expect_status 0
+cmp -s out rule.json || fail "the plan's schedule differs from the file it was made on"
+run inspect --schedule a.rlp
+expect_status 1
+expect_err "relibra inspect: plan 'a.rlp' carries no schedule (pack in-order: the trace and config rebuild it)"
+
+# Data control: its own schedule, carried by the plan; the ideal stays the rule's.
+run plan -c "$cfg" --policy relibra --data-control --no-timing -o dc.rlp --summary dc.json t.rrt
+expect_status 0
+expect_out "data-control packing"
+grep -q '"pack": "data-control"' dc.json || fail "dc.json lacks its packing"
+grep -q '"data_control": true' dc.json || fail "dc.json lacks the option"
+grep -q '"label": "relibra --data-control"' dc.json || fail "dc.json lacks its label"
+run inspect --dump --steps 0 dc.rlp
+expect_status 0
+expect_out "pack data-control"
+expect_out "  schedule: "
+expect_out "  mb 0, rank 0: "
+run inspect --schedule dc.rlp
+expect_status 0
+cp out dc-sched.json
+# The data-control schedule as a file plans to the same step time.
+run plan -c "$cfg" --policy relibra --no-timing --schedule dc-sched.json --json t.rrt
+expect_status 0
+a=$(grep -o '"step_time_s": [0-9.e+-]*' dc.json | head -1)
+b=$(grep -o '"step_time_s": [0-9.e+-]*' out | head -1)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "data control ($a) and its schedule as a file ($b) differ"
+for i in 1 2; do
+	run plan -c "$cfg" --policy relibra --data-control --no-timing -o dc$i.rlp t.rrt
+	expect_status 0
+done
+cmp -s dc1.rlp dc2.rlp || fail "data-control plans differ between two runs"
+
+# Usage errors and bad files.
+run plan -c "$cfg" --policy eplb --data-control t.rrt
+expect_status 2
+expect_err "relibra plan: --data-control is an option of the relibra policy"
+run plan -c "$cfg" --pack ffd --schedule rule.json t.rrt
+expect_status 2
+expect_err "relibra plan: --schedule excludes --pack and data control"
+printf '{"schema": "relibra.schedule/1", "steps": [\n  {"step": 0 "micro_batches": []}]}\n' > bad.json
+run plan -c "$cfg" --schedule bad.json t.rrt
+expect_status 1
+expect_err "relibra plan: schedule 'bad.json': invalid JSON at line 2, column 28 (byte 72): '}' expected near '\"micro_batches\"'"
+printf '{"schema": "relibra.schedule/1", "steps": [{"step": 0, "micro_batches": [[[[0, 0, 1]], [], [], []]]}]}\n' > short.json
+run plan -c "$cfg" --schedule short.json --steps 0 t.rrt
+expect_status 1
+expect_err "relibra plan: step 0: schedule 'short.json': schedule: step 0: sequence 0: tokens 1.."
+printf '{"schema": "relibra.schedule/1", "steps": [{"step": 0, "micro_batches": [[[], []]]}]}\n' > ranks.json
+run plan -c "$cfg" --schedule ranks.json --steps 0 t.rrt
+expect_status 1
+expect_err "relibra plan: step 0: schedule 'ranks.json': step 0 lists 2 ranks, the EP size is 4"
+run plan -c "$cfg" --schedule rule.json --steps 1 -o x.rlp t.rrt
+expect_status 0
+run plan -c "$cfg" --schedule missing.json t.rrt
+expect_status 1
+expect_err "relibra plan: cannot open schedule 'missing.json': No such file or directory"
+[ ! -e x.rlp.tmp ] || fail "x.rlp.tmp left behind"
+exit 0
