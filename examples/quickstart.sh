@@ -1,7 +1,8 @@
 #!/bin/sh
 # quickstart.sh - the relibra quickstart (`make demo`): capture a synthetic RL
-# routing trace for Qwen3-30B-A3B on one 8-GPU H100 node, check it, and print
-# its load statistics under both packing rules.
+# routing trace for Qwen3-30B-A3B on one 8-GPU H100 node, check it, print its
+# load statistics under both packing rules, plan it, and compare every policy
+# in a table and an HTML report with charts.
 # usage: quickstart.sh [RELIBRA_BINARY]   (outputs in $RLB_DEMO_DIR, default out/demo)
 set -eu
 bin=${1:-relibra}
@@ -32,20 +33,17 @@ for pack in in-order ffd; do
 	"$bin" inspect --stats -c "$cfg" --pack "$pack" "$out/rl.rrt"
 done
 
-step "plan every policy and simulate it on the cluster" \
-	"relibra plan -c $cfg --policy POLICY --summary $out/POLICY.json -o $out/POLICY.rlp $out/rl.rrt"
-field() {	# field NAME FILE: the first (top-level) value of NAME in a result file
-	sed -n "s/^  \"$1\": \([^,]*\),*$/\1/p" "$2" | head -n 1
-}
-printf '%-22s %12s %12s %10s %10s %10s\n' policy "step (ms)" "tokens/s" "x static" "of ideal" "GPU p50"
-for policy in static eplb eplb-oracle replicate relibra ideal; do
-	"$bin" plan -c "$cfg" --policy "$policy" --summary "$out/$policy.json" \
-		-o "$out/$policy.rlp" "$out/rl.rrt" > "$out/$policy.txt"
-	f="$out/$policy.json"
-	gpu=$(sed -n '/"gpu_after"/,/}/s/^ *"p50": \([^,]*\),*$/\1/p' "$f" | head -n 1)
-	awk -v p="$policy" -v t="$(field step_time_s "$f")" -v r="$(field tokens_per_s "$f")" \
-		-v s="$(field speedup_over_static "$f")" -v i="$(field fraction_of_ideal "$f")" -v g="$gpu" \
-		'BEGIN { printf "%-22s %12.1f %12.4g %10.3f %10.3f %10.3f\n", p, t * 1e3, r, s, i, g }'
-done
+step "plan it with relibra's policy: the plan file and its simulated step time" \
+	"relibra plan -c $cfg --policy relibra -o $out/relibra.rlp --summary $out/relibra.json $out/rl.rrt"
+"$bin" plan -c "$cfg" --policy relibra -o "$out/relibra.rlp" --summary "$out/relibra.json" "$out/rl.rrt"
+
+step "beyond placement: relibra chooses the micro-batches too (data control; the plan carries its schedule)" \
+	"relibra plan -c $cfg --policy relibra --data-control -o $out/relibra-dc.rlp $out/rl.rrt"
+"$bin" plan -c "$cfg" --policy relibra --data-control -o "$out/relibra-dc.rlp" "$out/rl.rrt"
+
+step "compare every policy on the cluster: one pass over the trace, a table and an HTML report" \
+	"relibra report -c $cfg --trace $out/rl.rrt --html $out/report.html --svg $out/charts"
+"$bin" report -c "$cfg" --trace "$out/rl.rrt" --html "$out/report.html" --svg "$out/charts"
 echo
-echo "plans, summaries and tables: $out/"
+echo "HTML report with charts: $out/report.html"
+

@@ -23,5 +23,6 @@
 #include "plan_io.h"
 #include "sim.h"
 #include "planner.h"
+#include "report.h"
 
 #endif

@@ -37,6 +37,7 @@ int main(void)
 	srunner_add_suite(sr, rlb_suite_plan());
 	srunner_add_suite(sr, rlb_suite_balance());
 	srunner_add_suite(sr, rlb_suite_sim());
+	srunner_add_suite(sr, rlb_suite_report());
 	srunner_add_suite(sr, rlb_suite_expert());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

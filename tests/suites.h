@@ -17,6 +17,7 @@ Suite *rlb_suite_replicate(void);
 Suite *rlb_suite_plan(void);
 Suite *rlb_suite_balance(void);
 Suite *rlb_suite_sim(void);
+Suite *rlb_suite_report(void);
 Suite *rlb_suite_expert(void);
 
 /* Directory of the source tree's tests/ (fixtures), from RLB_TEST_SRCDIR or ".". */

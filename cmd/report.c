@@ -1,0 +1,390 @@
+/*
+ * report.c - relibra report: compare results (plan summaries, train-step
+ * metrics) or plan a trace under several policies in process, optionally
+ * over a swept config key, and print the comparison as a table, Markdown,
+ * CSV or JSON, with SVG charts and an HTML page.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "report.h"
+
+#define NAME "report"
+
+static const char usage[] =
+	"usage: relibra report [-h] [-c CONFIG] [--set KEY=VALUE]... [--trace TRACE] "
+	"[--policies LIST] [--sweep KEY=V1,V2,...] [--steps A:B] [--pack in-order|ffd] "
+	"[--format table|markdown|csv|json] [-o FILE] [--html FILE] [--svg DIR] "
+	"[--layer L] [RESULT.json]...\n"
+	"\n"
+	"  RESULT.json          plan summaries (plan --summary) and train-step metrics\n"
+	"  -c CONFIG            configuration for --trace (relibra.yaml(5))\n"
+	"  --set KEY=VALUE      override a configuration key (repeatable)\n"
+	"  --trace TRACE        plan and simulate this trace in process\n"
+	"  --policies LIST      comma-separated policies for --trace (default: static,\n"
+	"                       eplb,eplb-oracle,replicate,relibra,ideal)\n"
+	"  --sweep KEY=V1,...   repeat --trace for each value of one config key\n"
+	"  --steps A:B          only steps A..B of the trace\n"
+	"  --pack RULE          micro-batch packing (default: parallel.pack)\n"
+	"  --format FORMAT      table (default), markdown, csv or json\n"
+	"  -o FILE              write the report to FILE instead of stdout\n"
+	"  --html FILE          write one self-contained HTML page with the charts\n"
+	"  --svg DIR            write the charts as SVG files into DIR\n"
+	"  --layer L            MoE layer of the micro-batch chart (default: the most\n"
+	"                       imbalanced under static)\n";
+
+enum {
+	OPT_SET = 256, OPT_TRACE, OPT_POLICIES, OPT_SWEEP, OPT_STEPS, OPT_PACK,
+	OPT_FORMAT, OPT_HTML, OPT_SVG, OPT_LAYER,
+};
+
+struct opts {
+	struct cmd_config_opts cfg;
+	const char *trace, *policies, *sweep, *pack, *out, *html, *svg;
+	enum rlb_report_format format;
+	enum rlb_policy pol[RLB_POLICY_COUNT];
+	size_t npol;
+	uint32_t step_lo, step_hi;
+	int have_steps;
+	long layer;
+	char **files;
+	int nfiles;
+};
+
+/* "a,b,c" into o->pol; a usage error on unknown or repeated names. */
+static int parse_policies(struct opts *o)
+{
+	char buf[256], *tok, *save = NULL;
+	struct rlb_err err = {0};
+	enum rlb_policy p;
+	size_t i;
+
+	if (strlen(o->policies) >= sizeof(buf))
+		return cmd_usage_error(NAME, usage, "--policies: list too long");
+	strcpy(buf, o->policies);
+	o->npol = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (rlb_policy_from_name(tok, &p, &err))
+			return cmd_usage_error(NAME, usage, "--policies: %s", err.msg);
+		for (i = 0; i < o->npol; i++)
+			if (o->pol[i] == p)
+				return cmd_usage_error(NAME, usage,
+						       "--policies: '%s' given twice", tok);
+		o->pol[o->npol++] = p;
+	}
+	if (o->npol == 0)
+		return cmd_usage_error(NAME, usage, "--policies: no policy");
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, OPT_SET },
+		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "policies", required_argument, NULL, OPT_POLICIES },
+		{ "sweep", required_argument, NULL, OPT_SWEEP },
+		{ "steps", required_argument, NULL, OPT_STEPS },
+		{ "pack", required_argument, NULL, OPT_PACK },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "output", required_argument, NULL, 'o' },
+		{ "html", required_argument, NULL, OPT_HTML },
+		{ "svg", required_argument, NULL, OPT_SVG },
+		{ "layer", required_argument, NULL, OPT_LAYER },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const enum rlb_policy all[] = {
+		RLB_POLICY_STATIC, RLB_POLICY_EPLB, RLB_POLICY_EPLB_ORACLE,
+		RLB_POLICY_REPLICATE, RLB_POLICY_RELIBRA, RLB_POLICY_IDEAL,
+	};
+	struct rlb_err err = {0};
+	uint64_t u;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->layer = -1;
+	o->step_hi = UINT32_MAX;
+	memcpy(o->pol, all, sizeof(all));
+	o->npol = sizeof(all) / sizeof(all[0]);
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'c':
+			o->cfg.path = optarg;
+			break;
+		case OPT_SET:
+			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
+				cmd_errorf(NAME, "out of memory");
+				return EXIT_FAIL;
+			}
+			break;
+		case OPT_TRACE:
+			o->trace = optarg;
+			break;
+		case OPT_POLICIES:
+			o->policies = optarg;
+			break;
+		case OPT_SWEEP:
+			o->sweep = optarg;
+			break;
+		case OPT_STEPS:
+			if (cmd_parse_steps(optarg, &o->step_lo, &o->step_hi, &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->have_steps = 1;
+			break;
+		case OPT_PACK:
+			o->pack = optarg;
+			break;
+		case OPT_FORMAT:
+			if (rlb_report_format_from_name(optarg, &o->format, &err))
+				return cmd_usage_error(NAME, usage, "--format: %s", err.msg);
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case OPT_HTML:
+			o->html = optarg;
+			break;
+		case OPT_SVG:
+			o->svg = optarg;
+			break;
+		case OPT_LAYER:
+			if (rlb_parse_u64(optarg, 0, 1u << 20, &u, "--layer", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->layer = (long)u;
+			break;
+		case ':':
+			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
+					       argv[optind - 1]);
+		default:
+			return cmd_usage_error(NAME, usage, "unknown option '%s'",
+					       argv[optind - 1]);
+		}
+	}
+	o->files = argv + optind;
+	o->nfiles = argc - optind;
+	if (o->trace && !o->cfg.path)
+		return cmd_usage_error(NAME, usage, "--trace needs -c CONFIG");
+	if (!o->trace) {
+		const char *need = o->cfg.path ? "-c" : o->cfg.nsets ? "--set" :
+			o->policies ? "--policies" : o->sweep ? "--sweep" :
+			o->have_steps ? "--steps" : o->pack ? "--pack" : NULL;
+
+		if (need)
+			return cmd_usage_error(NAME, usage, "%s goes with --trace", need);
+	}
+	if (!o->trace && o->nfiles == 0)
+		return cmd_usage_error(NAME, usage,
+				       "no results: give RESULT.json files or -c CONFIG --trace TRACE");
+	if (o->policies && parse_policies(o))
+		return EXIT_USAGE;
+	if (o->sweep) {
+		const char *eq = strchr(o->sweep, '=');
+
+		if (!eq || eq == o->sweep || !eq[1])
+			return cmd_usage_error(NAME, usage,
+					       "--sweep '%s': expected KEY=V1,V2,...", o->sweep);
+	}
+	return 0;
+}
+
+/* Plan the trace under the config with one more override (may be NULL). */
+static int plan_in_process(const struct opts *o, struct rlb_trace_reader *tr,
+			   const char *key, const char *value,
+			   struct rlb_report *rep)
+{
+	struct cmd_config_opts co = o->cfg;
+	struct rlb_report_run_opts ro;
+	struct rlb_config cfg;
+	struct rlb_err err = {0};
+	char *set = NULL;
+	int ret = EXIT_FAIL;
+
+	co.sets = NULL;
+	co.nsets = 0;
+	for (size_t i = 0; i < o->cfg.nsets; i++)
+		if (cmd_config_add_set(&co, o->cfg.sets[i]))
+			goto oom;
+	if (key) {
+		set = malloc(strlen(key) + strlen(value) + 2);
+		if (!set)
+			goto oom;
+		sprintf(set, "%s=%s", key, value);
+		if (cmd_config_add_set(&co, set))
+			goto oom;
+	}
+	if (cmd_config_load(NAME, &co, &cfg) != 0)
+		goto out;
+	memset(&ro, 0, sizeof(ro));
+	ro.config_path = o->cfg.path;
+	ro.trace_path = o->trace;
+	ro.policies = o->pol;
+	ro.npolicies = o->npol;
+	ro.planner.pack = cfg.parallel.pack;
+	if (o->pack && rlb_pack_from_name(o->pack, &ro.planner.pack, &err)) {
+		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
+		goto out;
+	}
+	ro.planner.first_step = o->step_lo;
+	ro.planner.last_step = o->step_hi;
+	ro.planner.progress = cmd_progress;
+	ro.planner.progress_ctx = NAME;
+	ro.sweep_value = value;
+	ro.series = o->html || o->svg;
+	if (rlb_report_run(rep, tr, &cfg, &ro, &err) != 0) {
+		if (key)
+			rlb_err_prefix(&err, "%s=%s", key, value);
+		cmd_error(NAME, &err);
+		goto out;
+	}
+	cmd_progress_done();
+	ret = EXIT_OK;
+	goto out;
+oom:
+	cmd_errorf(NAME, "out of memory");
+out:
+	free(set);
+	cmd_config_release(&co);
+	return ret;
+}
+
+static int run_trace(const struct opts *o, struct rlb_report *rep)
+{
+	struct rlb_trace_reader *tr = NULL;
+	struct rlb_err err = {0};
+	char *key = NULL, *vals, *tok, *save = NULL;
+	int ret = EXIT_FAIL;
+
+	if (rlb_trace_reader_open(&tr, o->trace, &err) != 0) {
+		cmd_error(NAME, &err);
+		return EXIT_FAIL;
+	}
+	if (!o->sweep) {
+		ret = plan_in_process(o, tr, NULL, NULL, rep);
+		goto out;
+	}
+	key = strdup(o->sweep);
+	if (!key) {
+		cmd_errorf(NAME, "out of memory");
+		goto out;
+	}
+	vals = strchr(key, '=');
+	*vals++ = '\0';
+	rep->sweep_key = strdup(key);
+	if (!rep->sweep_key) {
+		cmd_errorf(NAME, "out of memory");
+		goto out;
+	}
+	ret = EXIT_OK;
+	for (tok = strtok_r(vals, ",", &save); tok && ret == EXIT_OK;
+	     tok = strtok_r(NULL, ",", &save))
+		ret = plan_in_process(o, tr, key, tok, rep);
+out:
+	free(key);
+	rlb_trace_reader_free(tr);
+	return ret;
+}
+
+/* The report in its format to -o FILE (atomically) or stdout. */
+static int write_report(const struct opts *o, const struct rlb_report *rep)
+{
+	struct rlb_atomic_file af;
+	struct rlb_err err = {0};
+
+	if (rlb_atomic_open(&af, o->out ? o->out : "-", &err) != 0) {
+		cmd_error(NAME, &err);
+		return EXIT_FAIL;
+	}
+	if (rlb_report_write(rep, o->format, af.fp, &err) != 0) {
+		rlb_atomic_abort(&af);
+		cmd_error(NAME, &err);
+		return EXIT_FAIL;
+	}
+	if (rlb_atomic_commit(&af, &err) != 0) {
+		cmd_error(NAME, &err);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int write_charts(const struct opts *o, const struct rlb_report *rep)
+{
+	struct rlb_report_chart_opts co = { .layer = o->layer };
+	struct rlb_atomic_file af;
+	struct rlb_err err = {0};
+	size_t n;
+
+	if (o->svg) {
+		if (rlb_report_write_svgs(rep, &co, o->svg, &n, &err) != 0) {
+			cmd_error(NAME, &err);
+			return EXIT_FAIL;
+		}
+		fprintf(stderr, "relibra report: %zu chart%s written to %s/\n", n,
+			n == 1 ? "" : "s", o->svg);
+	}
+	if (o->html) {
+		if (rlb_atomic_open(&af, o->html, &err) != 0) {
+			cmd_error(NAME, &err);
+			return EXIT_FAIL;
+		}
+		if (rlb_report_write_html(rep, &co, af.fp, &err) != 0) {
+			rlb_atomic_abort(&af);
+			cmd_error(NAME, &err);
+			return EXIT_FAIL;
+		}
+		if (rlb_atomic_commit(&af, &err) != 0) {
+			cmd_error(NAME, &err);
+			return EXIT_FAIL;
+		}
+		fprintf(stderr, "relibra report: HTML report written to %s\n", o->html);
+	}
+	return EXIT_OK;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct rlb_report rep;
+	struct rlb_err err = {0};
+	struct opts o;
+	int i, ret;
+
+	rlb_report_init(&rep);
+	ret = parse_args(argc, argv, &o);
+	if (ret)
+		goto done;
+	ret = EXIT_FAIL;
+	if (o.trace && (ret = run_trace(&o, &rep)) != EXIT_OK)
+		goto done;
+	for (i = 0; i < o.nfiles; i++)
+		if (rlb_report_add_file(&rep, o.files[i], &err) != 0) {
+			cmd_error(NAME, &err);
+			ret = EXIT_FAIL;
+			goto done;
+		}
+	if (rlb_report_finish(&rep, &err) != 0) {
+		cmd_error(NAME, &err);
+		ret = EXIT_FAIL;
+		goto done;
+	}
+	if (rep.ngroups > 1 && !rep.sweep_key)
+		cmd_errorf(NAME, "warning: the results come from %zu different configurations or traces; each group is compared on its own",
+			   rep.ngroups);
+	ret = write_report(&o, &rep);
+	if (ret == EXIT_OK)
+		ret = write_charts(&o, &rep);
+done:
+	if (ret < 0)
+		ret = EXIT_OK;	/* -h */
+	rlb_report_release(&rep);
+	cmd_config_release(&o.cfg);
+	return ret;
+}

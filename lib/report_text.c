@@ -1,0 +1,737 @@
+/*
+ * report_text.c - the report as text: numbers to 3 significant figures
+ * with units chosen per column, the comparison, measured-against-
+ * simulated and sweep tables as cells, drawn as aligned columns or
+ * Markdown; and CSV and JSON for spreadsheets and CI (6 figures, SI).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "relibra.h"
+#include "report.h"
+#include "report_impl.h"
+
+const char *const rlb_report_legend[] = {
+	"x static, x eplb-oracle: the baseline's step time over the result's;",
+	"of ideal: the ideal step time over the result's;",
+	"GPU p50, p99: busiest GPU's expert rows over the mean, per (micro-batch, layer);",
+	"replicas, migrated: totals over the steps; replication includes the replica gradient reduction.",
+	NULL,
+};
+
+const char *rlb_report_fmt3(double v, char *buf, size_t size)
+{
+	double r, mag;
+	size_t n;
+
+	if (isnan(v)) {
+		snprintf(buf, size, "-");
+		return buf;
+	}
+	if (v == 0) {
+		snprintf(buf, size, "0");
+		return buf;
+	}
+	mag = floor(log10(fabs(v)));
+	r = round(v / pow(10, mag - 2)) * pow(10, mag - 2);
+	if (fabs(r) >= 1000) {
+		snprintf(buf, size, "%.0f", r);
+		return buf;
+	}
+	snprintf(buf, size, "%#.3g", r);
+	n = strlen(buf);
+	if (n > 0 && buf[n - 1] == '.')
+		buf[n - 1] = '\0';
+	return buf;
+}
+
+/* A rate with an SI prefix: "163k", "1.11M". */
+const char *rlb_report_fmt_si(double v, char *buf, size_t size)
+{
+	static const char pre[] = " kMGT";
+	int i = 0;
+	size_t n;
+
+	if (isnan(v))
+		return rlb_report_fmt3(v, buf, size);
+	while (fabs(v) >= 999.5 && i < 4) {
+		v /= 1000;
+		i++;
+	}
+	rlb_report_fmt3(v, buf, size);
+	n = strlen(buf);
+	if (i > 0 && n + 1 < size) {
+		buf[n] = pre[i];
+		buf[n + 1] = '\0';
+	}
+	return buf;
+}
+
+/* The unit of a time column: the largest value below 1000 of it. */
+void rlb_report_time_unit(const double *v, size_t n, double *scale,
+			  const char **unit)
+{
+	double m = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!isnan(v[i]) && fabs(v[i]) > m)
+			m = fabs(v[i]);
+	if (m >= 1) {
+		*scale = 1;
+		*unit = "s";
+	} else if (m >= 1e-3 || m == 0) {
+		*scale = 1e3;
+		*unit = "ms";
+	} else {
+		*scale = 1e6;
+		*unit = "us";
+	}
+}
+
+void rlb_cells_release(struct rlb_cells *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->rows * t->cols; i++)
+		free(t->cell[i]);
+	free(t->cell);
+	free(t->title);
+	memset(t, 0, sizeof(*t));
+}
+
+int rlb_cells_add(struct rlb_cells *t, const char *const *cells)
+{
+	size_t i, base;
+
+	if (rlb_grow(&t->cell, &t->cap, (t->rows + 1) * t->cols,
+		     sizeof(*t->cell)))
+		return -1;
+	base = t->rows * t->cols;
+	for (i = 0; i < t->cols; i++) {
+		t->cell[base + i] = strdup(cells[i] ? cells[i] : "");
+		if (!t->cell[base + i]) {
+			while (i--)
+				free(t->cell[base + i]);
+			return -1;
+		}
+	}
+	t->rows++;
+	return 0;
+}
+
+/* Replication and gradient reduction: the cost of the replicas. */
+static double replication_s(const struct rlb_report_row *w)
+{
+	double a = w->breakdown[RLB_PART_REPLICATION];
+	double b = w->breakdown[RLB_PART_GRAD_REDUCE];
+
+	if (isnan(a))
+		return b;
+	return isnan(b) ? a : a + b;
+}
+
+static const char *row_name(const struct rlb_report_row *w, char *buf,
+			    size_t size)
+{
+	snprintf(buf, size, "%s%s", w->label,
+		 w->kind == RLB_RESULT_TRAIN_STEP ? " (measured)" : "");
+	return buf;
+}
+
+#define NCOL 13
+
+int rlb_cells_group(const struct rlb_report *r, size_t g, struct rlb_cells *t)
+{
+	static const int over_part[3] = {
+		-1, RLB_PART_MIGRATION, RLB_PART_PLANNING,
+	};
+	static const char *const over_name[3] = {
+		"replication", "migration", "planning",
+	};
+	char hdr[NCOL][40], val[NCOL][64];
+	const char *cells[NCOL];
+	double *col = NULL, step_scale, over_scale[3];
+	const char *step_unit, *over_unit[3];
+	size_t i, n = 0, k;
+	int c, ret = -1;
+
+	memset(t, 0, sizeof(*t));
+	t->cols = NCOL;
+	col = malloc((r->nrows ? r->nrows : 1) * sizeof(*col));
+	if (!col)
+		return -1;
+	for (i = 0; i < r->nrows; i++)
+		if (r->rows[i].group == g)
+			col[n++] = r->rows[i].step_time_s;
+	rlb_report_time_unit(col, n, &step_scale, &step_unit);
+	for (k = 0; k < 3; k++) {
+		n = 0;
+		for (i = 0; i < r->nrows; i++)
+			if (r->rows[i].group == g)
+				col[n++] = over_part[k] < 0 ?
+					replication_s(&r->rows[i]) :
+					r->rows[i].breakdown[over_part[k]];
+		rlb_report_time_unit(col, n, &over_scale[k], &over_unit[k]);
+	}
+	snprintf(hdr[0], sizeof(hdr[0]), "result");
+	snprintf(hdr[1], sizeof(hdr[1]), "step (%s)", step_unit);
+	snprintf(hdr[2], sizeof(hdr[2]), "tokens/s");
+	snprintf(hdr[3], sizeof(hdr[3]), "x static");
+	snprintf(hdr[4], sizeof(hdr[4]), "x eplb-oracle");
+	snprintf(hdr[5], sizeof(hdr[5]), "of ideal");
+	snprintf(hdr[6], sizeof(hdr[6]), "GPU p50");
+	snprintf(hdr[7], sizeof(hdr[7]), "GPU p99");
+	snprintf(hdr[8], sizeof(hdr[8]), "replicas");
+	snprintf(hdr[9], sizeof(hdr[9]), "migrated");
+	for (k = 0; k < 3; k++)
+		snprintf(hdr[10 + k], sizeof(hdr[10 + k]), "%s (%s)",
+			 over_name[k], over_unit[k]);
+	for (c = 0; c < NCOL; c++)
+		cells[c] = hdr[c];
+	if (rlb_cells_add(t, cells))
+		goto out;
+	for (i = 0; i < r->nrows; i++) {
+		const struct rlb_report_row *w = &r->rows[i];
+
+		if (w->group != g)
+			continue;
+		row_name(w, val[0], sizeof(val[0]));
+		rlb_report_fmt3(w->step_time_s * step_scale, val[1], sizeof(val[1]));
+		rlb_report_fmt_si(w->tokens_per_s, val[2], sizeof(val[2]));
+		rlb_report_fmt3(w->x_static, val[3], sizeof(val[3]));
+		rlb_report_fmt3(w->x_eplb_oracle, val[4], sizeof(val[4]));
+		rlb_report_fmt3(w->fraction_of_ideal, val[5], sizeof(val[5]));
+		rlb_report_fmt3(w->gpu_p50, val[6], sizeof(val[6]));
+		rlb_report_fmt3(w->gpu_p99, val[7], sizeof(val[7]));
+		if (isnan(w->replicas))
+			snprintf(val[8], sizeof(val[8]), "-");
+		else
+			snprintf(val[8], sizeof(val[8]), "%.0f", w->replicas);
+		if (isnan(w->migrated_experts))
+			snprintf(val[9], sizeof(val[9]), "-");
+		else
+			snprintf(val[9], sizeof(val[9]), "%.0f", w->migrated_experts);
+		for (k = 0; k < 3; k++)
+			rlb_report_fmt3((over_part[k] < 0 ? replication_s(w) :
+					 w->breakdown[over_part[k]]) * over_scale[k],
+					val[10 + k], sizeof(val[10 + k]));
+		for (c = 0; c < NCOL; c++)
+			cells[c] = val[c];
+		if (rlb_cells_add(t, cells))
+			goto out;
+	}
+	ret = 0;
+out:
+	free(col);
+	if (ret)
+		rlb_cells_release(t);
+	return ret;
+}
+
+int rlb_cells_measured(const struct rlb_report *r, size_t g,
+		       struct rlb_cells *t)
+{
+	char a[64], b[64], q[64], h1[32], h2[32];
+	const char *cells[5], *unit;
+	double scale, v[1] = { 0 };
+	size_t i, p, n = 0;
+	long s;
+
+	memset(t, 0, sizeof(*t));
+	t->cols = 5;
+	t->left = 2;
+	/* one unit for the whole table: the largest step time */
+	for (i = 0; i < r->nrows; i++) {
+		if (r->rows[i].group != g || (s = rlb_report_simulated_of(r, i)) < 0)
+			continue;
+		v[0] = fmax(v[0], fmax(r->rows[i].step_time_s,
+				       r->rows[s].step_time_s));
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	rlb_report_time_unit(v, 1, &scale, &unit);
+	snprintf(h1, sizeof(h1), "measured (%s)", unit);
+	snprintf(h2, sizeof(h2), "simulated (%s)", unit);
+	cells[0] = "result";
+	cells[1] = "part";
+	cells[2] = h1;
+	cells[3] = h2;
+	cells[4] = "measured/simulated";
+	if (rlb_cells_add(t, cells))
+		goto fail;
+	for (i = 0; i < r->nrows; i++) {
+		const struct rlb_report_row *m = &r->rows[i], *sim;
+		int first = 1;
+
+		if (m->group != g || (s = rlb_report_simulated_of(r, i)) < 0)
+			continue;
+		sim = &r->rows[s];
+		for (p = 0; p < RLB_PART_COUNT; p++) {
+			double mv = p == RLB_PART_TOTAL ? m->step_time_s : m->breakdown[p];
+			double sv = p == RLB_PART_TOTAL ? sim->step_time_s : sim->breakdown[p];
+
+			if (isnan(mv))
+				continue;
+			cells[0] = first ? m->label : "";
+			cells[1] = rlb_report_part_title((enum rlb_report_part)p);
+			cells[2] = rlb_report_fmt3(mv * scale, a, sizeof(a));
+			cells[3] = rlb_report_fmt3(sv * scale, b, sizeof(b));
+			cells[4] = rlb_report_fmt3(sv > 0 ? mv / sv : NAN, q, sizeof(q));
+			if (rlb_cells_add(t, cells))
+				goto fail;
+			first = 0;
+		}
+	}
+	return 0;
+fail:
+	rlb_cells_release(t);
+	return -1;
+}
+
+/* Index of S in LIST[0..n), appended when missing; -1 when full. */
+static long intern(const char **list, size_t *n, size_t max, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (strcmp(list[i], s) == 0)
+			return (long)i;
+	if (*n >= max)
+		return -1;
+	list[*n] = s;
+	return (long)(*n)++;
+}
+
+int rlb_cells_sweep(const struct rlb_report *r, int ideal, struct rlb_cells *t)
+{
+	const char **vals = NULL, **labels = NULL, **cells = NULL;
+	char (*buf)[32] = NULL;
+	size_t nv = 0, nl = 0, i, j, k;
+	int ret = -1;
+
+	memset(t, 0, sizeof(*t));
+	vals = calloc(r->nrows + 1, sizeof(*vals));
+	labels = calloc(r->nrows + 1, sizeof(*labels));
+	if (!vals || !labels)
+		goto out;
+	for (i = 0; i < r->nrows; i++) {
+		if (!r->rows[i].sweep_value || r->rows[i].kind != RLB_RESULT_PLAN)
+			continue;
+		intern(vals, &nv, r->nrows, r->rows[i].sweep_value);
+		intern(labels, &nl, r->nrows, r->rows[i].label);
+	}
+	t->cols = nl + 1;
+	cells = calloc(nl + 1, sizeof(*cells));
+	buf = calloc(nl + 1, sizeof(*buf));
+	if (!cells || !buf)
+		goto out;
+	cells[0] = r->sweep_key ? r->sweep_key : "value";
+	for (j = 0; j < nl; j++)
+		cells[j + 1] = labels[j];
+	if (nv == 0 || rlb_cells_add(t, cells))
+		goto out;
+	for (k = 0; k < nv; k++) {
+		cells[0] = vals[k];
+		for (j = 0; j < nl; j++) {
+			double v = NAN;
+
+			for (i = 0; i < r->nrows; i++) {
+				const struct rlb_report_row *w = &r->rows[i];
+
+				if (w->sweep_value && w->kind == RLB_RESULT_PLAN &&
+				    strcmp(w->sweep_value, vals[k]) == 0 &&
+				    strcmp(w->label, labels[j]) == 0) {
+					v = ideal ? w->fraction_of_ideal : w->x_static;
+					break;
+				}
+			}
+			cells[j + 1] = rlb_report_fmt3(v, buf[j], sizeof(buf[j]));
+		}
+		if (rlb_cells_add(t, cells))
+			goto out;
+	}
+	ret = 0;
+out:
+	free(vals);
+	free(labels);
+	free(cells);
+	free(buf);
+	if (ret)
+		rlb_cells_release(t);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Drawing cells.                                                       */
+
+static size_t utf8_width(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+static void draw_text(const struct rlb_cells *t, FILE *fp)
+{
+	size_t *w, i, j, left = t->left ? t->left : 1;
+
+	if (t->rows == 0)
+		return;
+	w = calloc(t->cols, sizeof(*w));
+	if (!w)
+		return;
+	for (i = 0; i < t->rows; i++)
+		for (j = 0; j < t->cols; j++) {
+			size_t n = utf8_width(t->cell[i * t->cols + j]);
+
+			if (n > w[j])
+				w[j] = n;
+		}
+	for (i = 0; i < t->rows; i++) {
+		for (j = 0; j < t->cols; j++) {
+			const char *c = t->cell[i * t->cols + j];
+			size_t pad = w[j] - utf8_width(c);
+
+			if (j < left)
+				fprintf(fp, "%s%s%*s", j ? "  " : "", c,
+					(int)(j + 1 < t->cols ? pad : 0), "");
+			else
+				fprintf(fp, "  %*s%s", (int)pad, "", c);
+		}
+		fputc('\n', fp);
+	}
+	free(w);
+}
+
+static void draw_markdown(const struct rlb_cells *t, FILE *fp)
+{
+	size_t i, j, left = t->left ? t->left : 1;
+
+	for (i = 0; i < t->rows; i++) {
+		fputs("|", fp);
+		for (j = 0; j < t->cols; j++) {
+			const char *c = t->cell[i * t->cols + j];
+
+			fputc(' ', fp);
+			for (; *c; c++) {
+				if (*c == '|')
+					fputc('\\', fp);
+				fputc(*c, fp);
+			}
+			fputs(" |", fp);
+		}
+		fputc('\n', fp);
+		if (i == 0) {
+			fputs("|", fp);
+			for (j = 0; j < t->cols; j++)
+				fputs(j < left ? " --- |" : " ---: |", fp);
+			fputc('\n', fp);
+		}
+	}
+}
+
+static int write_human(const struct rlb_report *r, int md, FILE *fp)
+{
+	struct rlb_cells t;
+	char title[1024];
+	size_t g, i;
+	int ideal;
+
+	if (r->sweep_key) {
+		for (ideal = 0; ideal < 2; ideal++) {
+			if (rlb_cells_sweep(r, ideal, &t))
+				return -1;
+			fprintf(fp, md ? "### %s against %s\n\n" : "%s against %s\n",
+				ideal ? "Fraction of ideal" : "Speedup over static",
+				r->sweep_key);
+			(md ? draw_markdown : draw_text)(&t, fp);
+			fputc('\n', fp);
+			rlb_cells_release(&t);
+		}
+	}
+	for (g = 0; g < r->ngroups; g++) {
+		const struct rlb_report_group *gr = &r->groups[g];
+
+		rlb_report_group_title(r, g, title, sizeof(title));
+		if (md)
+			fprintf(fp, "### %s\n\n", title);
+		else
+			fprintf(fp, "%s\n", title);
+		if (rlb_cells_group(r, g, &t))
+			return -1;
+		if (!md)
+			fputc('\n', fp);
+		(md ? draw_markdown : draw_text)(&t, fp);
+		rlb_cells_release(&t);
+		if (gr->nnotes)
+			fputc('\n', fp);
+		for (i = 0; i < gr->nnotes; i++)
+			fprintf(fp, md ? "- %s\n" : "note: %s\n", gr->notes[i]);
+		if (rlb_cells_measured(r, g, &t))
+			return -1;
+		if (t.rows) {
+			fprintf(fp, md ? "\nMeasured against simulated, per step:\n\n" :
+				"\nmeasured against simulated, per step:\n");
+			(md ? draw_markdown : draw_text)(&t, fp);
+		}
+		rlb_cells_release(&t);
+		fputc('\n', fp);
+	}
+	for (i = 0; rlb_report_legend[i]; i++)
+		fprintf(fp, "%s\n", rlb_report_legend[i]);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* CSV and JSON.                                                        */
+
+static void csv_str(FILE *fp, const char *s)
+{
+	if (!s)
+		return;
+	if (strpbrk(s, ",\"\n\r") == NULL) {
+		fputs(s, fp);
+		return;
+	}
+	fputc('"', fp);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', fp);
+		fputc(*s, fp);
+	}
+	fputc('"', fp);
+}
+
+static void csv_num(FILE *fp, double v)
+{
+	if (!isnan(v))
+		fprintf(fp, "%.6g", v);
+}
+
+static const char *kind_name(enum rlb_result_kind k)
+{
+	return k == RLB_RESULT_TRAIN_STEP ? "train-step" : "plan";
+}
+
+static void write_csv(const struct rlb_report *r, FILE *fp)
+{
+	size_t i, p;
+
+	fputs("group,sweep_key,sweep_value,model,cluster,nodes,gpus_per_node,"
+	      "ep_size,micro_batch_tokens,pack,trace_hash,source,kind,policy,"
+	      "label,steps,tokens,step_time_s,tokens_per_s,speedup_over_static,"
+	      "speedup_over_eplb_oracle,fraction_of_ideal,gpu_max_mean_p50,"
+	      "gpu_max_mean_p99,replicas,migrated_experts", fp);
+	for (p = 1; p < RLB_PART_COUNT; p++)
+		fprintf(fp, ",%s", rlb_report_part_key((enum rlb_report_part)p));
+	fputs(",ideal_step_time_s\n", fp);
+	for (i = 0; i < r->nrows; i++) {
+		const struct rlb_report_row *w = &r->rows[i];
+		const struct rlb_report_group *g = &r->groups[w->group];
+
+		fprintf(fp, "%zu,", w->group + 1);
+		csv_str(fp, w->sweep_value ? r->sweep_key : NULL);
+		fputc(',', fp);
+		csv_str(fp, w->sweep_value);
+		fputc(',', fp);
+		csv_str(fp, g->model);
+		fputc(',', fp);
+		csv_str(fp, g->cluster);
+		fprintf(fp, ",%d,%d,%d,%d,", g->nodes, g->gpus_per_node,
+			g->ep_size, g->micro_batch_tokens);
+		csv_str(fp, g->pack);
+		fputc(',', fp);
+		csv_str(fp, g->trace_hash);
+		fputc(',', fp);
+		csv_str(fp, w->source);
+		fprintf(fp, ",%s,", kind_name(w->kind));
+		csv_str(fp, w->policy);
+		fputc(',', fp);
+		csv_str(fp, w->label);
+		{
+			const double v[] = {
+				w->steps, w->tokens, w->step_time_s,
+				w->tokens_per_s, w->x_static, w->x_eplb_oracle,
+				w->fraction_of_ideal, w->gpu_p50, w->gpu_p99,
+				w->replicas, w->migrated_experts,
+			};
+			size_t k;
+
+			for (k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
+				fputc(',', fp);
+				csv_num(fp, v[k]);
+			}
+		}
+		for (p = 1; p < RLB_PART_COUNT; p++) {
+			fputc(',', fp);
+			csv_num(fp, w->breakdown[p]);
+		}
+		fputc(',', fp);
+		csv_num(fp, w->ideal_step_time_s);
+		fputc('\n', fp);
+	}
+}
+
+static json_t *jnum(double v)
+{
+	return isnan(v) ? json_null() : json_real(v);
+}
+
+/* Counts as integers when they are whole (they are read as numbers). */
+static json_t *jcount(double v)
+{
+	if (!isnan(v) && v == floor(v) && fabs(v) < 9e15)
+		return json_integer((json_int_t)v);
+	return jnum(v);
+}
+
+static json_t *jstr(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *group_json(const struct rlb_report *r, size_t gi)
+{
+	const struct rlb_report_group *g = &r->groups[gi];
+	json_t *notes = json_array();
+	size_t i;
+
+	for (i = 0; notes && i < g->nnotes; i++)
+		json_array_append_new(notes, json_string(g->notes[i]));
+	return json_pack("{s:I, s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:o, s:o}",
+			 "id", (json_int_t)gi + 1,
+			 "sweep_value", jstr(g->sweep_value),
+			 "model", g->model, "cluster", g->cluster,
+			 "nodes", g->nodes, "gpus_per_node", g->gpus_per_node,
+			 "ep_size", g->ep_size,
+			 "micro_batch_tokens", g->micro_batch_tokens,
+			 "pack", g->pack, "trace_hash", g->trace_hash,
+			 "trace_path", g->trace_path, "steps", jcount(g->steps),
+			 "notes", notes);
+}
+
+static json_t *row_json(const struct rlb_report *r, size_t i)
+{
+	const struct rlb_report_row *w = &r->rows[i];
+	json_t *bd = json_object(), *j, *mvs;
+	size_t p;
+	long s;
+
+	for (p = 1; bd && p < RLB_PART_COUNT; p++)
+		json_object_set_new(bd, rlb_report_part_key((enum rlb_report_part)p),
+				    jnum(w->breakdown[p]));
+	j = json_pack("{s:I, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		      "group", (json_int_t)w->group + 1,
+		      "sweep_value", jstr(w->sweep_value),
+		      "source", w->source, "kind", kind_name(w->kind),
+		      "policy", w->policy, "label", w->label,
+		      "steps", jcount(w->steps), "tokens", jcount(w->tokens),
+		      "step_time_s", jnum(w->step_time_s),
+		      "tokens_per_s", jnum(w->tokens_per_s),
+		      "speedup_over_static", jnum(w->x_static),
+		      "speedup_over_eplb_oracle", jnum(w->x_eplb_oracle),
+		      "fraction_of_ideal", jnum(w->fraction_of_ideal),
+		      "gpu_max_mean_p50", jnum(w->gpu_p50),
+		      "gpu_max_mean_p99", jnum(w->gpu_p99),
+		      "replicas", jcount(w->replicas),
+		      "migrated_experts", jcount(w->migrated_experts),
+		      "breakdown", bd,
+		      "ideal_step_time_s", jnum(w->ideal_step_time_s));
+	s = rlb_report_simulated_of(r, i);
+	if (j && s >= 0) {
+		const struct rlb_report_row *sim = &r->rows[s];
+
+		mvs = json_object();
+		for (p = 0; mvs && p < RLB_PART_COUNT; p++) {
+			double mv = p == RLB_PART_TOTAL ? w->step_time_s : w->breakdown[p];
+			double sv = p == RLB_PART_TOTAL ? sim->step_time_s : sim->breakdown[p];
+
+			if (isnan(mv))
+				continue;
+			json_object_set_new(mvs, rlb_report_part_key((enum rlb_report_part)p),
+					    json_pack("{s:o, s:o, s:o}",
+						      "measured", jnum(mv),
+						      "simulated", jnum(sv),
+						      "ratio", jnum(sv > 0 ? mv / sv : NAN)));
+		}
+		json_object_set_new(j, "measured_vs_simulated", mvs);
+	}
+	return j;
+}
+
+static int write_json(const struct rlb_report *r, FILE *fp)
+{
+	json_t *doc, *groups = json_array(), *rows = json_array();
+	size_t i;
+	int ret;
+
+	for (i = 0; groups && i < r->ngroups; i++)
+		json_array_append_new(groups, group_json(r, i));
+	for (i = 0; rows && i < r->nrows; i++)
+		json_array_append_new(rows, row_json(r, i));
+	doc = json_pack("{s:s, s:{s:s, s:s}, s:o, s:o, s:o}",
+			"schema", RLB_REPORT_SCHEMA,
+			"producer", "tool", "relibra", "version", RLB_VERSION,
+			"sweep", r->sweep_key ? json_pack("{s:s}", "key", r->sweep_key) :
+				json_null(),
+			"groups", groups, "results", rows);
+	if (!doc)
+		return -1;
+	ret = json_dumpf(doc, fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+			 JSON_REAL_PRECISION(6));
+	fputc('\n', fp);
+	json_decref(doc);
+	return ret;
+}
+
+int rlb_report_format_from_name(const char *name, enum rlb_report_format *f,
+				struct rlb_err *err)
+{
+	static const char *const names[] = { "table", "markdown", "csv", "json" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0) {
+			*f = (enum rlb_report_format)i;
+			return 0;
+		}
+	return rlb_err_set(err, RLB_EINVAL,
+			   "unknown format '%s' (table, markdown, csv or json)",
+			   name);
+}
+
+int rlb_report_write(const struct rlb_report *r, enum rlb_report_format f,
+		     FILE *fp, struct rlb_err *err)
+{
+	int ret = 0;
+
+	if (!r->finished)
+		return rlb_err_set(err, RLB_EINVAL, "the report is not finished");
+	switch (f) {
+	case RLB_REPORT_TABLE:
+	case RLB_REPORT_MARKDOWN:
+		ret = write_human(r, f == RLB_REPORT_MARKDOWN, fp);
+		break;
+	case RLB_REPORT_CSV:
+		write_csv(r, fp);
+		break;
+	case RLB_REPORT_JSON:
+		ret = write_json(r, fp);
+		break;
+	default:
+		return rlb_err_set(err, RLB_EINVAL, "unknown report format");
+	}
+	if (ret)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	if (ferror(fp))
+		return rlb_err_set(err, RLB_EIO, "write error");
+	return 0;
+}

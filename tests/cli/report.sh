@@ -1,0 +1,112 @@
+# report.sh - relibra report on fixture results: every format against its
+# golden file, -o written atomically, row order independent of the order
+# of the files, mixed traces grouped with a warning, and every bad input
+# (other schema version, another schema, missing or mistyped fields, empty
+# or broken JSON, usage mistakes) refused with its message and status.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cp "$FIXTURES"/report/*.json .
+IN="plan-static.json plan-eplb.json plan-eplb-oracle.json plan-replicate.json plan-relibra.json plan-ideal.json train-relibra.json"
+
+# The producer's version changes with releases; the golden files hold 0.1.0.
+unversion() {
+	sed 's/"version": "[^"]*"/"version": "0.1.0"/'
+}
+
+for f in table markdown csv json; do
+	ext=$f
+	[ $f = markdown ] && ext=md
+	# shellcheck disable=SC2086
+	run report --format $f $IN
+	expect_status 0
+	expect_empty err
+	unversion < out > got.$ext
+	diff -u "$FIXTURES/report/expected.$ext" got.$ext || fail "report --format $f differs from expected.$ext"
+done
+
+# table is the default; the files' order does not matter
+# shellcheck disable=SC2086
+run report train-relibra.json plan-ideal.json plan-relibra.json plan-static.json \
+	plan-replicate.json plan-eplb-oracle.json plan-eplb.json
+expect_status 0
+diff -u "$FIXTURES/report/expected.table" out || fail "row order depends on the file order"
+
+# -o: written atomically, nothing on stdout
+# shellcheck disable=SC2086
+run report --format csv -o rep.csv $IN
+expect_status 0
+expect_empty out
+cmp rep.csv "$FIXTURES/report/expected.csv" || fail "-o rep.csv differs"
+[ ! -e rep.csv.tmp ] || fail "rep.csv.tmp left behind"
+run report -o /nonexistent/dir/rep.csv plan-static.json
+expect_status 1
+expect_err "cannot create '/nonexistent/dir/rep.csv.tmp'"
+
+# speedup over eplb-oracle is stated missing, not guessed
+run report plan-static.json plan-relibra.json
+expect_status 0
+expect_out "note: no eplb-oracle result: speedup over eplb-oracle not shown"
+grep -E '^relibra ' out | awk '{ if ($5 != "-") exit 1 }' || fail "x eplb-oracle shown without eplb-oracle"
+
+# mixed traces: grouped, with a warning
+run report plan-relibra.json other-trace.json plan-static.json
+expect_status 0
+expect_err "relibra report: warning: the results come from 2 different configurations or traces; each group is compared on its own"
+expect_out "trace b28db7b764fc3875 (tiny.rrt)"
+expect_out "trace 0123456789abcdef (other.rrt)"
+[ "$(grep -c '^relibra ' out)" = 2 ] || fail "expected one relibra row per group"
+run report --format csv plan-relibra.json other-trace.json
+[ "$(cut -d, -f1 out | sort -u | tr '\n' ' ')" = "1 2 group " ] || fail "CSV lacks the two groups"
+
+# bad inputs: message names the file, exit 1
+check_bad() {	# FILE MESSAGE
+	run report plan-static.json "$1"
+	expect_status 1
+	expect_err "relibra report: $2"
+	expect_empty out
+}
+check_bad bad-version.json "'bad-version.json': schema 'relibra.result/2' is not supported (this relibra reads relibra.result/1)"
+check_bad bad-schema.json "'bad-schema.json': schema 'eplb.export/1' is not a relibra result (relibra.result/1)"
+check_bad bad-missing.json "'bad-missing.json': missing 'tokens_per_s'"
+check_bad bad-missing-cluster.json "'bad-missing-cluster.json': missing 'config.cluster'"
+check_bad bad-type.json "'bad-type.json': 'step_time_s' is not a number"
+check_bad bad-empty.json "'bad-empty.json': empty file"
+check_bad bad-not-json.json "'bad-not-json.json':2:14: not JSON: invalid token near 'plan'"
+check_bad missing.json "cannot open 'missing.json': No such file or directory"
+run report - < plan-relibra.json
+expect_status 0
+expect_out "relibra "
+
+# usage errors: exit 2 with the usage
+run report
+expect_status 2
+expect_err "relibra report: no results: give RESULT.json files or -c CONFIG --trace TRACE"
+expect_err "usage: relibra report"
+run report --format xml plan-static.json
+expect_status 2
+expect_err "relibra report: --format: unknown format 'xml' (table, markdown, csv or json)"
+run report --trace x.rrt
+expect_status 2
+expect_err "relibra report: --trace needs -c CONFIG"
+run report -c "$CONFIGS/tiny-2x2.yaml" plan-static.json
+expect_status 2
+expect_err "relibra report: -c goes with --trace"
+run report --policies static plan-static.json
+expect_status 2
+expect_err "relibra report: --policies goes with --trace"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,fast
+expect_status 2
+expect_err "relibra report: --policies: unknown policy 'fast'"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,static
+expect_status 2
+expect_err "relibra report: --policies: 'static' given twice"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots
+expect_status 2
+expect_err "relibra report: --sweep 'balancer.replica_slots': expected KEY=V1,V2,..."
+run report --bogus
+expect_status 2
+expect_err "relibra report: unknown option '--bogus'"
+run report -h
+expect_status 0
+expect_out "usage: relibra report"
+exit 0

@@ -1,0 +1,97 @@
+# report_plan.sh - relibra report planning in process: the same rows as
+# `relibra plan --summary` per policy, --sweep equal to plan with --set,
+# measured train-step metrics next to their simulation, and the charts:
+# well-formed SVG and XHTML (xmllint) with the expected series counts.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+run capture -c "$cfg" --synthetic --seed 1 -o tiny.rrt
+expect_status 0
+
+# every policy in one pass == one plan run per policy (source column aside)
+for p in static eplb eplb-oracle replicate relibra ideal; do
+	run plan -c "$cfg" --policy $p --summary $p.json tiny.rrt
+	expect_status 0
+done
+run report --format csv static.json eplb.json eplb-oracle.json replicate.json relibra.json ideal.json
+expect_status 0
+cut -d, -f1-11,13- out > files.csv
+run report -c "$cfg" --trace tiny.rrt --format csv
+expect_status 0
+expect_empty err
+cut -d, -f1-11,13- out > inproc.csv
+[ "$(wc -l < inproc.csv)" -eq 7 ] || fail "expected a header and 6 rows"
+diff -u files.csv inproc.csv || fail "in-process rows differ from plan --summary"
+
+# --policies and --steps
+run report -c "$cfg" --trace tiny.rrt --policies relibra,static --steps 1:2 --format csv
+expect_status 0
+[ "$(cut -d, -f14 out | tr '\n' ' ')" = "policy static relibra " ] || fail "--policies: $(cut -d, -f14 out)"
+[ "$(cut -d, -f16 out | sed -n 2p)" = 2 ] || fail "--steps 1:2 did not plan 2 steps"
+
+# --sweep: each value equals plan with --set
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
+	--sweep balancer.replica_slots=0,2 --format csv
+expect_status 0
+[ "$(wc -l < out)" -eq 5 ] || fail "sweep: expected 4 rows"
+grep '^[0-9]*,balancer.replica_slots,2,' out | grep ',plan,relibra,' | cut -d, -f13- > sweep2.csv
+run plan -c "$cfg" --set balancer.replica_slots=2 --policy relibra --summary r2.json tiny.rrt
+run report --format csv r2.json
+sed -n 2p out | cut -d, -f13- > plan2.csv
+diff -u plan2.csv sweep2.csv || fail "sweep value 2 differs from plan --set balancer.replica_slots=2"
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
+	--sweep parallel.micro_batch_tokens=256,512
+expect_status 0
+expect_out "Speedup over static against parallel.micro_batch_tokens"
+expect_out "Fraction of ideal against parallel.micro_batch_tokens"
+expect_out "parallel.micro_batch_tokens=256: tiny on h100-2x2"
+run report -c "$cfg" --trace tiny.rrt --sweep parallel.micro_batch_tokens=256,abc
+expect_status 1
+expect_err "parallel.micro_batch_tokens"
+run report -c "$cfg" --trace missing.rrt
+expect_status 1
+expect_err "missing.rrt"
+
+# measured next to simulated: a train-step result of the same config and trace
+sed -e 's/"hash": "[0-9a-f]*"/"hash": "'"$(sed -n 's/.*"hash": "\([0-9a-f]*\)".*/\1/p' relibra.json)"'"/' \
+	"$FIXTURES/report/train-relibra.json" > measured.json
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra measured.json
+expect_status 0
+expect_out "relibra (measured)"
+expect_out "measured against simulated, per step:"
+grep -q '^relibra  *step  ' out || fail "no measured/simulated step row"
+
+# charts
+command -v xmllint >/dev/null 2>&1 || skip "xmllint not installed (libxml2-utils)"
+series() {	# FILE: number of data series
+	xmllint --xpath 'count(//*[local-name()="g"][@class="series"])' "$1"
+}
+run report -c "$cfg" --trace tiny.rrt --html rep.html --svg charts --layer 2
+expect_status 0
+expect_err "relibra report: 4 charts written to charts/"
+expect_err "relibra report: HTML report written to rep.html"
+for f in rep.html charts/*.svg; do
+	xmllint --noout "$f" || fail "$f is not well-formed"
+done
+[ "$(series charts/tokens.svg)" = 5 ] || fail "tokens.svg: $(series charts/tokens.svg) series, expected 5"
+[ "$(series charts/microbatch.svg)" = 5 ] || fail "microbatch.svg: expected 5 series"
+[ "$(series charts/breakdown.svg)" = 5 ] || fail "breakdown.svg: expected 5 series"
+[ "$(series charts/heatmap.svg)" = 2 ] || fail "heatmap.svg: expected 2 series"
+[ "$(series rep.html)" = 17 ] || fail "rep.html: $(series rep.html) series, expected 17"
+grep -q 'layer 2, step 2' charts/microbatch.svg || fail "--layer 2 not charted"
+grep -qi '<script' rep.html && fail "rep.html has a script"
+grep -o 'https\?://[^"]*' rep.html | sort -u | grep -v '^http://www.w3.org/' && fail "rep.html refers outside itself"
+# from result files: no per-micro-batch loads, said so
+run report --html files.html --svg fcharts static.json relibra.json
+expect_status 0
+xmllint --noout files.html || fail "files.html is not well-formed"
+grep -q 'microbatch chart not drawn: no per-micro-batch loads' files.html || fail "missing chart not explained"
+[ ! -e fcharts/heatmap.svg ] || fail "heatmap.svg written without data"
+run report -c "$cfg" --trace tiny.rrt --policies static,eplb,relibra \
+	--sweep balancer.replica_slots=0,1,2 --svg scharts --html sweep.html
+expect_status 0
+xmllint --noout sweep.html scharts/*.svg || fail "sweep charts are not well-formed"
+[ "$(series scharts/sweep-speedup.svg)" = 3 ] || fail "sweep-speedup.svg: expected 3 series"
+[ "$(series scharts/sweep-ideal.svg)" = 3 ] || fail "sweep-ideal.svg: expected 3 series"
+[ -e scharts/tokens-g3.svg ] || fail "per-group charts of a sweep are numbered"
+exit 0

@@ -1,0 +1,428 @@
+/*
+ * test_report.c - unit tests of lib/report: number formatting, reading
+ * result objects (every error with its message, tolerance of extra keys),
+ * grouping, derived speedups and notes, row order, measured against
+ * simulated, CSV quoting, step-plan series, the chart layer choice and
+ * the series count of every chart.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "plan.h"
+#include "report.h"
+#include "suites.h"
+
+/* A minimal plan result; the caller may edit it. */
+static json_t *result(const char *kind, const char *policy, const char *hash,
+		      double step_s)
+{
+	json_t *j = json_pack("{s:s, s:s, s:{s:s, s:s, s:i, s:i, s:i, s:i, s:s}, "
+			      "s:{s:s, s:s}, s:s, s:f, s:f, s:f, s:f, "
+			      "s:{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}}",
+			      "schema", "relibra.result/1", "kind", kind,
+			      "config", "model", "tiny", "cluster", "h100-2x2",
+			      "nodes", 2, "gpus_per_node", 2, "ep_size", 4,
+			      "micro_batch_tokens", 512, "pack", "in-order",
+			      "trace", "hash", hash, "path", "t.rrt",
+			      "policy", policy, "steps", 3.0,
+			      "step_time_s", step_s, "tokens_per_s", 1000 / step_s,
+			      "fraction_of_ideal", 0.5 / step_s,
+			      "breakdown", "total_s", step_s, "dense_s", 0.1,
+			      "expert_s", step_s - 0.3, "a2a_s", 0.1,
+			      "replication_s", 0.05, "grad_reduce_s", 0.05,
+			      "migration_s", 0.0, "planning_s", 0.0,
+			      "a2a_rdma_s", 0.1);
+
+	ck_assert_ptr_nonnull(j);
+	return j;
+}
+
+static void add_ok(struct rlb_report *r, json_t *j, const char *src,
+		   const char *sweep)
+{
+	struct rlb_err err = {0};
+
+	ck_assert_msg(rlb_report_add_json(r, j, src, sweep, &err) == 0, "%s", err.msg);
+	json_decref(j);
+}
+
+/* Add j (consumed) and expect code and message. */
+static void add_bad(json_t *j, int code, const char *msg)
+{
+	struct rlb_report r;
+	struct rlb_err err = {0};
+
+	rlb_report_init(&r);
+	ck_assert_int_eq(rlb_report_add_json(&r, j, "x.json", NULL, &err), code);
+	ck_assert_str_eq(err.msg, msg);
+	ck_assert_uint_eq(r.nrows, 0);
+	ck_assert_uint_eq(r.ngroups, 0);
+	json_decref(j);
+	rlb_report_release(&r);
+}
+
+START_TEST(test_fmt3)
+{
+	char b[32], s[32];
+
+	ck_assert_str_eq(rlb_report_fmt3(1883.8, b, sizeof(b)), "1880");
+	ck_assert_str_eq(rlb_report_fmt3(1.0, b, sizeof(b)), "1.00");
+	ck_assert_str_eq(rlb_report_fmt3(0.92852, b, sizeof(b)), "0.929");
+	ck_assert_str_eq(rlb_report_fmt3(0.92539, b, sizeof(b)), "0.925");
+	ck_assert_str_eq(rlb_report_fmt3(163000, b, sizeof(b)), "163000");
+	ck_assert_str_eq(rlb_report_fmt3(163.4, b, sizeof(b)), "163");
+	ck_assert_str_eq(rlb_report_fmt3(999.7, b, sizeof(b)), "1000");
+	ck_assert_str_eq(rlb_report_fmt3(9.996, b, sizeof(b)), "10.0");
+	ck_assert_str_eq(rlb_report_fmt3(-1.234, b, sizeof(b)), "-1.23");
+	ck_assert_str_eq(rlb_report_fmt3(0.000123, b, sizeof(b)), "0.000123");
+	ck_assert_str_eq(rlb_report_fmt3(0, b, sizeof(b)), "0");
+	ck_assert_str_eq(rlb_report_fmt3(NAN, b, sizeof(b)), "-");
+	(void)s;
+}
+END_TEST
+
+START_TEST(test_read_errors)
+{
+	json_t *j;
+
+	add_bad(json_array(), RLB_EPARSE,
+		"'x.json': not a relibra result (not a JSON object)");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_del(j, "schema");
+	add_bad(j, RLB_EPARSE, "'x.json': not a relibra result (no \"schema\")");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_set_new(j, "schema", json_string("relibra.result/2"));
+	add_bad(j, RLB_EVERSION,
+		"'x.json': schema 'relibra.result/2' is not supported (this relibra reads relibra.result/1)");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_set_new(j, "schema", json_string("relibra.eplb-export/1"));
+	add_bad(j, RLB_EPARSE,
+		"'x.json': schema 'relibra.eplb-export/1' is not a relibra result (relibra.result/1)");
+	add_bad(result("rollout", "static", "h1", 1.0), RLB_EPARSE,
+		"'x.json': unknown kind 'rollout' (plan or train-step)");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_del(json_object_get(j, "config"), "pack");
+	add_bad(j, RLB_EPARSE, "'x.json': missing 'config.pack'");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_set_new(json_object_get(j, "config"), "nodes", json_string("2"));
+	add_bad(j, RLB_EPARSE, "'x.json': 'config.nodes' is not a non-negative integer");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_del(json_object_get(j, "trace"), "hash");
+	add_bad(j, RLB_EPARSE, "'x.json': missing 'trace.hash'");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_del(j, "tokens_per_s");
+	add_bad(j, RLB_EPARSE, "'x.json': missing 'tokens_per_s'");
+	add_bad(result("plan", "static", "h1", -2.0), RLB_EPARSE,
+		"'x.json': 'step_time_s' must be positive, not -2");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_set_new(json_object_get(j, "breakdown"), "a2a_s", json_true());
+	add_bad(j, RLB_EPARSE, "'x.json': 'breakdown.a2a_s' is not a number");
+}
+END_TEST
+
+START_TEST(test_read_tolerant)
+{
+	struct rlb_report r;
+	json_t *j;
+
+	rlb_report_init(&r);
+	j = result("train-step", "relibra", "h1", 2.0);
+	/* extra keys anywhere, nulls for absent figures, no breakdown parts */
+	json_object_set_new(j, "critical_path_s", json_real(0.4));
+	json_object_set_new(j, "per_step", json_pack("[{s:i}]", "step", 0));
+	json_object_set_new(j, "fraction_of_ideal", json_null());
+	json_object_set_new(json_object_get(j, "breakdown"), "forward_s", json_real(1));
+	json_object_del(json_object_get(j, "breakdown"), "dense_s");
+	add_ok(&r, j, "m.json", NULL);
+	ck_assert_uint_eq(r.nrows, 1);
+	ck_assert_int_eq(r.rows[0].kind, RLB_RESULT_TRAIN_STEP);
+	ck_assert_str_eq(r.rows[0].label, "relibra");
+	ck_assert(isnan(r.rows[0].fraction_of_ideal));
+	ck_assert(isnan(r.rows[0].breakdown[RLB_PART_DENSE]));
+	ck_assert(isnan(r.rows[0].gpu_p50));
+	ck_assert_double_eq(r.rows[0].breakdown[RLB_PART_A2A], 0.1);
+	rlb_report_release(&r);
+}
+END_TEST
+
+START_TEST(test_groups_and_speedups)
+{
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	char title[512];
+	json_t *j;
+
+	rlb_report_init(&r);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), RLB_EINVAL);
+	/* given out of order; a second trace; a measured pair */
+	add_ok(&r, result("plan", "relibra", "h1", 1.0), "a.json", NULL);
+	add_ok(&r, result("train-step", "relibra", "h1", 1.5), "m1.json", NULL);
+	add_ok(&r, result("plan", "ideal", "h1", 0.8), "b.json", NULL);
+	j = result("plan", "static", "h1", 1.25);
+	json_object_set_new(j, "speedup_over_static", json_real(1.0));
+	add_ok(&r, j, "c.json", NULL);
+	add_ok(&r, result("plan", "eplb-oracle", "h1", 1.1), "d.json", NULL);
+	add_ok(&r, result("train-step", "static", "h1", 3.0), "m2.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h2", 2.0), "e.json", NULL);
+	ck_assert_uint_eq(r.ngroups, 2);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	/* order: static, eplb-oracle, relibra (plan, measured), ideal */
+	ck_assert_str_eq(r.rows[0].source, "c.json");
+	ck_assert_int_eq(r.rows[1].kind, RLB_RESULT_TRAIN_STEP);
+	ck_assert_str_eq(r.rows[1].policy, "static");
+	ck_assert_str_eq(r.rows[2].source, "d.json");
+	ck_assert_str_eq(r.rows[3].source, "a.json");
+	ck_assert_str_eq(r.rows[4].source, "m1.json");
+	ck_assert_str_eq(r.rows[5].source, "b.json");
+	ck_assert_str_eq(r.rows[6].source, "e.json");
+	/* plan rows without their own speedup fall back to the static row */
+	ck_assert_double_eq_tol(r.rows[3].x_static, 1.25, 1e-12);
+	ck_assert_double_eq_tol(r.rows[3].x_eplb_oracle, 1.1, 1e-12);
+	ck_assert_double_eq_tol(r.rows[2].x_eplb_oracle, 1.0, 1e-12);
+	/* measured rows against the measured static run; no measured oracle */
+	ck_assert_double_eq_tol(r.rows[4].x_static, 2.0, 1e-12);
+	ck_assert(isnan(r.rows[4].x_eplb_oracle));
+	ck_assert_int_eq(rlb_report_simulated_of(&r, 4), 3);
+	ck_assert_int_eq(rlb_report_simulated_of(&r, 3), -1);
+	ck_assert_uint_eq(r.groups[0].nnotes, 1);
+	ck_assert_str_eq(r.groups[0].notes[0],
+			 "no measured eplb-oracle run: speedup over eplb-oracle of measured rows not shown");
+	/* the second group: no baselines at all */
+	ck_assert(isnan(r.rows[6].x_static));
+	ck_assert_uint_eq(r.groups[1].nnotes, 1);
+	ck_assert_str_eq(r.groups[1].notes[0],
+			 "no eplb-oracle result: speedup over eplb-oracle not shown");
+	ck_assert_str_eq(rlb_report_group_title(&r, 1, title, sizeof(title)),
+			 "tiny on h100-2x2 (2 nodes x 2 GPUs, EP 4), in-order packing, 512 tokens per GPU per micro-batch, trace h2 (t.rrt), 3 steps");
+	rlb_report_release(&r);
+}
+END_TEST
+
+START_TEST(test_duplicates_and_sweep)
+{
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	char title[512];
+
+	rlb_report_init(&r);
+	add_ok(&r, result("plan", "relibra", "h1", 1.0), "dir/one.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h1", 1.2), "two.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h1", 0.9), "t.rrt", "4");
+	ck_assert_uint_eq(r.ngroups, 2);
+	r.sweep_key = strdup("balancer.replica_slots");
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	ck_assert_str_eq(r.rows[0].label, "relibra (one.json)");
+	ck_assert_str_eq(r.rows[1].label, "relibra (two.json)");
+	ck_assert_str_eq(r.rows[2].label, "relibra");
+	ck_assert_str_eq(r.rows[2].sweep_value, "4");
+	ck_assert_str_eq(rlb_report_group_title(&r, 1, title, 40),
+			 "balancer.replica_slots=4: tiny on h100-");
+	rlb_report_release(&r);
+}
+END_TEST
+
+/* The report rendered to a string. */
+static char *render(const struct rlb_report *r, enum rlb_report_format f)
+{
+	struct rlb_err err = {0};
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *fp = open_memstream(&buf, &n);
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_msg(rlb_report_write(r, f, fp, &err) == 0, "%s", err.msg);
+	fclose(fp);
+	return buf;
+}
+
+START_TEST(test_csv_and_formats)
+{
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	enum rlb_report_format f;
+	char *s;
+	json_t *j, *doc;
+
+	rlb_report_init(&r);
+	j = result("plan", "relibra", "h1", 0.5);
+	json_object_set_new(j, "label", json_string("relibra, \"tuned\""));
+	add_ok(&r, j, "a.json", NULL);
+	ck_assert_int_eq(rlb_report_write(&r, RLB_REPORT_CSV, stdout, &err), RLB_EINVAL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	s = render(&r, RLB_REPORT_CSV);
+	ck_assert_ptr_nonnull(strstr(s, ",plan,relibra,\"relibra, \"\"tuned\"\"\",3,,0.5,2000,,,1,"));
+	free(s);
+	s = render(&r, RLB_REPORT_MARKDOWN);
+	ck_assert_ptr_nonnull(strstr(s, "| relibra, \"tuned\" | 500 | 2.00k | - | - | 1.00 |"));
+	free(s);
+	s = render(&r, RLB_REPORT_JSON);
+	doc = json_loads(s, 0, NULL);
+	ck_assert_ptr_nonnull(doc);
+	ck_assert_str_eq(json_string_value(json_object_get(doc, "schema")), RLB_REPORT_SCHEMA);
+	ck_assert(json_is_null(json_object_get(json_array_get(json_object_get(doc, "results"), 0),
+					       "speedup_over_static")));
+	json_decref(doc);
+	free(s);
+	ck_assert_int_eq(rlb_report_format_from_name("markdown", &f, NULL), 0);
+	ck_assert_int_eq(f, RLB_REPORT_MARKDOWN);
+	ck_assert_int_eq(rlb_report_format_from_name("xml", &f, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "unknown format 'xml' (table, markdown, csv or json)");
+	rlb_report_release(&r);
+}
+END_TEST
+
+START_TEST(test_series_from_plan)
+{
+	struct rlb_step_plan p;
+	struct rlb_report_series *s;
+	struct rlb_err err = {0};
+	uint32_t e;
+
+	/* 1 mb, 1 layer, 4 experts on 2 GPUs; expert 0 replicated on GPU 1 */
+	ck_assert_int_eq(rlb_step_plan_init(&p, 7, 1, 1, 4, 2, 2, 1, RLB_SPLIT_LOCALITY,
+					    &err), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 0, 0, 30, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 0, 1, 20, NULL), 0);
+	for (e = 1; e < 4; e++)
+		ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, e, e / 2, 10 * e, NULL), 0);
+	ck_assert_int_eq(rlb_report_series_from_plan(&p, &s, &err), 0);
+	ck_assert_uint_eq(s->step, 7);
+	ck_assert_uint_eq(s->ranks, 2);
+	ck_assert_uint_eq(s->rows[0], 30 + 10);
+	ck_assert_uint_eq(s->rows[1], 20 + 20 + 30);
+	rlb_report_series_free(s);
+	rlb_step_plan_release(&p);
+}
+END_TEST
+
+static struct rlb_report_series *series(uint32_t mbs, uint32_t layers,
+					uint32_t ranks, uint32_t hot_layer,
+					uint64_t hot)
+{
+	struct rlb_report_series *s = calloc(1, sizeof(*s));
+	size_t i;
+
+	ck_assert_ptr_nonnull(s);
+	s->step = 2;
+	s->micro_batches = mbs;
+	s->layers = layers;
+	s->ranks = ranks;
+	s->rows = calloc((size_t)mbs * layers * ranks, sizeof(*s->rows));
+	ck_assert_ptr_nonnull(s->rows);
+	for (i = 0; i < (size_t)mbs * layers * ranks; i++)
+		s->rows[i] = 10;
+	for (i = 0; i < mbs; i++)
+		s->rows[(i * layers + hot_layer) * ranks] = hot;
+	return s;
+}
+
+/* Occurrences of NEEDLE in a chart's SVG; -1 when it has no data. */
+static int count_in_chart(const struct rlb_report *r, enum rlb_report_chart c,
+			  const struct rlb_report_chart_opts *o,
+			  const char *needle)
+{
+	struct rlb_err err = {0};
+	char *buf = NULL, *p;
+	size_t n = 0;
+	FILE *fp = open_memstream(&buf, &n);
+	int ret, count = 0;
+
+	ck_assert_ptr_nonnull(fp);
+	ret = rlb_report_chart_svg(r, c, 0, o, fp, &err);
+	fclose(fp);
+	if (ret == RLB_ENOTFOUND) {
+		ck_assert_uint_eq(n, 0);
+		free(buf);
+		return -1;
+	}
+	ck_assert_msg(ret == 0, "%s", err.msg);
+	ck_assert_ptr_nonnull(strstr(buf, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+	for (p = buf; (p = strstr(p, needle)); p++)
+		count++;
+	free(buf);
+	return count;
+}
+
+START_TEST(test_charts)
+{
+	static const char *const policies[] = { "static", "eplb", "relibra", "ideal" };
+	struct rlb_report_chart_opts o = { .layer = -1 };
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	size_t i;
+
+	rlb_report_init(&r);
+	for (i = 0; i < 4; i++)
+		add_ok(&r, result("plan", policies[i], "h1", 1.0 + 0.1 * i), "a.json", NULL);
+	add_ok(&r, result("train-step", "relibra", "h1", 2.0), "m.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	/* bars: every result but the ideal (a reference line) */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_TOKENS, &o, "class=\"series\""), 4);
+	/* five parts, stacked */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_BREAKDOWN, &o, "class=\"series\""), 5);
+	/* no series: no micro-batch chart, no heatmap, no sweep */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_MICROBATCH, &o, "class"), -1);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_HEATMAP, &o, "class"), -1);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_SPEEDUP, &o, "class"), -1);
+	ck_assert_int_eq(rlb_report_chart_layer(&r, 0, &o), -1);
+
+	/* static hot in layer 2, eplb in layer 1: static decides */
+	rlb_report_set_series(&r, 0, series(3, 4, 4, 2, 40));
+	rlb_report_set_series(&r, 1, series(3, 4, 4, 1, 80));
+	rlb_report_set_series(&r, 2, series(3, 4, 4, 0, 10));
+	ck_assert_int_eq(rlb_report_chart_layer(&r, 0, &o), 2);
+	o.layer = 3;
+	ck_assert_int_eq(rlb_report_chart_layer(&r, 0, &o), 3);
+	o.layer = 9;	/* out of range: the default */
+	ck_assert_int_eq(rlb_report_chart_layer(&r, 0, &o), 2);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_MICROBATCH, &o, "class=\"series\""), 3);
+	/* one point per micro-batch and line */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_MICROBATCH, &o, "<circle"), 9);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_HEATMAP, &o, "class=\"series\""), 2);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_HEATMAP, &o, "<rect x"), 2 * 16 + 2 + 1);
+	rlb_report_release(&r);
+}
+END_TEST
+
+START_TEST(test_sweep_chart)
+{
+	static const char *const vals[] = { "0", "1", "2", "4" };
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	size_t i;
+
+	rlb_report_init(&r);
+	for (i = 0; i < 4; i++) {
+		add_ok(&r, result("plan", "static", "h1", 1.0), "t", vals[i]);
+		add_ok(&r, result("plan", "relibra", "h1", 1.0 - 0.1 * i), "t", vals[i]);
+	}
+	r.sweep_key = strdup("balancer.replica_slots");
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	ck_assert_uint_eq(r.ngroups, 4);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_SPEEDUP, NULL, "class=\"series\""), 2);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_IDEAL, NULL, "<circle"), 8);
+	rlb_report_release(&r);
+}
+END_TEST
+
+Suite *rlb_suite_report(void)
+{
+	Suite *s = suite_create("report");
+	TCase *tc = tcase_create("report");
+
+	tcase_add_test(tc, test_fmt3);
+	tcase_add_test(tc, test_read_errors);
+	tcase_add_test(tc, test_read_tolerant);
+	tcase_add_test(tc, test_groups_and_speedups);
+	tcase_add_test(tc, test_duplicates_and_sweep);
+	tcase_add_test(tc, test_csv_and_formats);
+	tcase_add_test(tc, test_series_from_plan);
+	tcase_add_test(tc, test_charts);
+	tcase_add_test(tc, test_sweep_chart);
+	suite_add_tcase(s, tc);
+	return s;
+}
