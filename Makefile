@@ -31,6 +31,11 @@ STD := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 PKGS := libzstd yaml-0.1 jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# MPI for train-step across processes (Open MPI, else MPICH): found with
+# pkg-config, never required; only lib/comm_mpi.c sees its headers.
+MPI_PKG := $(firstword $(foreach p,ompi-c mpich,$(shell pkg-config --exists $(p) 2>/dev/null && echo $(p))))
+MPI_CFLAGS := $(if $(MPI_PKG),$(shell pkg-config --cflags $(MPI_PKG)) -DRLB_HAVE_MPI=1)
+MPI_LIBS := $(if $(MPI_PKG),$(shell pkg-config --libs $(MPI_PKG)))
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
@@ -38,16 +43,25 @@ ifeq ($(VARIANT),san)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
-# CUDA + NCCL: detected, never required.
+# CUDA + NCCL: detected, never required.  BUILD_CUDA=0 forces a CPU-only
+# build; CUDA_ARCH replaces the target GPUs (e.g. CUDA_ARCH=-arch=sm_90).
 HAVE_NVCC := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo yes || echo no)
-HAVE_NCCL := $(shell test -f $(CUDA_HOME)/include/nccl.h && echo yes || echo no)
+HAVE_NCCL := $(shell test -f $(CUDA_HOME)/include/nccl.h && \
+	test -n "$$(ls $(CUDA_HOME)/lib64/libnccl.so* 2>/dev/null)" && echo yes || echo no)
 CUDA_SRCS := $(sort $(wildcard lib/*.cu))
 BUILD_CUDA := $(if $(and $(filter yes,$(HAVE_NVCC)),$(filter yes,$(HAVE_NCCL)),$(CUDA_SRCS)),1,0)
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS ?= -O2 -g
+# cuBLAS is loaded at run time (dlopen) by the first CUDA backend.
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart -lstdc++ -ldl
 
 ALL_CFLAGS := $(STD) $(WARN) $(CFLAGS) $(SAN) -Ilib -I$(BUILD) $(PKG_CFLAGS) \
 	-DRLB_BUILD_CUDA=$(BUILD_CUDA)
 ALL_LDFLAGS := $(LDFLAGS) $(SAN)
-LIBS := $(PKG_LIBS) -lm -lpthread
+LIBS := $(PKG_LIBS) $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)) -lm -lpthread
+ALL_NVCCFLAGS := -std=c++17 $(CUDA_ARCH) $(NVCCFLAGS) -Ilib -I$(BUILD) -DRLB_BUILD_CUDA=1 \
+	-Xcompiler -Wall,-Wextra,-Wshadow,-fno-exceptions $(if $(SAN),-Xcompiler -fno-omit-frame-pointer)
 
 LIB_SRCS := $(sort $(wildcard lib/*.c))
 CMD_SRCS := $(sort $(wildcard cmd/*.c))
@@ -55,7 +69,8 @@ TEST_SRCS := $(sort $(wildcard tests/*.c))
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
 PRESETS := $(sort $(wildcard configs/models/*.yaml configs/clusters/*.yaml configs/*.yaml))
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/presets.o
+CUDA_OBJS := $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_SRCS:%.cu=$(BUILD)/%.o))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS) $(BUILD)/presets.o
 CMD_OBJS := $(CMD_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_BINS:=.d)
@@ -74,7 +89,7 @@ config-info:
 	@if ! pkg-config --exists $(PKGS); then \
 		echo "relibra: missing libraries ($(PKGS)); run 'make deps' or 'make check'" >&2; \
 		exit 1; fi
-	@echo "relibra: zstd $$(pkg-config --modversion libzstd), libyaml $$(pkg-config --modversion yaml-0.1), jansson $$(pkg-config --modversion jansson); MPI $$(pkg-config --modversion ompi-c 2>/dev/null || echo no); CUDA nvcc $(HAVE_NVCC), NCCL $(HAVE_NCCL) (CUDA_HOME=$(CUDA_HOME))"
+	@echo "relibra: zstd $$(pkg-config --modversion libzstd), libyaml $$(pkg-config --modversion yaml-0.1), jansson $$(pkg-config --modversion jansson); MPI $$(pkg-config --modversion ompi-c 2>/dev/null || echo no); CUDA nvcc $(HAVE_NVCC), NCCL $(HAVE_NCCL) (CUDA_HOME=$(CUDA_HOME)); backends: cpu$(if $(filter 1,$(BUILD_CUDA)), cuda)"
 
 deps:
 	@sh scripts/deps.sh build
@@ -86,6 +101,21 @@ deps-demo:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/lib/comm_mpi.o: ALL_CFLAGS += $(MPI_CFLAGS)
+
+# Objects depend on RLB_BUILD_CUDA: a stamp per value rebuilds them when it flips.
+CUDA_STAMP := $(BUILD)/.build-cuda-$(BUILD_CUDA)
+$(CUDA_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.build-cuda-*
+	@touch $@
+$(LIB_OBJS) $(CMD_OBJS) $(TEST_OBJS): $(CUDA_STAMP)
+
+# CUDA sources (lib/*.cu): only in a BUILD_CUDA=1 build.
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(ALL_NVCCFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)

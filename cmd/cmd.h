@@ -20,6 +20,7 @@ int cmd_capture(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_train_step(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
 /* "relibra NAME: message" on stderr. */

@@ -16,6 +16,7 @@ static const struct command commands[] = {
 	{ "capture", cmd_capture, "record routing into a trace (.rrt)" },
 	{ "inspect", cmd_inspect, "print a trace's header, contents, integrity and load statistics" },
 	{ "plan", cmd_plan, "plan placement and replication, simulate the step time" },
+	{ "train-step", cmd_train_step, "run training steps that apply a plan (mpirun or --virtual-ranks)" },
 	{ "report", cmd_report, "compare results in tables, CSV, JSON, SVG charts and HTML" },
 	{ "config", cmd_config, "print the effective configuration as YAML" },
 };

@@ -3,7 +3,8 @@
 # routing trace for Qwen3-30B-A3B on one 8-GPU H100 node, check it, print its
 # load statistics under both packing rules, plan it, and compare every policy
 # in a table and an HTML report with charts.
-# usage: quickstart.sh [RELIBRA_BINARY]   (outputs in $RLB_DEMO_DIR, default out/demo)
+# usage: quickstart.sh [RELIBRA_BINARY]   (outputs in $RLB_DEMO_DIR, default out/demo;
+# RELIBRA_TRAIN=1 also runs a small train-step at the end)
 set -eu
 bin=${1:-relibra}
 out=${RLB_DEMO_DIR:-out/demo}
@@ -47,3 +48,17 @@ step "compare every policy on the cluster: one pass over the trace, a table and 
 echo
 echo "HTML report with charts: $out/report.html"
 
+# Optional (RELIBRA_TRAIN=1): run training steps that apply a plan, on the
+# tiny config, 4 ranks inside this process, checked against the static plan.
+if [ "${RELIBRA_TRAIN:-0}" = 1 ]; then
+	tiny=configs/tiny-2x2.yaml
+	step "train-step: capture and plan on the tiny config" \
+		"relibra capture -c $tiny --synthetic -o $out/tiny.rrt; relibra plan -c $tiny --policy relibra -o $out/tiny.rlp $out/tiny.rrt"
+	"$bin" capture -c "$tiny" --synthetic --seed 1 -o "$out/tiny.rrt"
+	"$bin" plan -c "$tiny" --policy relibra -o "$out/tiny.rlp" "$out/tiny.rrt" > /dev/null
+	step "train-step: apply the plan on 4 virtual ranks (mpirun -np 4 on a cluster), verify against static" \
+		"relibra train-step -c $tiny --trace $out/tiny.rrt --plan $out/tiny.rlp --virtual-ranks 4 --verify -o $out/train.json"
+	"$bin" train-step -c "$tiny" --trace "$out/tiny.rrt" --plan "$out/tiny.rlp" \
+		--virtual-ranks 4 --verify -o "$out/train.json"
+	echo "measurements: $out/train.json"
+fi

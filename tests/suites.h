@@ -19,6 +19,7 @@ Suite *rlb_suite_balance(void);
 Suite *rlb_suite_sim(void);
 Suite *rlb_suite_report(void);
 Suite *rlb_suite_expert(void);
+Suite *rlb_suite_exec(void);
 
 /* Directory of the source tree's tests/ (fixtures), from RLB_TEST_SRCDIR or ".". */
 const char *rlb_test_srcdir(void);

@@ -1,0 +1,340 @@
+/*
+ * train_step.c - relibra train-step: run MoE training steps that apply a
+ * plan, on MPI ranks (under mpirun) or on virtual ranks in one process,
+ * write the measurements, and with --verify compare with the static plan.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmd.h"
+#include "exec.h"
+
+#define NAME "train-step"
+#define EXIT_VERIFY 4
+
+static const char usage[] =
+	"usage: relibra train-step [-h] -c CONFIG [--set KEY=VALUE]... --trace TRACE "
+	"--plan PLAN [--backend cpu|cuda] [--steps A:B] [--seed S] [--verify] "
+	"[--virtual-ranks N] [-o METRICS]\n"
+	"\n"
+	"  -c CONFIG            configuration (relibra.yaml(5))\n"
+	"  --set KEY=VALUE      override a configuration key (repeatable)\n"
+	"  --trace TRACE        the routing trace (.rrt) the plan was made from\n"
+	"  --plan PLAN          the plan (.rlp) to apply\n"
+	"  --backend NAME       cpu (default) or cuda\n"
+	"  --steps A:B          only steps A..B (A: and :B allowed)\n"
+	"  --seed S             seed of weights, hidden states and gates (default 1)\n"
+	"  --verify             also run the static plan; exit 4 when the final\n"
+	"                       weights or losses differ by more than 1e-5 (cpu), 1e-2 (cuda)\n"
+	"  --virtual-ranks N    run N ranks in this process (no MPI)\n"
+	"  -o METRICS           write the measurements as JSON (relibra.result/1)\n"
+	"\n"
+	"Launch one rank per GPU: mpirun -np EP_SIZE relibra train-step ...\n";
+
+enum {
+	OPT_SET = 256, OPT_TRACE, OPT_PLAN, OPT_BACKEND, OPT_STEPS, OPT_SEED,
+	OPT_VERIFY, OPT_VIRTUAL,
+};
+
+struct opts {
+	struct cmd_config_opts cfg;
+	const char *trace, *plan, *out, *backend;
+	uint32_t step_lo, step_hi;
+	uint64_t seed;
+	uint64_t virtual_ranks;		/* 0: not given */
+	int verify;
+};
+
+/* The rank under a launcher (mpirun, srun), -1 when not launched so. */
+static long launcher_rank(void)
+{
+	static const char *const vars[] = {
+		"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL,
+	};
+	const char *v;
+	size_t i;
+
+	for (i = 0; vars[i]; i++)
+		if ((v = getenv(vars[i])) && *v)
+			return strtol(v, NULL, 10);
+	return -1;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o, int quiet)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, OPT_SET },
+		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "plan", required_argument, NULL, OPT_PLAN },
+		{ "backend", required_argument, NULL, OPT_BACKEND },
+		{ "steps", required_argument, NULL, OPT_STEPS },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "verify", no_argument, NULL, OPT_VERIFY },
+		{ "virtual-ranks", required_argument, NULL, OPT_VIRTUAL },
+		{ "output", required_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rlb_err err = {0};
+	int c, ret = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->step_hi = UINT32_MAX;
+	o->seed = 1;
+	o->backend = "cpu";
+	optind = 1;
+	opterr = 0;
+	while (ret == 0 && (c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'c':
+			o->cfg.path = optarg;
+			break;
+		case OPT_SET:
+			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
+				cmd_errorf(NAME, "out of memory");
+				return EXIT_FAIL;
+			}
+			break;
+		case OPT_TRACE:
+			o->trace = optarg;
+			break;
+		case OPT_PLAN:
+			o->plan = optarg;
+			break;
+		case OPT_BACKEND:
+			o->backend = optarg;
+			break;
+		case OPT_STEPS:
+			if (cmd_parse_steps(optarg, &o->step_lo, &o->step_hi, &err))
+				ret = 1;
+			break;
+		case OPT_SEED:
+			if (rlb_parse_u64(optarg, 0, UINT64_MAX, &o->seed, "--seed", &err))
+				ret = 1;
+			break;
+		case OPT_VERIFY:
+			o->verify = 1;
+			break;
+		case OPT_VIRTUAL:
+			if (rlb_parse_u64(optarg, 1, 1024, &o->virtual_ranks,
+					  "--virtual-ranks", &err))
+				ret = 1;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case ':':
+			rlb_err_set(&err, RLB_EINVAL, "option '%s' needs a value",
+				    argv[optind - 1]);
+			ret = 1;
+			break;
+		default:
+			rlb_err_set(&err, RLB_EINVAL, "unknown option '%s'",
+				    argv[optind - 1]);
+			ret = 1;
+			break;
+		}
+	}
+	if (ret == 0 && !o->cfg.path)
+		ret = rlb_err_set(&err, RLB_EINVAL, "-c CONFIG is required") != 0;
+	if (ret == 0 && (!o->trace || !o->plan))
+		ret = rlb_err_set(&err, RLB_EINVAL, "--trace and --plan are required") != 0;
+	if (ret == 0 && optind != argc)
+		ret = rlb_err_set(&err, RLB_EINVAL, "unexpected argument '%s'",
+				  argv[optind]) != 0;
+	if (ret == 0)
+		return 0;
+	if (quiet)
+		return EXIT_USAGE;
+	return cmd_usage_error(NAME, usage, "%s", err.msg);
+}
+
+/* RELIBRA_FAULT=rank:R:step:S */
+static int parse_fault(const char *s, struct rlb_exec_opts *eo)
+{
+	unsigned long r, st;
+	char *end;
+
+	if (strncmp(s, "rank:", 5))
+		return -1;
+	r = strtoul(s + 5, &end, 10);
+	if (end == s + 5 || strncmp(end, ":step:", 6))
+		return -1;
+	s = end + 6;
+	st = strtoul(s, &end, 10);
+	if (end == s || *end || r > UINT32_MAX || st > UINT32_MAX)
+		return -1;
+	eo->fault = 1;
+	eo->fault_rank = (uint32_t)r;
+	eo->fault_step = (uint32_t)st;
+	return 0;
+}
+
+static int write_json(const char *path, json_t *j, struct rlb_err *err)
+{
+	struct rlb_atomic_file af;
+	int ret = rlb_atomic_open(&af, path, err);
+
+	if (ret)
+		return ret;
+	if (json_dumpf(j, af.fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+	    fputc('\n', af.fp) == EOF) {
+		rlb_atomic_abort(&af);
+		return rlb_err_errno(err, RLB_EIO, "cannot write '%s'", path);
+	}
+	return rlb_atomic_commit(&af, err);
+}
+
+/* --verify's tolerance: fp32 on the CPU, bf16 on the GPU (the GPU check's 1e-2). */
+static double verify_tol(const char *backend)
+{
+	return strcmp(backend, "cuda") == 0 ? 1e-2 : 1e-5;
+}
+
+/* Rank 0: the summary, the metrics file and the verdict of --verify. */
+static int report(const struct opts *o, const struct rlb_config *cfg,
+		  struct rlb_world *w, struct rlb_exec *ex,
+		  const struct rlb_exec_verify *v)
+{
+	struct rlb_exec_source src = { o->cfg.path, o->trace, o->plan };
+	struct rlb_exec_summary s;
+	struct rlb_err err = {0};
+	json_t *j;
+
+	rlb_exec_summary(ex, &s);
+	printf("relibra train-step: %s on %s, %u ranks (%s), %s backend\n",
+	       s.policy, cfg->model.name, s.ranks, rlb_world_name(w), o->backend);
+	printf("  %" PRIu64 " steps, %" PRIu64 " tokens, %.4g s per step, %.4g tokens/s\n",
+	       s.steps, s.tokens, s.step_time_s, s.tokens_per_s);
+	printf("  expert critical path %.4g s per step, loss %.6g -> %.6g\n",
+	       s.critical_path_s, s.first_loss, s.last_loss);
+	if (v->done)
+		printf("  verify: %s the static plan (max relative difference %.3g in weights%s%s%s, %.3g in losses)\n",
+		       v->ok ? "agrees with" : "DIFFERS from", v->max_rel_weight,
+		       v->worst[0] ? " (" : "", v->worst, v->worst[0] ? ")" : "",
+		       v->max_rel_loss);
+	if (o->out) {
+		j = rlb_exec_metrics_json(ex, &src);
+		if (!j) {
+			cmd_errorf(NAME, "out of memory");
+			return EXIT_FAIL;
+		}
+		if (write_json(o->out, j, &err)) {
+			json_decref(j);
+			cmd_error(NAME, &err);
+			return EXIT_FAIL;
+		}
+		json_decref(j);
+	}
+	if (fflush(stdout) != 0) {
+		cmd_errorf(NAME, "cannot write the output");
+		return EXIT_FAIL;
+	}
+	if (v->done && !v->ok) {
+		cmd_errorf(NAME, "the plan's result differs from the static plan's: max relative difference %.3g in %s, %.3g in the loss of step %u (tolerance %.0e)",
+			   v->max_rel_weight, v->worst[0] ? v->worst : "the weights",
+			   v->max_rel_loss, v->worst_loss_step, verify_tol(o->backend));
+		return EXIT_VERIFY;
+	}
+	return EXIT_OK;
+}
+
+int cmd_train_step(int argc, char **argv)
+{
+	struct rlb_world *w = NULL;
+	struct rlb_exec *ex = NULL;
+	struct rlb_exec_opts eo;
+	struct rlb_exec_verify v;
+	struct rlb_config cfg;
+	struct rlb_err err = {0};
+	struct opts o;
+	long lrank = launcher_rank();
+	const char *env;
+	uint32_t failed = 0;
+	int ret, quiet = lrank > 0, status = EXIT_FAIL;
+
+	ret = parse_args(argc, argv, &o, quiet);
+	if (ret) {
+		cmd_config_release(&o.cfg);
+		return ret < 0 ? EXIT_OK : ret;
+	}
+	rlb_exec_opts_defaults(&eo);
+	eo.seed = o.seed;
+	eo.first_step = o.step_lo;
+	eo.last_step = o.step_hi;
+	eo.verify = o.verify;
+	if (rlb_backend_from_name(o.backend, &eo.backend, &err)) {
+		cmd_config_release(&o.cfg);
+		return quiet ? EXIT_USAGE : cmd_usage_error(NAME, usage, "%s", err.msg);
+	}
+	eo.verify_tol = verify_tol(o.backend);
+	env = getenv("RELIBRA_FAULT");
+	if (env && *env && parse_fault(env, &eo)) {
+		if (!quiet)
+			cmd_errorf(NAME, "RELIBRA_FAULT: expected rank:R:step:S, not '%s'", env);
+		goto out;
+	}
+	/* Only rank 0 reports the problems that every rank finds alike. */
+	if (quiet ? rlb_config_load(&cfg, o.cfg.path, o.cfg.sets, o.cfg.nsets, &err) != 0 :
+		    cmd_config_load(NAME, &o.cfg, &cfg) != 0)
+		goto out;
+	if (lrank >= 0 && rlb_world_mpi_available() && !o.virtual_ranks)
+		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
+	else if (lrank > 0 || (lrank == 0 && getenv("OMPI_COMM_WORLD_SIZE") &&
+			       strcmp(getenv("OMPI_COMM_WORLD_SIZE"), "1")))
+		ret = rlb_err_set(&err, RLB_EUNSUPPORTED, rlb_world_mpi_available() ?
+				  "--virtual-ranks runs without mpirun" :
+				  "relibra was built without MPI (libopenmpi-dev)");
+	else
+		ret = rlb_world_virtual_new(&w, o.virtual_ranks ? (uint32_t)o.virtual_ranks : 1,
+					    &err);
+	if (ret) {
+		if (!quiet)
+			cmd_error(NAME, &err);
+		goto out;
+	}
+	env = getenv("RELIBRA_TIMEOUT");
+	if (env && *env)
+		rlb_world_set_timeout(w, strtod(env, NULL));
+	if (rlb_world_first(w) == 0) {
+		eo.progress = cmd_progress;
+		eo.progress_ctx = NAME;
+	}
+	ret = rlb_exec_new(&ex, w, &cfg, o.trace, o.plan, &eo, &err);
+	if (ret) {
+		if (rlb_world_first(w) == 0) {
+			cmd_error(NAME, &err);
+			if (rlb_world_size(w) != (uint32_t)cfg.parallel.ep_size)
+				fprintf(stderr, "hint: mpirun -np %d relibra train-step ... (one rank per GPU), or --virtual-ranks %d\n",
+					cfg.parallel.ep_size, cfg.parallel.ep_size);
+		}
+		goto out;
+	}
+	ret = rlb_exec_run(ex, &v, &failed, &err);
+	cmd_progress_done();
+	if (ret) {
+		cmd_errorf(NAME, "rank %u: %s", failed,
+			   err.msg[0] ? err.msg : rlb_strerror(ret));
+		fflush(stderr);
+		/* The other ranks cannot know: end the job (MPI_Abort). */
+		rlb_world_abort(w, EXIT_FAIL);
+		goto out;
+	}
+	status = rlb_world_first(w) == 0 ? report(&o, &cfg, w, ex, &v) : EXIT_OK;
+	if (status == EXIT_OK && v.done && !v.ok)
+		status = EXIT_VERIFY;
+out:
+	rlb_exec_free(ex);
+	rlb_world_free(w);
+	cmd_config_release(&o.cfg);
+	return status;
+}

@@ -1,0 +1,672 @@
+/*
+ * exec.c - the train-step executor's driver: checks the inputs before any
+ * work (agreed over the transport), creates one backend per local rank,
+ * runs the selected steps (loads, plan, tokens, migration, micro-batches,
+ * Adam, loss), and for --verify reruns them under the static plan and
+ * compares weights and losses.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_internal.h"
+#include "util.h"
+
+void rlb_exec_opts_defaults(struct rlb_exec_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->backend = RLB_BACKEND_CPU;
+	o->seed = 1;
+	o->first_step = 0;
+	o->last_step = UINT32_MAX;
+	o->verify_tol = 1e-5;
+	o->adam.lr = 1e-3f;
+	o->adam.beta1 = 0.9f;
+	o->adam.beta2 = 0.999f;
+	o->adam.eps = 1e-8f;
+	o->init = RLB_EXEC_INIT_RANDOM;
+}
+
+/* ------------------------------------------------------------------ */
+/* Set-up and its checks.                                               */
+
+static int select_steps(struct rlb_exec *ex, struct rlb_err *err)
+{
+	const struct rlb_plan_step_info *info;
+	const uint32_t *steps;
+	size_t n, np, i, j;
+	int ret;
+
+	ret = rlb_trace_reader_steps(ex->tr, &steps, &n, err);
+	if (ret < 0)
+		return ret;
+	np = rlb_plan_reader_steps(ex->pr, &info);
+	ex->steps = malloc((n ? n : 1) * sizeof(*ex->steps));
+	if (!ex->steps)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		if (steps[i] < ex->o.first_step || steps[i] > ex->o.last_step)
+			continue;
+		for (j = 0; j < np && info[j].step != steps[i]; j++)
+			;
+		if (j == np)
+			return rlb_err_set(err, RLB_ENOTFOUND,
+					   "step %u of the trace is not in the plan '%s'",
+					   steps[i], ex->plan_path);
+		ex->steps[ex->nsteps++] = steps[i];
+	}
+	if (ex->nsteps == 0) {
+		if (n == 0)
+			return rlb_err_set(err, RLB_ENOTFOUND, "the trace '%s' has no steps",
+					   ex->trace_path);
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "no step of the trace in the range %u:%u (the trace has steps %u..%u)",
+				   ex->o.first_step, ex->o.last_step, steps[0], steps[n - 1]);
+	}
+	return 0;
+}
+
+/*
+ * Step STEP's plan (p, released first), schedule and loads (s and l,
+ * initialised here): the schedule the plan carries (data control, a
+ * trainer's file), else the one its packing rule builds from the trace.
+ */
+static int step_inputs(struct rlb_exec *ex, uint32_t step,
+		       struct rlb_step_plan *p, struct rlb_schedule *s,
+		       struct rlb_loads *l, struct rlb_err *err)
+{
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	memset(l, 0, sizeof(*l));
+	ret = rlb_plan_reader_read_step(ex->pr, step, p, err);
+	if (ret < 0)
+		return ret;
+	if (!p->sched)
+		return rlb_step_loads(ex->tr, step, &ex->cfg_run,
+				      ex->cfg_run.parallel.pack, s, l, err);
+	*s = *p->sched;
+	s->chunks = malloc((s->nchunks ? s->nchunks : 1) * sizeof(*s->chunks));
+	if (!s->chunks) {
+		memset(s, 0, sizeof(*s));
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	memcpy(s->chunks, p->sched->chunks, s->nchunks * sizeof(*s->chunks));
+	ret = rlb_step_count_loads(ex->tr, s, l, err);
+	if (ret < 0) {
+		rlb_schedule_release(s);
+		memset(s, 0, sizeof(*s));
+		rlb_err_prefix(err, "the plan's schedule does not match the trace");
+		if (err)
+			err->code = RLB_EMISMATCH;
+		return RLB_EMISMATCH;
+	}
+	return 0;
+}
+
+/* Every selected step's plan against the trace's loads of that step. */
+static int check_steps(struct rlb_exec *ex, struct rlb_err *err)
+{
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan p;
+	size_t i;
+	int ret = 0;
+
+	memset(&p, 0, sizeof(p));
+	for (i = 0; ret == 0 && i < ex->nsteps; i++) {
+		ret = step_inputs(ex, ex->steps[i], &p, &s, &l, err);
+		if (ret < 0) {
+			rlb_step_plan_release(&p);
+			break;
+		}
+		if (ret == 0 && p.micro_batches != s.micro_batches)
+			ret = rlb_err_set(err, RLB_EMISMATCH,
+					  "plan does not match the trace: step %u has %u micro-batches in the plan, %u in the schedule",
+					  ex->steps[i], p.micro_batches, s.micro_batches);
+		if (ret == 0) {
+			ret = rlb_step_plan_check(&p, &l, err);
+			if (ret < 0) {
+				rlb_err_prefix(err, "plan does not match the trace: step %u",
+					       ex->steps[i]);
+				ret = RLB_EMISMATCH;
+				if (err)
+					err->code = ret;
+			}
+		}
+		rlb_step_plan_release(&p);
+		rlb_loads_release(&l);
+		rlb_schedule_release(&s);
+	}
+	return ret;
+}
+
+static int setup(struct rlb_exec *ex, struct rlb_err *err)
+{
+	const struct rlb_config *cfg = ex->cfg;
+	const struct rlb_trace_header *th;
+	const uint32_t *steps;
+	size_t nsteps;
+	int ret;
+
+	if ((int)rlb_world_size(ex->world) != cfg->parallel.ep_size)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "the job has %u rank%s, parallel.ep_size is %d",
+				   rlb_world_size(ex->world),
+				   rlb_world_size(ex->world) == 1 ? "" : "s",
+				   cfg->parallel.ep_size);
+	if (cfg->model.hidden <= 0 || cfg->model.expert_ffn <= 0)
+		return rlb_err_set(err, RLB_ECONFIG,
+				   "model.hidden and model.expert_ffn must be positive");
+	if (!rlb_backend_available(ex->o.backend))
+		return rlb_err_set(err, RLB_EUNSUPPORTED,
+				   "backend '%s' is not built in",
+				   rlb_backend_name(ex->o.backend));
+	ret = rlb_trace_reader_open(&ex->tr, ex->trace_path, err);
+	if (ret < 0)
+		return ret;
+	ret = rlb_plan_reader_open(&ex->pr, ex->plan_path, err);
+	if (ret < 0)
+		return ret;
+	ex->ph = *rlb_plan_reader_header(ex->pr);
+	th = rlb_trace_reader_header(ex->tr);
+	ex->cfg_run = *cfg;
+	ex->cfg_run.parallel.pack = ex->ph.pack;
+	ret = rlb_trace_reader_steps(ex->tr, &steps, &nsteps, err);
+	if (ret == 0)
+		ret = rlb_plan_check_inputs(&ex->ph, th, steps, nsteps, &ex->cfg_run, err);
+	if (ret < 0)
+		return ret;
+	if (th->moe_layers != (uint32_t)cfg->model.moe_layers)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "the trace has %u MoE layers, model.moe_layers is %d",
+				   th->moe_layers, cfg->model.moe_layers);
+	ex->layers = th->moe_layers;
+	ex->experts = th->experts;
+	ex->topk = th->topk;
+	ex->ranks = (uint32_t)cfg->parallel.ep_size;
+	ex->gpn = (uint32_t)cfg->cluster.gpus_per_node;
+	if (ex->gpn > ex->ranks)
+		ex->gpn = ex->ranks;
+	ex->hidden = (uint32_t)cfg->model.hidden;
+	ex->ffn = (uint32_t)cfg->model.expert_ffn;
+	ex->shape.hidden = ex->hidden;
+	ex->shape.ffn = ex->ffn;
+	ex->np = rlb_expert_params(&ex->shape);
+	ret = select_steps(ex, err);
+	if (ret == 0)
+		ret = check_steps(ex, err);
+	return ret;
+}
+
+static int ranks_init(struct rlb_exec *ex, struct rlb_err *err)
+{
+	size_t ncell = (size_t)ex->layers * ex->experts;
+	uint32_t i, L;
+	int ret = 0;
+
+	ex->rk = calloc(ex->nlocal, sizeof(*ex->rk));
+	ex->cur_home = calloc(ncell, sizeof(*ex->cur_home));
+	ex->split_first = calloc((size_t)ex->experts + 1, sizeof(*ex->split_first));
+	ex->key_cnt = calloc((size_t)ex->ranks * ex->experts + 1, sizeof(*ex->key_cnt));
+	ex->cursor = calloc(2 * (size_t)ex->experts, sizeof(*ex->cursor));
+	ex->losses = calloc(ex->nsteps, sizeof(*ex->losses));
+	if (!ex->rk || !ex->cur_home || !ex->split_first || !ex->key_cnt ||
+	    !ex->cursor || !ex->losses)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
+		struct exec_rank *rk = &ex->rk[i];
+		struct rlb_backend_init bi = {
+			.rank = ex->first + i, .ranks = ex->ranks,
+			.gpus_per_node = ex->gpn, .local_index = i, .device = -1,
+			.world = ex->world,
+		};
+		struct rlb_backend *be;
+
+		rk->rank = ex->first + i;
+		rk->local = i;
+		ret = rlb_backend_new(ex->o.backend, &bi, &rk->be, err);
+		if (ret < 0)
+			break;
+		be = rk->be;
+		rk->home = calloc(ncell, sizeof(*rk->home));
+		rk->slot = calloc(ex->layers, sizeof(*rk->slot));
+		rk->nslot = calloc(ex->layers, sizeof(*rk->nslot));
+		rk->route = calloc(ex->layers, sizeof(*rk->route));
+		rk->ev_copy = calloc(ex->layers, sizeof(*rk->ev_copy));
+		if (!rk->home || !rk->slot || !rk->nslot || !rk->route || !rk->ev_copy)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		ret = be->ops->queue_new(be, &rk->q, err);
+		if (ret == 0)
+			ret = be->ops->queue_new(be, &rk->cq, err);
+		if (ret == 0)
+			ret = be->ops->event_new(be, &rk->ev0, err);
+		if (ret == 0)
+			ret = be->ops->event_new(be, &rk->ev1, err);
+		for (L = 0; ret == 0 && L < ex->layers; L++)
+			ret = be->ops->event_new(be, &rk->ev_copy[L], err);
+	}
+	return ret;
+}
+
+int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
+		 const struct rlb_config *cfg, const char *trace_path,
+		 const char *plan_path, const struct rlb_exec_opts *o,
+		 struct rlb_err *err)
+{
+	struct rlb_exec *ex = calloc(1, sizeof(*ex));
+	struct rlb_err mine = { 0, "" }, *errs = NULL;
+	uint32_t i, gpn;
+	int ret;
+
+	*out = NULL;
+	if (!ex)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ex->cfg = cfg;
+	ex->o = *o;
+	ex->world = w;
+	ex->trace_path = trace_path;
+	ex->plan_path = plan_path;
+	ex->nlocal = rlb_world_local(w);
+	ex->first = rlb_world_first(w);
+	ex->failed_rank = ex->first;
+	/* Collective on every process whatever happens next. */
+	gpn = cfg->cluster.gpus_per_node > 0 ? (uint32_t)cfg->cluster.gpus_per_node : 1;
+	if (gpn > rlb_world_size(w))
+		gpn = rlb_world_size(w);
+	ret = rlb_world_set_node_size(w, gpn, &mine);
+	if (ret == 0)
+		ret = setup(ex, &mine);
+	if (ret == 0)
+		ret = ranks_init(ex, &mine);
+	errs = calloc(ex->nlocal, sizeof(*errs));
+	if (!errs) {
+		rlb_exec_free(ex);
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	for (i = 0; i < ex->nlocal; i++)
+		errs[i] = mine;
+	ret = rlb_world_agree(w, errs, &mine, NULL, err);
+	free(errs);
+	if (ret) {
+		if (err && mine.code)
+			*err = mine;
+		rlb_exec_free(ex);
+		return ret;
+	}
+	*out = ex;
+	return 0;
+}
+
+void rlb_exec_free(struct rlb_exec *ex)
+{
+	uint32_t i;
+
+	if (!ex)
+		return;
+	for (i = 0; ex->rk && i < ex->nlocal; i++) {
+		exec_rank_release(ex, &ex->rk[i]);
+		rlb_backend_free(ex->rk[i].be);
+	}
+	free(ex->rk);
+	rlb_step_plan_release(&ex->plan);
+	rlb_loads_release(&ex->loads);
+	rlb_schedule_release(&ex->sched);
+	rlb_trace_reader_free(ex->tr);
+	rlb_plan_reader_free(ex->pr);
+	exec_records_free(ex);
+	free(ex->steps);
+	free(ex->cur_home);
+	free(ex->split);
+	free(ex->split_first);
+	free(ex->key_cnt);
+	free(ex->cursor);
+	free(ex->chunk_off);
+	free(ex->losses);
+	free(ex);
+}
+
+/* ------------------------------------------------------------------ */
+/* Steps.                                                               */
+
+static void static_homes(const struct rlb_exec *ex, uint32_t *home)
+{
+	uint32_t per = ex->experts / ex->ranks, L, e;
+
+	for (L = 0; L < ex->layers; L++)
+		for (e = 0; e < ex->experts; e++)
+			home[(size_t)L * ex->experts + e] = e / per;
+}
+
+/* The static plan of the current step: every expert's rows at its home. */
+static int static_plan(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
+{
+	const struct rlb_loads *l = &ex->loads;
+	uint32_t mb, L, e, s;
+	int ret;
+
+	rlb_step_plan_release(&ex->plan);
+	ret = rlb_step_plan_init(&ex->plan, step, l->micro_batches, ex->layers,
+				 ex->experts, ex->ranks, ex->gpn, 0,
+				 RLB_SPLIT_LOCALITY, err);
+	for (mb = 0; ret == 0 && mb < l->micro_batches; mb++)
+		for (L = 0; ret == 0 && L < ex->layers; L++)
+			for (e = 0; ret == 0 && e < ex->experts; e++) {
+				uint64_t n = 0;
+
+				for (s = 0; s < ex->ranks; s++)
+					n += l->count[rlb_loads_index(l, mb, L, s, e)];
+				ret = rlb_step_plan_add(&ex->plan, mb, L, e,
+							ex->plan.home[(size_t)L * ex->experts + e],
+							(uint32_t)n, err);
+			}
+	return ret;
+}
+
+static int step_begin(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
+{
+	size_t c, ncell;
+	uint32_t i, L, j;
+	int ret;
+
+	rlb_loads_release(&ex->loads);
+	rlb_schedule_release(&ex->sched);
+	ret = step_inputs(ex, step, &ex->plan, &ex->sched, &ex->loads, err);
+	if (ret < 0)
+		return ret;
+	/* The static run keeps the plan's schedule: only the placement differs. */
+	if (ex->static_run)
+		ret = static_plan(ex, step, err);
+	if (ret == 0)
+		ret = rlb_step_plan_check(&ex->plan, &ex->loads, err);
+	if (ret < 0)
+		return ret;
+	ex->step_tokens = 0;
+	for (c = 0; c < ex->sched.nchunks; c++)
+		ex->step_tokens += ex->sched.chunks[c].tokens;
+	ret = exec_load_tokens(ex, step, err);
+	if (ret < 0)
+		return ret;
+	ncell = (size_t)ex->sched.micro_batches * ex->layers * CELL_N;
+	for (i = 0; i < ex->nlocal; i++) {
+		struct exec_rank *rk = &ex->rk[i];
+
+		if (ncell > rk->cell_cap) {
+			free(rk->cell);
+			rk->cell = malloc(ncell * sizeof(*rk->cell));
+			rk->cell_cap = rk->cell ? ncell : 0;
+			if (!rk->cell)
+				return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		}
+		memset(rk->cell, 0, ncell * sizeof(*rk->cell));
+		memset(rk->stepm, 0, sizeof(rk->stepm));
+		rk->loss = 0;
+		rk->stepm[STEP_TOKENS] = rk->ntok;
+		/* Weights change with every step: no replica survives it. */
+		for (L = 0; L < ex->layers; L++)
+			for (j = 0; j < rk->nslot[L]; j++) {
+				rk->slot[L][j].expert = EXEC_NONE;
+				rk->slot[L][j].mb = EXEC_NONE;
+			}
+	}
+	return 0;
+}
+
+static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
+{
+	uint32_t step = ex->steps[idx], mb, i;
+	uint64_t t0 = rlb_now_ns();
+	double *v = NULL;
+	int ret;
+
+	if (ex->o.fault && !ex->static_run && step == ex->o.fault_step &&
+	    ex->o.fault_rank >= ex->first && ex->o.fault_rank - ex->first < ex->nlocal) {
+		ex->failed_rank = ex->o.fault_rank;
+		return rlb_err_set(err, RLB_EINVAL, "injected fault at step %u", step);
+	}
+	ex->failed_rank = ex->first;
+	ret = step_begin(ex, step, err);
+	if (ret == 0)
+		ret = exec_migrate(ex, ex->plan.home, 1, err);
+	for (mb = 0; ret == 0 && mb < ex->sched.micro_batches; mb++)
+		ret = exec_micro_batch(ex, mb, err);
+	if (ret == 0)
+		ret = exec_adam(ex, (uint32_t)idx + 1, err);
+	if (ret < 0)
+		return ret;
+	v = malloc(ex->nlocal * sizeof(*v));
+	if (!v)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (i = 0; i < ex->nlocal; i++) {
+		ex->rk[i].stepm[STEP_WALL_S] = (rlb_now_ns() - t0) / 1e9;
+		v[i] = ex->rk[i].loss;
+	}
+	ret = rlb_world_allreduce(ex->world, v, 1, RLB_REDUCE_SUM, err);
+	if (ret == 0)
+		ex->losses[idx] = v[0];
+	free(v);
+	if (ret == 0 && !ex->static_run)
+		ret = exec_record_step(ex, step, err);
+	return ret;
+}
+
+/* One run over the selected steps from freshly initialised weights. */
+static int run_all(struct rlb_exec *ex, int static_run, struct rlb_err *err)
+{
+	size_t i;
+	int ret;
+
+	ex->static_run = static_run;
+	exec_homes_free(ex);
+	static_homes(ex, ex->cur_home);
+	ret = exec_homes_init(ex, err);
+	for (i = 0; ret == 0 && i < ex->nsteps; i++) {
+		ret = run_step(ex, i, err);
+		if (ex->o.progress && ex->first == 0)
+			ex->o.progress(ex->o.progress_ctx,
+				       (uint64_t)i + 1 + (static_run ? ex->nsteps : 0),
+				       ex->nsteps * (ex->o.verify ? 2 : 1), "steps");
+	}
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Verification against the static plan.                                */
+
+static const char *const tensor_name[3] = { "w_gate", "w_up", "w_down" };
+
+/* max |a - b| / max |b| over one tensor (max |a - b| when b is all zero). */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+	double d = 0, m = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		double x = fabs((double)a[i] - b[i]);
+
+		if (!(x <= d))	/* NaN counts as the worst */
+			d = isnan(x) ? INFINITY : x;
+		if (fabs(b[i]) > m)
+			m = fabs(b[i]);
+	}
+	return m > 0 ? d / m : d;
+}
+
+/* Download every local home expert (the static layout) into saved. */
+static int save_weights(struct rlb_exec *ex, float **saved, struct rlb_err *err)
+{
+	size_t c, n = (size_t)ex->layers * ex->experts;
+	uint32_t i;
+	int ret = 0;
+
+	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
+		struct exec_rank *rk = &ex->rk[i];
+
+		for (c = 0; ret == 0 && c < n; c++) {
+			if (!rk->home[c])
+				continue;
+			saved[c] = malloc(ex->np * sizeof(float));
+			if (!saved[c])
+				return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+			ret = rk->be->ops->download_weights(rk->be, rk->q, &ex->shape,
+							    rk->home[c]->w, rk->home[c]->opt,
+							    saved[c], err);
+			if (ret == 0)
+				ret = rk->be->ops->queue_sync(rk->be, rk->q, err);
+		}
+	}
+	return ret;
+}
+
+static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
+{
+	struct rlb_exec_verify *v = &ex->verify;
+	size_t c, n = (size_t)ex->layers * ex->experts, part = (size_t)ex->hidden * ex->ffn;
+	double worst = 0, *red = NULL;
+	double where = INFINITY;
+	float *cur = malloc(ex->np * sizeof(*cur));
+	uint32_t i, k;
+	int ret = cur ? 0 : rlb_err_set(err, RLB_ENOMEM, "out of memory");
+
+	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
+		struct exec_rank *rk = &ex->rk[i];
+
+		for (c = 0; ret == 0 && c < n; c++) {
+			if (!rk->home[c] || !saved[c])
+				continue;
+			ret = rk->be->ops->download_weights(rk->be, rk->q, &ex->shape,
+							    rk->home[c]->w, rk->home[c]->opt,
+							    cur, err);
+			if (ret == 0)
+				ret = rk->be->ops->queue_sync(rk->be, rk->q, err);
+			for (k = 0; ret == 0 && k < 3; k++) {
+				double d = rel_diff(saved[c] + k * part, cur + k * part, part);
+
+				if (d > worst) {
+					worst = d;
+					where = (double)(c * 3 + k);
+				}
+			}
+		}
+	}
+	free(cur);
+	if (ret)
+		return ret;
+	red = malloc(ex->nlocal * sizeof(*red));
+	if (!red)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (i = 0; i < ex->nlocal; i++)
+		red[i] = worst;
+	ret = rlb_world_allreduce(ex->world, red, 1, RLB_REDUCE_MAX, err);
+	if (ret == 0) {
+		v->max_rel_weight = red[0];
+		for (i = 0; i < ex->nlocal; i++)
+			red[i] = worst == v->max_rel_weight ? where : INFINITY;
+		ret = rlb_world_allreduce(ex->world, red, 1, RLB_REDUCE_MIN, err);
+	}
+	if (ret == 0 && isfinite(red[0])) {
+		size_t t = (size_t)red[0];
+
+		snprintf(v->worst, sizeof(v->worst), "layer %zu expert %zu %s",
+			 t / 3 / ex->experts, t / 3 % ex->experts, tensor_name[t % 3]);
+	}
+	free(red);
+	return ret;
+}
+
+static int verify(struct rlb_exec *ex, struct rlb_err *err)
+{
+	struct rlb_exec_verify *v = &ex->verify;
+	size_t c, n = (size_t)ex->layers * ex->experts, i;
+	uint32_t *home = malloc(n * sizeof(*home));
+	float **saved = calloc(n, sizeof(*saved));
+	double *plan_loss = malloc(ex->nsteps * sizeof(*plan_loss));
+	int ret = 0;
+
+	if (!home || !saved || !plan_loss)
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	if (ret == 0) {
+		memcpy(plan_loss, ex->losses, ex->nsteps * sizeof(*plan_loss));
+		static_homes(ex, home);
+		ret = exec_migrate(ex, home, 0, err);
+	}
+	if (ret == 0)
+		ret = save_weights(ex, saved, err);
+	if (ret == 0)
+		ret = run_all(ex, 1, err);
+	if (ret == 0)
+		ret = compare(ex, saved, err);
+	for (i = 0; ret == 0 && i < ex->nsteps; i++) {
+		double b = fabs(ex->losses[i]), d = fabs(plan_loss[i] - ex->losses[i]);
+		double r = b > 0 ? d / b : d;
+
+		if (isnan(r))
+			r = INFINITY;
+		if (r > v->max_rel_loss || i == 0) {
+			v->max_rel_loss = r;
+			v->worst_loss_step = ex->steps[i];
+		}
+	}
+	if (ret == 0) {
+		v->done = 1;
+		v->ok = v->max_rel_weight <= ex->o.verify_tol &&
+			v->max_rel_loss <= ex->o.verify_tol;
+		/* The plan run's losses are the ones reported. */
+		memcpy(ex->losses, plan_loss, ex->nsteps * sizeof(*plan_loss));
+	}
+	for (c = 0; saved && c < n; c++)
+		free(saved[c]);
+	free(saved);
+	free(home);
+	free(plan_loss);
+	return ret;
+}
+
+int rlb_exec_run(struct rlb_exec *ex, struct rlb_exec_verify *v,
+		 uint32_t *failed_rank, struct rlb_err *err)
+{
+	int ret;
+
+	memset(&ex->verify, 0, sizeof(ex->verify));
+	exec_records_free(ex);
+	ret = run_all(ex, 0, err);
+	if (ret == 0 && ex->o.verify)
+		ret = verify(ex, err);
+	if (ret == 0)
+		ex->ran = 1;
+	if (v)
+		*v = ex->verify;
+	if (failed_rank)
+		*failed_rank = ex->failed_rank;
+	return ret;
+}
+
+int rlb_exec_weights(struct rlb_exec *ex, uint32_t layer, uint32_t expert,
+		     float *w, struct rlb_err *err)
+{
+	size_t c = (size_t)layer * ex->experts + expert;
+	struct exec_rank *rk;
+	int ret;
+
+	if (layer >= ex->layers || expert >= ex->experts)
+		return rlb_err_set(err, RLB_EINVAL, "no expert %u in layer %u",
+				   expert, layer);
+	if (ex->cur_home[c] < ex->first || ex->cur_home[c] - ex->first >= ex->nlocal)
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "expert %u of layer %u is on rank %u, not here",
+				   expert, layer, ex->cur_home[c]);
+	rk = &ex->rk[ex->cur_home[c] - ex->first];
+	if (!rk->home[c])
+		return rlb_err_set(err, RLB_ENOTFOUND, "expert %u of layer %u not held",
+				   expert, layer);
+	ret = rk->be->ops->download_weights(rk->be, rk->q, &ex->shape, rk->home[c]->w,
+					    rk->home[c]->opt, w, err);
+	return ret ? ret : rk->be->ops->queue_sync(rk->be, rk->q, err);
+}
+
+int rlb_exec_home(const struct rlb_exec *ex, uint32_t layer, uint32_t expert)
+{
+	if (layer >= ex->layers || expert >= ex->experts)
+		return -1;
+	return (int)ex->cur_home[(size_t)layer * ex->experts + expert];
+}

@@ -1,0 +1,64 @@
+# train_step.sh - relibra train-step on 8 virtual ranks (tiny-2x2 as 2 nodes
+# of 4 GPUs): every policy's plan, data control included, gives the static
+# plan's training result (--verify); metrics JSON; step selection; usage.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+set8="--set cluster.gpus_per_node=4 --set parallel.ep_size=8"
+run capture -c "$cfg" $set8 --set workload.steps=2 --set workload.prompts_per_step=4 --synthetic --seed 2 -o t.rrt
+expect_status 0
+
+for p in static eplb eplb-oracle replicate relibra ideal dc; do
+	if [ "$p" = dc ]; then
+		run plan -c "$cfg" $set8 --policy relibra --data-control -o "$p.rlp" t.rrt
+	else
+		run plan -c "$cfg" $set8 --policy "$p" -o "$p.rlp" t.rrt
+	fi
+	expect_status 0
+	run train-step -c "$cfg" $set8 --trace t.rrt --plan "$p.rlp" --virtual-ranks 8 \
+		--verify -o "$p.json"
+	expect_status 0
+	expect_out "on tiny, 8 ranks (virtual), cpu backend"
+	expect_out "verify: agrees with the static plan"
+	[ ! -e "$p.json.tmp" ] || fail "$p.json.tmp left behind"
+	for key in '"schema": "relibra.result/1"' '"kind": "train-step"' '"step_time_s"' \
+		'"tokens_per_s"' '"critical_path_s"' '"breakdown"' '"expert_s"' \
+		'"per_step"' '"cells"' '"compute_cpu_s"' '"replica_bytes"' \
+		'"migration_bytes"' '"verify"' '"ok": true'; do
+		grep -qF "$key" "$p.json" || fail "$p.json lacks $key"
+	done
+done
+grep -qF '"policy": "eplb-oracle"' eplb-oracle.json || fail "policy not in the metrics"
+# 8 ranks, 4 layers: every (micro-batch, layer) has 8 cells.
+n=$(grep -c '"compute_cpu_s"' relibra.json)
+[ $((n % 32)) -eq 0 ] && [ "$n" -gt 0 ] || fail "$n cells is not a multiple of 8 ranks x 4 layers"
+
+# The losses do not depend on the plan.
+l1=$(sed -n 's/.*expert critical path.*loss \(.*\)$/\1/p' out)
+run train-step -c "$cfg" $set8 --trace t.rrt --plan static.rlp --virtual-ranks 8
+expect_status 0
+expect_out "loss $l1"
+
+# One step.
+run train-step -c "$cfg" $set8 --trace t.rrt --plan relibra.rlp --virtual-ranks 8 --steps 1
+expect_status 0
+expect_out "  1 steps,"
+
+# Help and usage errors.
+run train-step -h
+expect_status 0
+expect_out "usage: relibra train-step"
+run help train-step
+expect_status 0
+run train-step -c "$cfg" --trace t.rrt
+expect_status 2
+expect_err "relibra train-step: --trace and --plan are required"
+run train-step -c "$cfg" --trace t.rrt --plan relibra.rlp --backend tpu
+expect_status 2
+expect_err "relibra train-step: unknown backend 'tpu' (cpu or cuda)"
+run train-step -c "$cfg" --trace t.rrt --plan relibra.rlp --virtual-ranks 0
+expect_status 2
+run train-step -c "$cfg" --trace t.rrt --plan relibra.rlp --bogus
+expect_status 2
+expect_err "unknown option '--bogus'"
+exit 0

@@ -1,0 +1,55 @@
+# train_step_errors.sh - relibra train-step refuses mismatched inputs before
+# any work, with one clear message, and a failing rank ends the run.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+run capture -c "$cfg" --set workload.steps=2 --synthetic --seed 4 -o t.rrt
+expect_status 0
+run capture -c "$cfg" --set workload.steps=2 --synthetic --seed 5 -o other.rrt
+expect_status 0
+run plan -c "$cfg" --policy relibra -o p.rlp t.rrt
+expect_status 0
+
+# Wrong number of ranks (EP size 4).
+run train-step -c "$cfg" --trace t.rrt --plan p.rlp
+expect_status 1
+expect_err "relibra train-step: the job has 1 rank, parallel.ep_size is 4"
+expect_err "hint: mpirun -np 4 relibra train-step"
+run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 2
+expect_status 1
+expect_err "relibra train-step: the job has 2 ranks, parallel.ep_size is 4"
+expect_empty out
+
+# A plan of another trace, of another config, steps out of range.
+run train-step -c "$cfg" --trace other.rrt --plan p.rlp --virtual-ranks 4
+expect_status 1
+expect_err "relibra train-step: plan does not match the trace:"
+run train-step -c "$cfg" --set parallel.micro_batch_tokens=256 --trace t.rrt --plan p.rlp \
+	--virtual-ranks 4
+expect_status 1
+expect_err "relibra train-step: plan does not match the config: 'parallel.micro_batch_tokens' is 512 in the plan, 256 in the config"
+run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 --steps 7:9
+expect_status 1
+expect_err "relibra train-step: no step of the trace in the range 7:9 (the trace has steps 0..1)"
+run train-step -c "$cfg" --trace missing.rrt --plan p.rlp --virtual-ranks 4
+expect_status 1
+expect_err "relibra train-step: "
+if ! "$RELIBRA" --version | grep -q 'backends: .*cuda'; then
+	run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 --backend cuda
+	expect_status 1
+	expect_err "relibra train-step: backend 'cuda' is not built in"
+fi
+
+# An injected fault: the rank's error, status 1, no metrics file.
+RELIBRA_FAULT=rank:3:step:1 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp \
+	--virtual-ranks 4 -o m.json > out 2> err
+status=$?
+expect_status 1
+expect_err "relibra train-step: rank 3: injected fault at step 1"
+[ ! -e m.json ] && [ ! -e m.json.tmp ] || fail "metrics written by a failed run"
+RELIBRA_FAULT=rank3 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp \
+	--virtual-ranks 4 > out 2> err
+status=$?
+expect_status 1
+expect_err "relibra train-step: RELIBRA_FAULT: expected rank:R:step:S, not 'rank3'"
+exit 0

@@ -1,0 +1,61 @@
+# train_step_mpi.sh - relibra train-step under mpirun -np 4 on tiny-2x2
+# (oversubscribed, allowed as root): every policy passes --verify, the
+# metrics match the virtual-rank run, a wrong rank count is refused by
+# rank 0 alone, and a failing rank ends the whole job in bounded time.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed (openmpi-bin)"
+if command -v ldd >/dev/null 2>&1 && ! ldd "$RELIBRA" | grep -q 'libmpi'; then
+	skip "relibra built without MPI (libopenmpi-dev)"
+fi
+# Open MPI keeps allocations of its own at exit: under AddressSanitizer
+# (VARIANT=san) leak checks are for the virtual-rank tests.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
+flags=
+if mpirun --version 2>&1 | grep -q 'Open MPI'; then
+	flags="--oversubscribe --allow-run-as-root -x ASAN_OPTIONS"
+fi
+mpi() {	# NP ARGS...: mpirun with a time limit
+	np=$1
+	shift
+	timeout 120 mpirun -np "$np" $flags "$@" > out 2> err
+	status=$?
+}
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+run capture -c "$cfg" --set workload.steps=2 --set workload.prompts_per_step=4 --synthetic --seed 6 -o t.rrt
+expect_status 0
+for p in static eplb eplb-oracle replicate relibra; do
+	run plan -c "$cfg" --policy "$p" -o "$p.rlp" t.rrt
+	expect_status 0
+	mpi 4 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan "$p.rlp" --verify -o "$p.json"
+	expect_status 0
+	expect_out "4 ranks (mpi), cpu backend"
+	expect_out "verify: agrees with the static plan"
+	grep -qF '"transport": "mpi"' "$p.json" || fail "$p.json: transport is not mpi"
+done
+
+# The same training result as 4 virtual ranks.
+mpi 4 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+expect_status 0
+sed -n 's/.*\(loss .*\)$/\1/p' out > mpi.loss
+run train-step -c "$cfg" --trace t.rrt --plan relibra.rlp --virtual-ranks 4
+expect_status 0
+sed -n 's/.*\(loss .*\)$/\1/p' out > virtual.loss
+[ -s mpi.loss ] && cmp -s mpi.loss virtual.loss || fail "losses differ: $(cat mpi.loss) vs $(cat virtual.loss)"
+
+# Wrong rank count: one message (from rank 0), every rank exits.
+mpi 2 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "mpirun -np 2: status $status"
+n=$(grep -c 'relibra train-step: the job has 2 ranks, parallel.ep_size is 4' err)
+[ "$n" -eq 1 ] || { cat err; fail "expected the message once, got $n"; }
+
+# A rank that fails at step 1 ends the job.
+RELIBRA_FAULT=rank:2:step:1
+export RELIBRA_FAULT
+mpi 4 -x RELIBRA_FAULT "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+unset RELIBRA_FAULT
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "fault: status $status (124: hung)"
+expect_err "relibra train-step: rank 2: injected fault at step 1"
+exit 0
