@@ -22,6 +22,7 @@ int cmd_config(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_train_step(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 /* "relibra NAME: message" on stderr. */
 void cmd_error(const char *name, const struct rlb_err *err);

@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{ "plan", cmd_plan, "plan placement and replication, simulate the step time" },
 	{ "train-step", cmd_train_step, "run training steps that apply a plan (mpirun or --virtual-ranks)" },
 	{ "report", cmd_report, "compare results in tables, CSV, JSON, SVG charts and HTML" },
+	{ "calibrate", cmd_calibrate, "measure the GPU's expert GEMMs and NVLink, fit the cost model" },
 	{ "config", cmd_config, "print the effective configuration as YAML" },
 };
 

@@ -40,6 +40,8 @@ int main(void)
 	srunner_add_suite(sr, rlb_suite_report());
 	srunner_add_suite(sr, rlb_suite_expert());
 	srunner_add_suite(sr, rlb_suite_exec());
+	srunner_add_suite(sr, rlb_suite_calibrate());
+	srunner_add_suite(sr, rlb_suite_cuda());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	printf("unit: %d run, %d failed\n", srunner_ntests_run(sr), failed);

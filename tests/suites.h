@@ -20,6 +20,8 @@ Suite *rlb_suite_sim(void);
 Suite *rlb_suite_report(void);
 Suite *rlb_suite_expert(void);
 Suite *rlb_suite_exec(void);
+Suite *rlb_suite_calibrate(void);
+Suite *rlb_suite_cuda(void);
 
 /* Directory of the source tree's tests/ (fixtures), from RLB_TEST_SRCDIR or ".". */
 const char *rlb_test_srcdir(void);

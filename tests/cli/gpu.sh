@@ -1,0 +1,88 @@
+# gpu.sh - the CUDA backend and `relibra calibrate`.  Without a GPU: the
+# calibrate usage errors and its clear failure, then a skip (exit 77).
+# With a GPU and CUDA built in: train-step --backend cuda against cpu on
+# configs/tiny-2x2.yaml (final weights and losses within the bf16
+# tolerance 1e-2, through the unit runner's "cuda" suite, and the losses of
+# the CLI runs), and calibrate writing a loadable cluster section.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+cfg="$CONFIGS/tiny-2x2.yaml"
+
+# ---- everywhere ----
+run calibrate -h
+expect_status 0
+expect_out "usage: relibra calibrate [-h] -c CONFIG"
+run calibrate
+expect_status 2
+expect_err "relibra calibrate: -c CONFIG is required"
+run calibrate -c "$cfg" --rows 100:200
+expect_status 2
+expect_err "relibra calibrate: --rows '100:200': powers of two, the first not above the second"
+run calibrate -c "$cfg" --experts 0
+expect_status 2
+expect_err "relibra calibrate: --experts"
+
+cuda_built=0
+"$RELIBRA" --version | grep -q '^backends:.* cuda' && cuda_built=1
+has_gpu=0
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && has_gpu=1
+
+if [ $cuda_built = 0 ] || [ $has_gpu = 0 ]; then
+	# The failure is clear and leaves no output file.
+	run calibrate -c "$cfg" -o cal.yaml
+	expect_status 1
+	if [ $cuda_built = 0 ]; then
+		expect_err "relibra calibrate: the CUDA backend is not built in (backends: cpu)"
+	else
+		expect_err "relibra calibrate: no CUDA device"
+	fi
+	expect_err "hint: run on a machine with an NVIDIA GPU"
+	[ ! -e cal.yaml ] || fail "cal.yaml written without a measurement"
+	[ $cuda_built = 0 ] && skip "GPU tests skipped: relibra is built without CUDA"
+	skip "GPU tests skipped: no GPU found by 'nvidia-smi -L'"
+fi
+
+# ---- on a GPU ----
+set4="--set workload.steps=2 --set workload.prompts_per_step=4"
+run capture -c "$cfg" $set4 --synthetic --seed 3 -o t.rrt
+expect_status 0
+run plan -c "$cfg" $set4 --policy relibra -o p.rlp t.rrt
+expect_status 0
+for b in cpu cuda; do
+	run train-step -c "$cfg" $set4 --trace t.rrt --plan p.rlp --backend $b \
+		--virtual-ranks 4 -o $b.json
+	expect_status 0
+	expect_out "$b backend"
+done
+# Per-step losses of the two backends within 1e-2.
+for b in cpu cuda; do
+	tr ',{}' '\n\n\n' < $b.json | sed -n 's/^ *"loss": *\([-0-9.eE+][-0-9.eE+]*\) *$/\1/p' > $b.loss
+	[ -s $b.loss ] || fail "no per-step losses in $b.json"
+done
+paste cpu.loss cuda.loss | awk '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
+	if (d > 1e-2 * a) { print "loss " $1 " (cpu) vs " $2 " (cuda)"; bad = 1 } }
+	END { exit bad }' || fail "cuda losses differ from cpu by more than 1e-2"
+
+# Final weights: the unit runner's GPU case (cuda against cpu on tiny-2x2).
+runner=""
+for r in "$(dirname "$RELIBRA")/tests/check_relibra" "$RLB_TOP/build/tests/check_relibra"; do
+	[ -x "$r" ] && { runner=$r; break; }
+done
+[ -n "$runner" ] || fail "unit runner not found next to $RELIBRA or in build/"
+CK_RUN_SUITE=cuda CK_RUN_CASE=gpu RLB_TEST_SRCDIR="$RLB_TOP/tests" \
+	RLB_TEST_TMPDIR="$TEST_TMP" "$runner" > unit.log 2>&1 || { cat unit.log; fail "GPU unit tests"; }
+grep -q "^unit: [1-9][0-9]* run, 0 failed" unit.log || { cat unit.log; fail "GPU unit tests did not run"; }
+grep "cuda vs cpu" unit.log || true
+
+# calibrate: a short sweep, one GPU; the fragment loads as a cluster preset.
+mkdir -p clusters
+run calibrate -c "$cfg" --rows 64:1024 --repeats 3 --gpus 1 --name measured -o clusters/measured.yaml
+expect_status 0
+expect_out "rows/expert"
+expect_out "gemm_eff_max"
+grep -q '^  gemm_eff_max: ' clusters/measured.yaml || fail "no gemm_eff_max in the fragment"
+printf 'preset: tiny-2x2\ncluster:\n  preset: measured\n  nodes: 2\n  gpus_per_node: 2\n' > with.yaml
+run config -c with.yaml
+expect_status 0
+expect_out "  name: measured"
+exit 0
