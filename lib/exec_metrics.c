@@ -301,8 +301,17 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 	n = ex->nrec ? (double)ex->nrec : 1;
 	{
 		struct rlb_exec_summary s;
+		struct rlb_balance_opts bo;
+		char label[128];
 
 		rlb_exec_summary(ex, &s);
+		/* the label of the plan's own summary, so reports pair the two */
+		memset(&bo, 0, sizeof(bo));
+		bo.policy = ex->ph.policy;
+		bo.reorder = ex->ph.reorder;
+		bo.replicate = ex->ph.replicate;
+		bo.colocate = ex->ph.colocate;
+		bo.data_control = ex->ph.pack == RLB_PACK_DATA_CONTROL;
 		j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:I, s:I}, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
 			      "schema", RLB_RESULT_SCHEMA,
 			      "kind", "train-step",
@@ -324,7 +333,7 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 			      "last_step", (json_int_t)ex->steps[ex->nsteps - 1],
 			      "plan", src && src->plan_path ? src->plan_path : "",
 			      "policy", rlb_policy_name(ex->ph.policy),
-			      "label", rlb_policy_name(ex->ph.policy),
+			      "label", rlb_result_label(&bo, label, sizeof(label)),
 			      "backend", rlb_backend_name(ex->o.backend),
 			      "transport", rlb_world_name(ex->world),
 			      "ranks", (json_int_t)ex->ranks,

@@ -411,8 +411,8 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 			 "bytes_per_step", bytes_json(&s->bytes, steps));
 }
 
-static const char *policy_label(const struct rlb_balance_opts *o, char *buf,
-				size_t size)
+const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
+			     size_t size)
 {
 	int rel = o->policy == RLB_POLICY_RELIBRA;
 
@@ -463,7 +463,7 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 		      "first_step", (json_int_t)o->first_step,
 		      "last_step", (json_int_t)o->last_step,
 		      "policy", rlb_policy_name(bo->policy),
-		      "label", src->label ? src->label : policy_label(bo, label, sizeof(label)),
+		      "label", src->label ? src->label : rlb_result_label(bo, label, sizeof(label)),
 		      "options",
 		      "replica_slots", (int)bo->replica_slots,
 		      "min_tokens_per_replica", (int)bo->min_tokens_per_replica,

@@ -68,6 +68,16 @@ struct rlb_result_source {
 #define RLB_RESULT_SCHEMA "relibra.result/1"
 
 /*
+ * A result's row name from the options that shaped the plan: the policy,
+ * then relibra's options that differ from plain relibra, e.g. "relibra
+ * --no-reorder" or "relibra --data-control".  Plans and train-step
+ * results of one plan get the same label, so reports pair them.
+ * Returns buf.
+ */
+const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
+			     size_t size);
+
+/*
  * The summary of one policy as a JSON object (schema RLB_RESULT_SCHEMA,
  * documented in relibra(1), RESULT FILES): what produced it, on which
  * config and trace, the policy's figures, its step-time breakdown, and its
