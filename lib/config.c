@@ -1615,7 +1615,7 @@ void rlb_config_defaults(struct rlb_config *cfg)
 	cfg->balancer.eplb_window = 4;
 	cfg->balancer.reorder = 1;
 	cfg->balancer.replicate = 1;
-	cfg->balancer.migration_weight = 1.0;
+	cfg->balancer.migration_weight = 2.0;
 	cfg->balancer.migration_bytes_per_param = 14;
 	cfg->balancer.planner_overlap = 1.0;
 	rlb_workload_defaults(&cfg->workload);

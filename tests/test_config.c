@@ -77,7 +77,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.balancer.eplb_window, 4);
 	ck_assert_int_eq(cfg.balancer.reorder, 1);
 	ck_assert_int_eq(cfg.balancer.replicate, 1);
-	ck_assert(cfg.balancer.migration_weight == 1.0);
+	ck_assert(cfg.balancer.migration_weight == 2.0);
 	ck_assert(cfg.balancer.migration_bytes_per_param == 14);
 	ck_assert(cfg.balancer.planner_overlap == 1.0);
 	/* ep_size 0 means all GPUs */
