@@ -30,42 +30,27 @@ struct run_policy {
 	struct rlb_sim *sim;
 	struct rlb_step_plan plan;
 	struct rlb_traffic traffic;
-	struct rlb_loads loads;		/* data control: loads under the plan's schedule */
 };
 
 /*
- * The data-control path of one relibra policy (datacontrol.h): the plan's
- * own schedule of the step, its loads, and the plan made on them.  The
- * plan carries the schedule.
+ * The data-control schedule of the step (datacontrol.h), shared by every
+ * policy that uses it, and its loads.
  */
-static int plan_data_control(struct rlb_trace_reader *r,
-			     const struct rlb_schedule *dflt,
-			     struct run_policy *run, struct rlb_err *err)
+static int data_control_loads(struct rlb_trace_reader *r,
+			      const struct rlb_schedule *dflt,
+			      struct rlb_schedule *s, struct rlb_loads *l,
+			      struct rlb_err *err)
 {
-	struct rlb_schedule *sched;
 	uint32_t *lens = NULL;
 	size_t n = 0;
 	int ret;
 
-	sched = calloc(1, sizeof(*sched));
-	if (!sched)
-		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	ret = rlb_step_seq_tokens(r, dflt->step, &lens, &n, err);
 	if (ret == 0)
-		ret = rlb_dc_schedule(sched, dflt->step, lens, n, dflt->ranks,
+		ret = rlb_dc_schedule(s, dflt->step, lens, n, dflt->ranks,
 				      dflt->mb_tokens, err);
 	if (ret == 0)
-		ret = rlb_step_count_loads(r, sched, &run->loads, err);
-	if (ret == 0)
-		ret = rlb_balancer_plan_step(run->balancer, sched, &run->loads,
-					     &run->plan, err);
-	if (ret == 0) {
-		run->plan.sched = sched;
-		sched = NULL;
-	}
-	if (sched)
-		rlb_schedule_release(sched);
-	free(sched);
+		ret = rlb_step_count_loads(r, s, l, err);
 	free(lens);
 	return ret;
 }
@@ -124,51 +109,47 @@ static int plan_one_step(struct rlb_trace_reader *r,
 			 size_t n, struct rlb_sim *static_sim,
 			 struct rlb_cooc *cooc, struct rlb_err *err)
 {
-	struct rlb_schedule sched;
-	struct rlb_loads loads;
+	/* [0]: the configured schedule; [1]: data control's, when a policy uses it */
+	struct rlb_schedule sched[2];
+	struct rlb_loads loads[2];
 	struct rlb_traffic static_t;
-	struct rlb_traffic **all = NULL;
+	struct rlb_traffic **all[2] = { NULL, NULL };
 	uint32_t gpn = (uint32_t)cfg->cluster.gpus_per_node;
-	size_t i, nall = 1;
-	int ret;
+	size_t i, nall[2] = { 1, 0 };
+	int ret, k, dc = 0;
 
-	memset(&sched, 0, sizeof(sched));
-	memset(&loads, 0, sizeof(loads));
+	memset(sched, 0, sizeof(sched));
+	memset(loads, 0, sizeof(loads));
 	memset(&static_t, 0, sizeof(static_t));
 	for (i = 0; i < n; i++) {
 		memset(&run[i].plan, 0, sizeof(run[i].plan));
 		memset(&run[i].traffic, 0, sizeof(run[i].traffic));
-		memset(&run[i].loads, 0, sizeof(run[i].loads));
+		dc |= uses_data_control(&pol[i].opts);
 	}
-	ret = default_loads(r, cfg, o, step, &sched, &loads, err);
+	ret = default_loads(r, cfg, o, step, &sched[0], &loads[0], err);
+	if (ret == 0 && dc)
+		ret = data_control_loads(r, &sched[0], &sched[1], &loads[1], err);
+	if (ret == 0 && cooc)
+		ret = rlb_step_cooc(r, step, cooc, err);
 	if (ret)
 		goto out;
-	if (cooc) {
-		ret = rlb_step_cooc(r, step, cooc, err);
-		if (ret)
-			goto out;
-	}
-	all = calloc(n + 1, sizeof(*all));
-	if (!all) {
+	all[0] = calloc(n + 1, sizeof(*all[0]));
+	all[1] = calloc(n + 1, sizeof(*all[1]));
+	if (!all[0] || !all[1]) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	ret = rlb_traffic_init(&static_t, NULL, &loads, gpn, err);
+	ret = rlb_traffic_init(&static_t, NULL, &loads[0], gpn, err);
 	if (ret)
 		goto out;
-	all[0] = &static_t;
+	all[0][0] = &static_t;
 	for (i = 0; i < n; i++) {
-		const struct rlb_loads *l = &loads;
-
-		if (uses_data_control(&pol[i].opts)) {
-			ret = plan_data_control(r, &sched, &run[i], err);
-			l = &run[i].loads;
-		} else {
-			ret = rlb_balancer_plan_step(run[i].balancer, &sched,
-						     &loads, &run[i].plan, err);
-			if (ret == 0 && o->schedule_file)
-				ret = carry_schedule(&run[i].plan, &sched, err);
-		}
+		k = uses_data_control(&pol[i].opts);
+		ret = rlb_balancer_plan_step(run[i].balancer, &sched[k],
+					     &loads[k], &run[i].plan, err);
+		/* a schedule that no rule rebuilds travels with the plan */
+		if (ret == 0 && (k || o->schedule_file))
+			ret = carry_schedule(&run[i].plan, &sched[k], err);
 		if (ret)
 			goto out;
 		if (pol[i].writer) {
@@ -183,46 +164,40 @@ static int plan_one_step(struct rlb_trace_reader *r,
 			if (ret)
 				goto out;
 		}
-		ret = rlb_traffic_init(&run[i].traffic, &run[i].plan, l, gpn, err);
+		ret = rlb_traffic_init(&run[i].traffic, &run[i].plan, &loads[k],
+				       gpn, err);
 		if (ret)
 			goto out;
-		if (uses_data_control(&pol[i].opts)) {
-			/* Its own schedule: a traffic pass of its own. */
-			struct rlb_traffic *t = &run[i].traffic;
-
-			ret = rlb_traffic_step(r, run[i].plan.sched, &t, 1, err);
-			if (ret)
-				goto out;
-		} else {
-			all[nall++] = &run[i].traffic;
-		}
+		all[k][nall[k]++] = &run[i].traffic;
 	}
-	ret = rlb_traffic_step(r, &sched, all, nall, err);
-	if (ret)
-		goto out;
-	ret = rlb_sim_add_step(static_sim, &sched, &loads, NULL, &static_t,
-			       &static_t, NULL, err);
+	/* one pass over the step per schedule counts the traffic of its plans */
+	for (k = 0; ret == 0 && k < 2; k++)
+		if (nall[k])
+			ret = rlb_traffic_step(r, &sched[k], all[k], nall[k], err);
+	if (ret == 0)
+		ret = rlb_sim_add_step(static_sim, &sched[0], &loads[0], NULL,
+				       &static_t, &static_t, NULL, err);
 	for (i = 0; ret == 0 && i < n; i++) {
-		if (uses_data_control(&pol[i].opts))
-			/* Its uniform-traffic ideal is the default schedule's: see rlb_planner_run. */
-			ret = rlb_sim_add_step(run[i].sim, run[i].plan.sched,
-					       &run[i].loads, &run[i].plan,
-					       &run[i].traffic, NULL, NULL, err);
-		else
-			ret = rlb_sim_add_step(run[i].sim, &sched, &loads,
-					       &run[i].plan, &run[i].traffic,
-					       &static_t, NULL, err);
+		k = uses_data_control(&pol[i].opts);
+		/*
+		 * Data control's uniform-traffic ideal is the configured
+		 * schedule's (rlb_planner_run puts it into the summary).
+		 */
+		ret = rlb_sim_add_step(run[i].sim, &sched[k], &loads[k],
+				       &run[i].plan, &run[i].traffic,
+				       k ? NULL : &static_t, NULL, err);
 	}
 out:
 	for (i = 0; i < n; i++) {
 		rlb_traffic_release(&run[i].traffic);
 		rlb_step_plan_release(&run[i].plan);
-		rlb_loads_release(&run[i].loads);
 	}
 	rlb_traffic_release(&static_t);
-	free(all);
-	rlb_loads_release(&loads);
-	rlb_schedule_release(&sched);
+	for (k = 0; k < 2; k++) {
+		free(all[k]);
+		rlb_loads_release(&loads[k]);
+		rlb_schedule_release(&sched[k]);
+	}
 	if (ret)
 		rlb_err_prefix(err, "step %u", step);
 	return ret;
