@@ -57,6 +57,6 @@ say "synthetic workload calibration, qwen3-235b-a22b on h100-4x8 (about 1-2 minu
 	"$dir/calibrate_workload -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1"
 "$dir/calibrate_workload" -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1
 
-say "train-step, cpu backend, 8 virtual ranks: measured expert critical path vs the simulator (about 1 minute)" \
+say "train-step, cpu backend, 8 virtual ranks: measured expert critical path vs the simulator (about 2-3 minutes)" \
 	"$dir/exec_bench -c configs/qwen3-30b-a3b-h100-1x8.yaml"
 "$dir/exec_bench" -c configs/qwen3-30b-a3b-h100-1x8.yaml -d "$out"
