@@ -47,6 +47,7 @@ struct rlb_balancer {
 	struct rlb_reorder ro;
 	int ro_ready;
 	double colocate_rows;		/* reorder: rows per co-located sampled pair */
+	uint32_t min_pay_rows;		/* rows that pay for a replica's gradient reduction */
 	const struct rlb_cooc *cooc;	/* colocate: the next step's counts (not owned) */
 };
 
@@ -87,6 +88,27 @@ static double colocate_rows(const struct rlb_config *cfg, double row_s,
 	if (!(row_s > 0) || !(cfg->cluster.rdma_gbps > 0))
 		return 0;
 	return copy_s * gpn / row_s * RLB_COOC_STRIDE;
+}
+
+/*
+ * The rows a replica must take off its home for the compute they save
+ * (row_s each) to pay for sending its gradient home (the expert's bf16
+ * gradient over NVLink plus one latency) and, unless the plan is known
+ * ahead and the copy prefetched (relibra), for fetching its weights the
+ * same way.  0 when the model or cluster gives no figure.
+ */
+static uint32_t min_pay_rows(const struct rlb_config *cfg, double row_s,
+			     int prefetched)
+{
+	double one_s, rows;
+
+	if (!(row_s > 0) || !(cfg->cluster.nvlink_gbps > 0))
+		return 0;
+	one_s = 2.0 * 3.0 * cfg->model.hidden * cfg->model.expert_ffn /
+		(cfg->cluster.nvlink_gbps * 1e9) +
+		cfg->cluster.nvlink_latency_us * 1e-6;
+	rows = (prefetched ? 1 : 2) * one_s / row_s;
+	return rows < UINT32_MAX ? (uint32_t)rows : UINT32_MAX;
 }
 
 int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
@@ -130,6 +152,8 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 	if (opts->replicate)
 		b->migration_in_node_s *= RLB_IN_NODE_MOVE_FACTOR;
 	b->colocate_rows = colocate_rows(cfg, b->row_s, b->ranks, b->gpn);
+	b->min_pay_rows = min_pay_rows(cfg, b->row_s,
+				       opts->policy == RLB_POLICY_RELIBRA);
 	*out = b;
 	return 0;
 }
@@ -238,7 +262,8 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 		struct rlb_replicate_params rp = {
 			.num_gpus = G, .gpus_per_node = b->gpn, .num_experts = E,
 			.replica_slots = b->o.replica_slots,
-			.min_tokens_per_replica = b->o.min_tokens_per_replica,
+			.min_tokens_per_replica = b->min_pay_rows > b->o.min_tokens_per_replica ?
+				b->min_pay_rows : b->o.min_tokens_per_replica,
 		};
 
 		rc = rlb_replicate_planner_init(&b->rp, &rp, err);

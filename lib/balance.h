@@ -39,7 +39,10 @@
  *     migration_weight; the previous step's homes as the previous
  *     placement), then the replication planner per micro-batch on those
  *     homes.  reorder 0 keeps the static homes; replicate 0 plans no
- *     replicas (plan replica_slots 0).  colocate adds the co-occurrence
+ *     replicas (plan replica_slots 0).  replicate and relibra make a
+ *     replica only where it takes at least max(min_tokens_per_replica,
+ *     the rows whose compute pays for its gradient's trip home over
+ *     NVLink, and for replicate its weight copy too) rows.  colocate adds the co-occurrence
  *     term of lib/reorder.h with the counts given by rlb_balancer_set_cooc
  *     (one sampled pair worth RLB_COOC_STRIDE token copies in each
  *     all-to-all phase over the EP group's RDMA links).  When replication

@@ -44,7 +44,7 @@ run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
 expect_status 0
 expect_out "Speedup over static against parallel.micro_batch_tokens"
 expect_out "Fraction of ideal against parallel.micro_batch_tokens"
-expect_out "parallel.micro_batch_tokens=256: tiny on h100-2x2"
+expect_out "parallel.micro_batch_tokens=256: tiny on toy-2x2"
 run report -c "$cfg" --trace tiny.rrt --sweep parallel.micro_batch_tokens=256,abc
 expect_status 1
 expect_err "parallel.micro_batch_tokens"
@@ -54,6 +54,7 @@ expect_err "missing.rrt"
 
 # measured next to simulated: a train-step result of the same config and trace
 sed -e 's/"hash": "[0-9a-f]*"/"hash": "'"$(sed -n 's/.*"hash": "\([0-9a-f]*\)".*/\1/p' relibra.json)"'"/' \
+	-e 's/"h100-2x2"/"toy-2x2"/' \
 	"$FIXTURES/report/train-relibra.json" > measured.json
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra measured.json
 expect_status 0
