@@ -53,6 +53,20 @@ expect_out '"policy": "replicate"'
 run plan -c "$cfg" --policy relibra --no-reorder --json t.rrt
 expect_out '"label": "relibra --no-reorder"'
 
+# colocate: its own row and plan flag; the same from the config key.
+run plan -c "$cfg" --policy relibra --colocate --no-timing -o col.rlp --json t.rrt
+expect_status 0
+expect_out '"label": "relibra --colocate"'
+expect_out '"colocate": true'
+cp out col.json
+run inspect col.rlp
+expect_out "reorder 1, replicate 1, colocate 1"
+run plan -c "$cfg" --set balancer.colocate=true --policy relibra --no-timing --json t.rrt
+cmp -s out col.json || fail "balancer.colocate=true differs from --colocate"
+run plan -c "$cfg" --policy replicate --colocate t.rrt
+expect_status 2
+expect_err "relibra plan: --colocate is an option of the relibra policy"
+
 # --fail-below: exit 3 with a message when below.
 run plan -c "$cfg" --policy static --fail-below 1 t.rrt
 expect_status 3
