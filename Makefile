@@ -181,7 +181,9 @@ install: all
 	install -m 644 configs/models/*.yaml $(DESTDIR)$(DATADIR)/configs/models/
 	install -m 644 configs/clusters/*.yaml $(DESTDIR)$(DATADIR)/configs/clusters/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|'"$$(sed -n 's/^#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)"'|' \
+		-e 's|@INCDIR@|$(INCDIR)|' \
+		-e 's|@LIBS_PRIVATE@|$(strip $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)))|' \
+		-e 's|@VERSION@|'"$$(sed -n 's/^#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)"'|' \
 		relibra.pc.in > $(DESTDIR)$(PCDIR)/relibra.pc
 
 uninstall:
