@@ -29,12 +29,13 @@ t_start=$(date +%s)
 
 say() { printf '\n== %s\n' "$*"; }
 die() { echo "gpu-check: $*" >&2; exit 1; }
-# json FILE EXPR: a value from a JSON file (python3).
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# first FILE KEY: the first value of KEY in a result file relibra wrote
+# (indented JSON; a summary's "breakdown" and a train-step result's
+# top-level figures come before the baselines that repeat their keys).
+first() { sed -n 's/^ *"'"$2"'": \([^,]*\),*$/\1/p' "$1" | head -n 1; }
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L | grep -q '^GPU ' ||
 	die "no GPU found by 'nvidia-smi -L'"
-command -v python3 >/dev/null 2>&1 || die "python3 is needed to read the JSON results"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
 
@@ -64,12 +65,12 @@ for p in static relibra; do
 	"$bin" train-step -c $cfg $set --trace "$work/q.rrt" --plan "$work/$p.rlp" \
 		--backend cuda --virtual-ranks 8 -o "$work/$p.train.json" || die "train-step $p"
 done
-sim_s=$(json "$work/static.sum.json" "d['breakdown']['expert_s']")
-sim_r=$(json "$work/relibra.sum.json" "d['breakdown']['expert_s']")
-meas_s=$(json "$work/static.train.json" "d['critical_path_s']")
-meas_r=$(json "$work/relibra.train.json" "d['critical_path_s']")
-speed=$(python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:]); s=a/b; m=c/d; print('%.3f %.3f %+.1f%%' % (s, m, 100*(m/s-1)))" \
-	"$sim_s" "$sim_r" "$meas_s" "$meas_r")
+sim_s=$(first "$work/static.sum.json" expert_s)
+sim_r=$(first "$work/relibra.sum.json" expert_s)
+meas_s=$(first "$work/static.train.json" critical_path_s)
+meas_r=$(first "$work/relibra.train.json" critical_path_s)
+speed=$(awk -v a="$sim_s" -v b="$sim_r" -v c="$meas_s" -v d="$meas_r" \
+	'BEGIN { s = a / b; m = c / d; printf "%.3f %.3f %+.1f%%\n", s, m, 100 * (m / s - 1) }')
 sim_x=${speed%% *}; rest=${speed#* }; meas_x=${rest%% *}; gap=${rest#* }
 
 say "calibrate (one GPU)"
