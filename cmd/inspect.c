@@ -413,8 +413,7 @@ static int stats_range(const struct opts *o, struct rlb_trace_reader *r,
 	p.layers = h->moe_layers;
 	p.experts = h->experts;
 	p.topk = h->topk;
-	p.ranks = (uint32_t)(cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size :
-				 rlb_config_gpus(cfg));
+	p.ranks = (uint32_t)rlb_config_ep_size(cfg);
 	p.gpus_per_node = (uint32_t)cfg->cluster.gpus_per_node;
 	p.mb_tokens = (uint32_t)cfg->parallel.micro_batch_tokens;
 	p.pack = pack;
@@ -583,7 +582,6 @@ static int print_schedule(const struct opts *o, struct rlb_plan_reader *pr,
 		goto out;
 	for (i = 0; pr ? (rc = rlb_plan_reader_next(pr, &p, &err)) == 1 : i < n; i++) {
 		struct rlb_schedule s;
-		struct rlb_loads l;
 		uint32_t *lens = NULL;
 		size_t nseqs;
 		json_t *j;
@@ -602,11 +600,8 @@ static int print_schedule(const struct opts *o, struct rlb_plan_reader *pr,
 				continue;
 			if (rlb_step_seq_tokens(r, ids[i], &lens, &nseqs, &err) != 0)
 				goto out;
-			memset(&l, 0, sizeof(l));
 			rc = rlb_schedule_build(&s, ids[i], lens, nseqs,
-						(uint32_t)(cfg->parallel.ep_size > 0 ?
-							   cfg->parallel.ep_size :
-							   rlb_config_gpus(cfg)),
+						(uint32_t)rlb_config_ep_size(cfg),
 						(uint32_t)cfg->parallel.micro_batch_tokens,
 						o->have_pack ? o->pack : cfg->parallel.pack, &err);
 			free(lens);

@@ -1699,14 +1699,14 @@ int rlb_config_gpus(const struct rlb_config *cfg)
 	return cfg->cluster.nodes * cfg->cluster.gpus_per_node;
 }
 
-static int effective_ep(const struct rlb_config *cfg)
+int rlb_config_ep_size(const struct rlb_config *cfg)
 {
-	return cfg->parallel.ep_size ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+	return cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
 }
 
 int rlb_config_experts_per_gpu(const struct rlb_config *cfg)
 {
-	int ep = effective_ep(cfg);
+	int ep = rlb_config_ep_size(cfg);
 
 	return ep > 0 ? cfg->model.experts / ep : 0;
 }
@@ -1715,7 +1715,7 @@ int rlb_config_ep_nodes(const struct rlb_config *cfg)
 {
 	int gpn = cfg->cluster.gpus_per_node;
 
-	return gpn > 0 ? effective_ep(cfg) / gpn : 0;
+	return gpn > 0 ? rlb_config_ep_size(cfg) / gpn : 0;
 }
 
 const char *rlb_pack_name(enum rlb_pack pack)

@@ -137,6 +137,7 @@ int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err);
 
 /* Derived quantities. */
 int rlb_config_gpus(const struct rlb_config *cfg);		/* nodes * gpus_per_node */
+int rlb_config_ep_size(const struct rlb_config *cfg);		/* parallel.ep_size, 0: every GPU */
 int rlb_config_experts_per_gpu(const struct rlb_config *cfg);	/* experts / ep_size */
 int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / gpus_per_node */
 

@@ -5,13 +5,32 @@
  * index frame (trace_format/SPEC.md).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace_impl.h"
 #include "util.h"
+
+int rrt_open(const char *path, const char *kind, int *fd,
+	     uint64_t *file_bytes, struct rlb_err *err)
+{
+	struct stat st;
+
+	*file_bytes = 0;
+	*fd = open(path, O_RDONLY);
+	if (*fd < 0)
+		return rlb_err_errno(err, RLB_EIO, "cannot open %s '%s'", kind, path);
+	if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return rlb_err_set(err, RLB_EIO,
+				   "cannot read %s '%s': not a regular file",
+				   kind, path);
+	*file_bytes = (uint64_t)st.st_size;
+	return 0;
+}
 
 int rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 		void *buf, size_t n, struct rlb_err *err)

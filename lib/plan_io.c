@@ -5,12 +5,10 @@
  * the plan/trace/config match.  The byte layout is
  * trace_format/SPEC.md (plan format); keep the two in step.
  */
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -1162,7 +1160,6 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 {
 	struct rlb_plan_reader *r;
 	struct rlb_err tmp;
-	struct stat st;
 	uint8_t *hc = NULL;
 	uint64_t index_off = 0;
 	uint32_t hsize, index_size = 0;
@@ -1181,18 +1178,9 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	r->fd = open(path, O_RDONLY);
-	if (r->fd < 0) {
-		ret = rlb_err_errno(err, RLB_EIO, "cannot open plan '%s'", path);
+	ret = rrt_open(path, "plan", &r->fd, &r->file_bytes, err);
+	if (ret)
 		goto out;
-	}
-	if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		ret = rlb_err_set(err, RLB_EIO,
-				  "cannot read plan '%s': not a regular file",
-				  path);
-		goto out;
-	}
-	r->file_bytes = (uint64_t)st.st_size;
 	ret = rrt_read_header_frame(r->fd, r->path, r->file_bytes, "plan", RLP_H_MAX,
 				    &hc, &hsize, err);
 	if (ret == 0)

@@ -71,9 +71,7 @@ static int default_loads(struct rlb_trace_reader *r, const struct rlb_config *cf
 	ret = rlb_step_seq_tokens(r, step, &lens, &n, err);
 	if (ret == 0)
 		ret = rlb_schedule_file_step(o->schedule_file, step, lens, n,
-					     (uint32_t)(cfg->parallel.ep_size > 0 ?
-							cfg->parallel.ep_size :
-							rlb_config_gpus(cfg)),
+					     (uint32_t)rlb_config_ep_size(cfg),
 					     (uint32_t)cfg->parallel.micro_batch_tokens,
 					     s, err);
 	if (ret == 0)

@@ -504,7 +504,7 @@ int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
 	memset(l, 0, sizeof(*l));
 	if (!rlb_trace_reader_header(r))
 		return rlb_err_set(err, RLB_EINVAL, "schedule: trace has no header");
-	ep = cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+	ep = rlb_config_ep_size(cfg);
 	if (ep <= 0 || cfg->parallel.micro_batch_tokens <= 0)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size and micro_batch_tokens must be positive");
 	ret = rlb_step_seq_tokens(r, step, &lens, &n, err);

@@ -464,7 +464,7 @@ int rlb_trace_stats_compute(struct rlb_trace_reader *r,
 	memset(st, 0, sizeof(*st));
 	if (!h)
 		return rlb_err_set(err, RLB_EINVAL, "stats: trace has no header");
-	ep = cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+	ep = rlb_config_ep_size(cfg);
 	if (ep <= 0 || cfg->parallel.micro_batch_tokens <= 0)
 		return rlb_err_set(err, RLB_EINVAL, "stats: EP size and micro_batch_tokens must be positive");
 	p.layers = h->moe_layers;

@@ -150,6 +150,14 @@ static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
 /* ------------------------------------------------------------------ */
 /* The container shared with plans (container.c).                      */
 
+/*
+ * Open PATH read-only; *fd (-1 on failure) and *file_bytes.  Errors (KIND
+ * "trace" or "plan" in the message): RLB_EIO when it cannot be opened or
+ * is not a regular file.
+ */
+int rrt_open(const char *path, const char *kind, int *fd,
+	     uint64_t *file_bytes, struct rlb_err *err);
+
 /* Read n bytes at off of a file of file_bytes; RLB_ETRUNC when it ends first. */
 int rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 		void *buf, size_t n, struct rlb_err *err);

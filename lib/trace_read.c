@@ -5,7 +5,6 @@
  * Every length is checked against the limits and the bytes present;
  * corrupt input is an error naming its byte offset.
  */
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -470,7 +469,6 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 {
 	struct rlb_trace_reader *r;
 	struct rlb_err tmp;
-	struct stat st;
 	uint8_t *hc = NULL, tail[4];
 	uint32_t hsize;
 	int ret;
@@ -488,17 +486,9 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	r->fd = open(path, O_RDONLY);
-	if (r->fd < 0) {
-		ret = rlb_err_errno(err, RLB_EIO, "cannot open trace '%s'", path);
+	ret = rrt_open(path, "trace", &r->fd, &r->file_bytes, err);
+	if (ret)
 		goto out;
-	}
-	if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		ret = rlb_err_set(err, RLB_EIO, "cannot read trace '%s': not a regular file",
-				  path);
-		goto out;
-	}
-	r->file_bytes = (uint64_t)st.st_size;
 	ret = rrt_read_header_frame(r->fd, r->path, r->file_bytes, "trace", RRT_H_MAX,
 				    &hc, &hsize, err);
 	if (ret == 0)
