@@ -1,0 +1,251 @@
+/*
+ * config_check.c - validation of a configuration: required keys, every
+ * key's range, and the rules between keys.  Each error blames a key the
+ * user wrote (file:line:col or the --set), else the preset that set it.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "config_impl.h"
+
+/* ------------------------------------------------------------------ */
+/* Validation.                                                         */
+
+#define KEY(sec, name) (sec), rlb_cfg_find_key((sec), (name))
+
+/*
+ * Blame one of N keys given as (section, key) pairs: a key the user wrote
+ * (in the config file or a --set) first, then the --set that pulled in a
+ * preset setting one, then a key set in a preset, else the file.
+ */
+static int vfail_keys(struct loader *ld, int n, const int *sk, const char *fmt,
+		      va_list ap)
+{
+	const struct mark *m;
+	int i, pass;
+
+	for (pass = 0; pass < 3; pass++) {
+		for (i = 0; i < n; i++) {
+			if (sk[2 * i + 1] < 0)
+				continue;
+			m = &ld->marks[sk[2 * i]][sk[2 * i + 1]];
+			if (m->src < 0)
+				continue;
+			if (pass == 0 && ld->srcs[m->src].kind != SRC_PRESET)
+				return rlb_cfg_vfail(ld, m->src, m->line, m->col, fmt, ap);
+			if (pass == 1 && m->origin >= 0 &&
+			    ld->srcs[m->origin].kind == SRC_SET)
+				return rlb_cfg_vfail(ld, m->origin, 0, 0, fmt, ap);
+			if (pass == 2)
+				return rlb_cfg_vfail(ld, m->src, m->line, m->col, fmt, ap);
+		}
+	}
+	return rlb_cfg_vfail(ld, -1, 0, 0, fmt, ap);
+}
+
+__attribute__((format(printf, 4, 5)))
+static int fail_key(struct loader *ld, int sec, int ki, const char *fmt, ...)
+{
+	int sk[2] = { sec, ki }, rc;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rc = vfail_keys(ld, 1, sk, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+__attribute__((format(printf, 6, 7)))
+static int fail_keys2(struct loader *ld, int sa, int ka, int sb, int kb,
+		      const char *fmt, ...)
+{
+	int sk[4] = { sa, ka, sb, kb }, rc;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rc = vfail_keys(ld, 2, sk, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+__attribute__((format(printf, 10, 11)))
+static int fail_keys4(struct loader *ld, int sa, int ka, int sb, int kb, int sc,
+		      int kc, int sd, int kd, const char *fmt, ...)
+{
+	int sk[8] = { sa, ka, sb, kb, sc, kc, sd, kd }, rc;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rc = vfail_keys(ld, 4, sk, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int check_required(struct loader *ld)
+{
+	const struct section *S = &rlb_cfg_sections[SEC_MODEL];
+	const struct mark *m = &ld->section_marks[SEC_MODEL];
+	char list[512];
+	size_t i, len = 0;
+	int missing = 0;
+
+	list[0] = '\0';
+	for (i = 0; i < S->nkeys; i++) {
+		if (!(S->keys[i].flags & KF_REQUIRED) ||
+		    *(const int *)rlb_cfg_cfield(ld->cfg, &S->keys[i]) != 0)
+			continue;
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s'%s.%s'",
+					missing ? ", " : "", S->name, S->keys[i].name);
+		missing++;
+		if (len >= sizeof(list))
+			break;
+	}
+	if (!missing)
+		return 0;
+	/* at the model section if there is one, else the file */
+	return rlb_cfg_fail_at(ld, m->src, m->line, m->col, "missing required key%s %s",
+			       missing > 1 ? "s" : "", list);
+}
+
+static int check_ranges(struct loader *ld)
+{
+	const struct rlb_config *cfg = ld->cfg;
+	char range[96], num[40];
+	const struct key *k;
+	const void *p;
+	size_t i;
+	int s;
+
+	for (s = 0; s < NSECTIONS; s++) {
+		for (i = 0; i < rlb_cfg_sections[s].nkeys; i++) {
+			k = &rlb_cfg_sections[s].keys[i];
+			p = rlb_cfg_cfield(cfg, k);
+			switch (k->type) {
+			case KT_INT:
+				if (rlb_cfg_in_range(k, *(const int *)p))
+					continue;
+				snprintf(num, sizeof(num), "%d", *(const int *)p);
+				break;
+			case KT_DOUBLE:
+				if (rlb_cfg_in_range(k, *(const double *)p))
+					continue;
+				rlb_cfg_fmt_double(*(const double *)p, num, sizeof(num));
+				break;
+			case KT_BOOL:
+				if (*(const int *)p == 0 || *(const int *)p == 1)
+					continue;
+				return fail_key(ld, s, (int)i, "'%s.%s' must be 0 or 1, not %d",
+						rlb_cfg_sections[s].name, k->name, *(const int *)p);
+			case KT_STRING:
+				if (memchr(p, '\0', (size_t)k->max + 1))
+					continue;
+				return fail_key(ld, s, (int)i, "'%s.%s' is not terminated",
+						rlb_cfg_sections[s].name, k->name);
+			case KT_ENUM: {
+				int v = *(const int *)p, n = 0;
+
+				while (k->choices[n])
+					n++;
+				if (v >= 0 && v < n)
+					continue;
+				return fail_key(ld, s, (int)i, "'%s.%s' has no value %d",
+						rlb_cfg_sections[s].name, k->name, v);
+			}
+			case KT_CHOICE:
+				if (memchr(p, '\0', RLB_NAME_MAX) &&
+				    rlb_cfg_choice_index(k->choices, p) >= 0)
+					continue;
+				return fail_key(ld, s, (int)i, "'%s.%s' is not one of its values",
+						rlb_cfg_sections[s].name, k->name);
+			}
+			return fail_key(ld, s, (int)i, "value %s for '%s.%s' is out of range %s",
+					num, rlb_cfg_sections[s].name, k->name,
+					rlb_cfg_range_text(k, range, sizeof(range)));
+		}
+	}
+	return 0;
+}
+
+int rlb_cfg_validate(struct loader *ld)
+{
+	const struct rlb_config *c = ld->cfg;
+	const struct rlb_model_config *m = &c->model;
+	const struct rlb_workload_config *w = &c->workload;
+	int gpus, ep, rc;
+
+	rc = check_required(ld);
+	if (rc < 0)
+		return rc;
+	rc = check_ranges(ld);
+	if (rc < 0)
+		return rc;
+	if (m->topk > m->experts)
+		return fail_keys2(ld, KEY(SEC_MODEL, "topk"), KEY(SEC_MODEL, "experts"),
+				  "'model.topk' %d exceeds 'model.experts' %d",
+				  m->topk, m->experts);
+	if (m->expert_groups && m->experts % m->expert_groups)
+		return fail_keys2(ld, KEY(SEC_MODEL, "expert_groups"), KEY(SEC_MODEL, "experts"),
+				  "'model.expert_groups' %d does not divide 'model.experts' %d",
+				  m->expert_groups, m->experts);
+	if (m->topk_groups > m->expert_groups)
+		return fail_keys2(ld, KEY(SEC_MODEL, "topk_groups"), KEY(SEC_MODEL, "expert_groups"),
+				  "'model.topk_groups' %d exceeds 'model.expert_groups' %d",
+				  m->topk_groups, m->expert_groups);
+	if (m->expert_groups && !m->topk_groups)
+		return fail_keys2(ld, KEY(SEC_MODEL, "expert_groups"), KEY(SEC_MODEL, "topk_groups"),
+				  "'model.expert_groups' %d needs 'model.topk_groups' between 1 and %d",
+				  m->expert_groups, m->expert_groups);
+	if (m->shared_experts && !m->shared_expert_ffn)
+		return fail_keys2(ld, KEY(SEC_MODEL, "shared_experts"), KEY(SEC_MODEL, "shared_expert_ffn"),
+				  "'model.shared_experts' %d needs 'model.shared_expert_ffn'",
+				  m->shared_experts);
+	if (m->first_dense_layers && !m->dense_ffn)
+		return fail_keys2(ld, KEY(SEC_MODEL, "first_dense_layers"), KEY(SEC_MODEL, "dense_ffn"),
+				  "'model.first_dense_layers' %d needs 'model.dense_ffn'",
+				  m->first_dense_layers);
+	if (m->q_heads && m->kv_heads && m->q_heads % m->kv_heads)
+		return fail_keys2(ld, KEY(SEC_MODEL, "kv_heads"), KEY(SEC_MODEL, "q_heads"),
+				  "'model.kv_heads' %d does not divide 'model.q_heads' %d",
+				  m->kv_heads, m->q_heads);
+	gpus = rlb_config_gpus(c);
+	ep = c->parallel.ep_size ? c->parallel.ep_size : gpus;
+	if (ep % c->cluster.gpus_per_node)
+		return fail_keys2(ld, KEY(SEC_PARALLEL, "ep_size"), KEY(SEC_CLUSTER, "gpus_per_node"),
+				  "'parallel.ep_size' %d is not a multiple of 'cluster.gpus_per_node' %d",
+				  ep, c->cluster.gpus_per_node);
+	if (ep > gpus)
+		return fail_keys2(ld, KEY(SEC_PARALLEL, "ep_size"), KEY(SEC_CLUSTER, "nodes"),
+				  "'parallel.ep_size' %d exceeds the cluster's %d GPUs ('cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
+				  ep, gpus, c->cluster.nodes, c->cluster.gpus_per_node);
+	if (m->experts % ep)
+		return fail_keys4(ld, KEY(SEC_MODEL, "experts"), KEY(SEC_PARALLEL, "ep_size"),
+				  KEY(SEC_CLUSTER, "nodes"), KEY(SEC_CLUSTER, "gpus_per_node"),
+				  "'model.experts' %d is not divisible by 'parallel.ep_size' %d",
+				  m->experts, ep);
+	if (w->len_min > w->len_max)
+		return fail_keys2(ld, KEY(SEC_WORKLOAD, "len_min"), KEY(SEC_WORKLOAD, "len_max"),
+				  "'workload.len_min' %d exceeds 'workload.len_max' %d",
+				  w->len_min, w->len_max);
+	if (w->segment_min > w->segment_max)
+		return fail_keys2(ld, KEY(SEC_WORKLOAD, "segment_min"), KEY(SEC_WORKLOAD, "segment_max"),
+				  "'workload.segment_min' %d exceeds 'workload.segment_max' %d",
+				  w->segment_min, w->segment_max);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public interface.                                                   */
+
+int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err)
+{
+	struct loader ld;
+	int rc;
+
+	/* The loader only reads through cfg here. */
+	rlb_cfg_loader_init(&ld, (struct rlb_config *)cfg, cfg->path, err);
+	rc = rlb_cfg_validate(&ld);
+	rlb_cfg_loader_release(&ld);
+	return rc;
+}

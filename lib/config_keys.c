@@ -1,0 +1,434 @@
+/*
+ * config_keys.c - the configuration's keys: one table per section of
+ * {key, type, offset, min, max}, lookups by name, the text of types,
+ * ranges and values, the defaults, the effective configuration written
+ * back as YAML, the built-in preset names and the derived sizes.
+ */
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+#include "config.h"
+#include "config_impl.h"
+#include "preset.h"
+
+#define OFF(sec, f) offsetof(struct rlb_config, sec.f)
+#define FIELD_SIZE(sec, f) sizeof(((struct rlb_config *)0)->sec.f)
+
+/* Rows: the key's name is the field's name. */
+#define KINT(sec, f, lo, hi) \
+	{ .name = #f, .type = KT_INT, .offset = OFF(sec, f), .min = (lo), .max = (hi) }
+#define KREQ(sec, f, lo, hi) \
+	{ .name = #f, .type = KT_INT, .offset = OFF(sec, f), .min = (lo), .max = (hi), \
+	  .flags = KF_REQUIRED }
+#define KDBL(sec, f, lo, hi) \
+	{ .name = #f, .type = KT_DOUBLE, .offset = OFF(sec, f), .min = (lo), .max = (hi) }
+#define KPOS(sec, f, hi) \
+	{ .name = #f, .type = KT_DOUBLE, .offset = OFF(sec, f), .min = 0, .max = (hi), \
+	  .flags = KF_OPEN_MIN }
+#define KBOOL(sec, f) \
+	{ .name = #f, .type = KT_BOOL, .offset = OFF(sec, f), .min = 0, .max = 1 }
+#define KSTR(sec, f) \
+	{ .name = #f, .type = KT_STRING, .offset = OFF(sec, f), .min = 0, \
+	  .max = FIELD_SIZE(sec, f) - 1 }
+#define KENUM(sec, f, names) \
+	{ .name = #f, .type = KT_ENUM, .offset = OFF(sec, f), .choices = (names) }
+#define KCHOICE(sec, f, names) \
+	{ .name = #f, .type = KT_CHOICE, .offset = OFF(sec, f), .choices = (names) }
+
+static const char *const pack_names[] = { "in-order", "ffd", NULL };
+static const char *const policy_names[] = {
+	"static", "eplb", "eplb-oracle", "replicate", "relibra", "ideal", NULL
+};
+
+_Static_assert(sizeof(enum rlb_pack) == sizeof(int), "enum rlb_pack is stored as int");
+_Static_assert(FIELD_SIZE(balancer, policy) == RLB_NAME_MAX, "policy buffer");
+
+static const struct key model_keys[] = {
+	KSTR(model, name),
+	KREQ(model, experts, 1, 65536),
+	KREQ(model, topk, 1, 1024),
+	KREQ(model, hidden, 1, 1048576),
+	KREQ(model, expert_ffn, 1, 1048576),
+	KREQ(model, moe_layers, 1, 4096),
+	KINT(model, first_dense_layers, 0, 4096),
+	KINT(model, dense_ffn, 0, 1048576),
+	KINT(model, shared_experts, 0, 64),
+	KINT(model, shared_expert_ffn, 0, 1048576),
+	KINT(model, expert_groups, 0, 65536),
+	KINT(model, topk_groups, 0, 65536),
+	KINT(model, q_heads, 0, 4096),
+	KINT(model, kv_heads, 0, 4096),
+	KINT(model, head_dim, 0, 4096),
+	KDBL(model, dense_time_ms, 0, 1e6),
+};
+
+static const struct key cluster_keys[] = {
+	KSTR(cluster, name),
+	KINT(cluster, nodes, 1, 4096),
+	KINT(cluster, gpus_per_node, 1, 64),
+	KPOS(cluster, peak_tflops, 1e6),
+	KPOS(cluster, hbm_gbps, 1e6),
+	KPOS(cluster, gemm_eff_max, 1),
+	KDBL(cluster, gemm_eff_half_rows, 0, 1e6),
+	KPOS(cluster, nvlink_gbps, 1e6),
+	KDBL(cluster, nvlink_latency_us, 0, 1e6),
+	KPOS(cluster, rdma_gbps, 1e6),
+	KDBL(cluster, rdma_latency_us, 0, 1e6),
+};
+
+static const struct key parallel_keys[] = {
+	KINT(parallel, ep_size, 0, 262144),
+	KINT(parallel, micro_batch_tokens, 1, 16777216),
+	KBOOL(parallel, recompute),
+	KENUM(parallel, pack, pack_names),
+};
+
+static const struct key balancer_keys[] = {
+	KCHOICE(balancer, policy, policy_names),
+	KINT(balancer, replica_slots, 0, 64),
+	KINT(balancer, min_tokens_per_replica, 0, 1e9),
+	KINT(balancer, eplb_window, 1, 1000),
+	KBOOL(balancer, reorder),
+	KBOOL(balancer, replicate),
+	KBOOL(balancer, data_control),
+	KBOOL(balancer, colocate),
+	KDBL(balancer, migration_weight, 0, 1e6),
+	KDBL(balancer, migration_bytes_per_param, 0, 1024),
+	KDBL(balancer, planner_overlap, 0, 1),
+};
+
+/*
+ * The synthetic workload knobs (struct rlb_workload_config, defaults in
+ * rlb_workload_defaults).  A new knob is a new row here, e.g.
+ * KDBL(workload, knob, 0, 1), plus a line in man/relibra.yaml.5.
+ */
+static const struct key workload_keys[] = {
+	KINT(workload, steps, 1, 100000),
+	KINT(workload, first_step, 0, 1e9),
+	KINT(workload, prompts_per_step, 1, 1e6),
+	KINT(workload, samples_per_prompt, 1, 1024),
+	KDBL(workload, len_median, 1, 1e6),
+	KDBL(workload, len_sigma, 0, 5),
+	KINT(workload, len_min, 1, 16777216),
+	KINT(workload, len_max, 1, 16777216),
+	KINT(workload, topics, 1, 4096),
+	KDBL(workload, topic_concentration, 0, 1e6),
+	KDBL(workload, topic_drift, 0, 1),
+	KDBL(workload, base_skew, 0, 10),
+	KDBL(workload, hot_expert_boost, 0, 1e6),
+	KDBL(workload, heavy_layer_fraction, 0, 1),
+	KDBL(workload, heavy_layer_skew, 0, 10),
+	KINT(workload, segment_min, 1, INT_MAX),
+	KINT(workload, segment_max, 1, INT_MAX),
+	KDBL(workload, layer_correlation, 0, 1),
+	KDBL(workload, token_noise, 0, 1),
+	KDBL(workload, segment_concentration, 0, 1e6),
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+const struct section rlb_cfg_sections[NSECTIONS] = {
+	{ "model", model_keys, NELEM(model_keys), "models",
+	  offsetof(struct rlb_config, model), sizeof(struct rlb_model_config) },
+	{ "cluster", cluster_keys, NELEM(cluster_keys), "clusters",
+	  offsetof(struct rlb_config, cluster), sizeof(struct rlb_cluster_config) },
+	{ "parallel", parallel_keys, NELEM(parallel_keys), NULL,
+	  offsetof(struct rlb_config, parallel), sizeof(struct rlb_parallel_config) },
+	{ "balancer", balancer_keys, NELEM(balancer_keys), NULL,
+	  offsetof(struct rlb_config, balancer), sizeof(struct rlb_balancer_config) },
+	{ "workload", workload_keys, NELEM(workload_keys), NULL,
+	  offsetof(struct rlb_config, workload), sizeof(struct rlb_workload_config) },
+};
+
+_Static_assert(NELEM(model_keys) <= KEYS_MAX && NELEM(cluster_keys) <= KEYS_MAX &&
+	       NELEM(parallel_keys) <= KEYS_MAX && NELEM(balancer_keys) <= KEYS_MAX &&
+	       NELEM(workload_keys) <= KEYS_MAX, "raise KEYS_MAX");
+
+/* ------------------------------------------------------------------ */
+/* Lookups.                                                            */
+
+int rlb_cfg_find_section(const char *name)
+{
+	int s;
+
+	for (s = 0; s < NSECTIONS; s++)
+		if (!strcmp(rlb_cfg_sections[s].name, name))
+			return s;
+	return -1;
+}
+
+int rlb_cfg_find_key(int sec, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < rlb_cfg_sections[sec].nkeys; i++)
+		if (!strcmp(rlb_cfg_sections[sec].keys[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* Key names of a section (plus "preset" where it takes one). */
+size_t rlb_cfg_section_cands(int sec, const char **cands)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < rlb_cfg_sections[sec].nkeys; i++)
+		cands[n++] = rlb_cfg_sections[sec].keys[i].name;
+	if (rlb_cfg_sections[sec].preset_kind)
+		cands[n++] = "preset";
+	return n;
+}
+
+void *rlb_cfg_field(struct rlb_config *cfg, const struct key *k)
+{
+	return (char *)cfg + k->offset;
+}
+
+const void *rlb_cfg_cfield(const struct rlb_config *cfg, const struct key *k)
+{
+	return (const char *)cfg + k->offset;
+}
+
+const char *rlb_cfg_type_text(const struct key *k, char *buf, size_t size)
+{
+	size_t i, n;
+
+	switch (k->type) {
+	case KT_INT: return "an integer";
+	case KT_DOUBLE: return "a number";
+	case KT_BOOL: return "a boolean (true or false)";
+	case KT_STRING: return "a string";
+	case KT_ENUM:
+	case KT_CHOICE:
+		n = (size_t)snprintf(buf, size, "one of");
+		for (i = 0; k->choices[i] && n < size; i++)
+			n += (size_t)snprintf(buf + n, size - n, "%s %s",
+					      i ? "," : "", k->choices[i]);
+		return buf;
+	}
+	return "a value";
+}
+
+void rlb_cfg_fmt_double(double v, char *buf, size_t size)
+{
+	int prec;
+
+	for (prec = 15; prec <= 17; prec++) {
+		snprintf(buf, size, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+const char *rlb_cfg_range_text(const struct key *k, char *buf, size_t size)
+{
+	char lo[32], hi[32];
+
+	if (k->type == KT_INT && k->max >= INT_MAX) {
+		snprintf(buf, size, "(at least %.0f)", k->min);
+		return buf;
+	}
+	rlb_cfg_fmt_double(k->min, lo, sizeof(lo));
+	rlb_cfg_fmt_double(k->max, hi, sizeof(hi));
+	snprintf(buf, size, "%s%s, %s]", k->flags & KF_OPEN_MIN ? "(" : "[", lo, hi);
+	return buf;
+}
+
+int rlb_cfg_in_range(const struct key *k, double v)
+{
+	if (isnan(v) || v > k->max)
+		return 0;
+	return k->flags & KF_OPEN_MIN ? v > k->min : v >= k->min;
+}
+
+int rlb_cfg_choice_index(const char *const *choices, const char *s)
+{
+	int i;
+
+	for (i = 0; choices[i]; i++)
+		if (!strcmp(choices[i], s))
+			return i;
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public interface.                                                   */
+
+void rlb_config_defaults(struct rlb_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->cluster.nodes = 1;
+	cfg->cluster.gpus_per_node = 8;
+	cfg->cluster.peak_tflops = 989;
+	cfg->cluster.hbm_gbps = 2700;
+	cfg->cluster.gemm_eff_max = 0.70;
+	cfg->cluster.gemm_eff_half_rows = 256;
+	cfg->cluster.nvlink_gbps = 340;
+	cfg->cluster.nvlink_latency_us = 20;
+	cfg->cluster.rdma_gbps = 45;
+	cfg->cluster.rdma_latency_us = 80;
+	cfg->parallel.ep_size = 0;
+	cfg->parallel.micro_batch_tokens = 8192;
+	cfg->parallel.recompute = 0;
+	cfg->parallel.pack = RLB_PACK_IN_ORDER;
+	strcpy(cfg->balancer.policy, "relibra");
+	cfg->balancer.replica_slots = 2;
+	cfg->balancer.min_tokens_per_replica = 256;
+	cfg->balancer.eplb_window = 4;
+	cfg->balancer.reorder = 1;
+	cfg->balancer.replicate = 1;
+	cfg->balancer.migration_weight = 2.0;
+	cfg->balancer.migration_bytes_per_param = 14;
+	cfg->balancer.planner_overlap = 1.0;
+	rlb_workload_defaults(&cfg->workload);
+}
+
+int rlb_config_gpus(const struct rlb_config *cfg)
+{
+	return cfg->cluster.nodes * cfg->cluster.gpus_per_node;
+}
+
+int rlb_config_ep_size(const struct rlb_config *cfg)
+{
+	return cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
+}
+
+int rlb_config_experts_per_gpu(const struct rlb_config *cfg)
+{
+	int ep = rlb_config_ep_size(cfg);
+
+	return ep > 0 ? cfg->model.experts / ep : 0;
+}
+
+int rlb_config_ep_nodes(const struct rlb_config *cfg)
+{
+	int gpn = cfg->cluster.gpus_per_node;
+
+	return gpn > 0 ? rlb_config_ep_size(cfg) / gpn : 0;
+}
+
+const char *rlb_pack_name(enum rlb_pack pack)
+{
+	if ((int)pack >= 0 && (size_t)pack < NELEM(pack_names) - 1)
+		return pack_names[pack];
+	if (pack == RLB_PACK_DATA_CONTROL)
+		return "data-control";
+	if (pack == RLB_PACK_FILE)
+		return "file";
+	return "unknown";
+}
+
+int rlb_pack_from_name(const char *name, enum rlb_pack *pack, struct rlb_err *err)
+{
+	int i = rlb_cfg_choice_index(pack_names, name);
+
+	if (i < 0)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "unknown packing rule '%s' (expected in-order or ffd)",
+				   name);
+	*pack = (enum rlb_pack)i;
+	return 0;
+}
+
+/* A double-quoted YAML string. */
+static void put_string(FILE *fp, const char *s)
+{
+	fputc('"', fp);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(fp, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			fprintf(fp, "\\x%02x", (unsigned char)*s);
+		else
+			fputc(*s, fp);
+	}
+	fputc('"', fp);
+}
+
+int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
+			  struct rlb_err *err)
+{
+	const struct key *k;
+	const void *p;
+	char num[40];
+	size_t i;
+	int s, v, n;
+
+	fprintf(fp, "# relibra configuration: every key with its effective value\n"
+		    "# (man relibra.yaml.5)\n");
+	for (s = 0; s < NSECTIONS; s++) {
+		fprintf(fp, "%s:\n", rlb_cfg_sections[s].name);
+		for (i = 0; i < rlb_cfg_sections[s].nkeys; i++) {
+			k = &rlb_cfg_sections[s].keys[i];
+			p = rlb_cfg_cfield(cfg, k);
+			fprintf(fp, "  %s: ", k->name);
+			switch (k->type) {
+			case KT_INT:
+				fprintf(fp, "%d", *(const int *)p);
+				break;
+			case KT_DOUBLE:
+				rlb_cfg_fmt_double(*(const double *)p, num, sizeof(num));
+				fputs(num, fp);
+				break;
+			case KT_BOOL:
+				fputs(*(const int *)p ? "true" : "false", fp);
+				break;
+			case KT_STRING:
+				put_string(fp, memchr(p, '\0', (size_t)k->max + 1) ? p : "");
+				break;
+			case KT_CHOICE:
+				fputs(memchr(p, '\0', RLB_NAME_MAX) &&
+				      rlb_cfg_choice_index(k->choices, p) >= 0 ? (const char *)p : "", fp);
+				break;
+			case KT_ENUM:
+				v = *(const int *)p;
+				for (n = 0; k->choices[n]; n++)
+					;
+				fputs(v >= 0 && v < n ? k->choices[v] : "", fp);
+				break;
+			}
+			fputc('\n', fp);
+		}
+	}
+	if (fflush(fp) != 0 || ferror(fp))
+		return rlb_err_errno(err, RLB_EIO, "cannot write the configuration");
+	return 0;
+}
+
+static const char *names_models[256 + 1], *names_clusters[256 + 1], *names_full[256 + 1];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void names_init(void)
+{
+	const struct rlb_preset *p;
+	size_t nm = 0, nc = 0, nf = 0;
+
+	for (p = rlb_presets; p->name; p++) {
+		if (!strcmp(p->kind, "models") && nm < 256)
+			names_models[nm++] = p->name;
+		else if (!strcmp(p->kind, "clusters") && nc < 256)
+			names_clusters[nc++] = p->name;
+		else if (!*p->kind && nf < 256)
+			names_full[nf++] = p->name;
+	}
+}
+
+const char *const *rlb_config_preset_names(const char *kind)
+{
+	static const char *const none[] = { NULL };
+
+	pthread_once(&names_once, names_init);
+	if (!kind || !*kind)
+		return names_full;
+	if (!strcmp(kind, "models"))
+		return names_models;
+	if (!strcmp(kind, "clusters"))
+		return names_clusters;
+	return none;
+}
