@@ -7,6 +7,7 @@
 #   make install PREFIX=/usr/local
 #   make check-valgrind  the unit tests under valgrind
 #   make VARIANT=san     build with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make VARIANT=tsan    build with ThreadSanitizer (the traffic threads)
 #
 # Required packages are found with pkg-config; CUDA and NCCL are probed under
 # CUDA_HOME and never required.
@@ -41,6 +42,9 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 ifeq ($(VARIANT),san)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(VARIANT),tsan)
+SAN := -fsanitize=thread -fno-omit-frame-pointer
 endif
 
 # CUDA + NCCL: detected, never required.  BUILD_CUDA=0 forces a CPU-only

@@ -19,7 +19,8 @@ static const char usage[] =
 	"usage: relibra plan [-h] -c CONFIG [--set KEY=VALUE]... [--policy NAME] [-o PLAN] "
 	"[--summary FILE] [--json] [--no-timing] [--replica-slots R] [--no-reorder] "
 	"[--no-replicate] [--colocate] [--data-control] [--eplb-window W] [--steps A:B] "
-	"[--pack in-order|ffd | --schedule FILE] [--eplb-export FILE] [--fail-below F] TRACE\n"
+	"[--pack in-order|ffd | --schedule FILE] [--eplb-export FILE] [--fail-below F] "
+	"[--threads N] TRACE\n"
 	"       relibra plan --eplb-weights FILE --slots P --groups G --nodes N --gpus X\n"
 	"\n"
 	"  -c CONFIG            configuration (relibra.yaml(5))\n"
@@ -42,6 +43,7 @@ static const char usage[] =
 	"  --schedule FILE      the trainer's own micro-batches (relibra.schedule/1 JSON)\n"
 	"  --eplb-export FILE   the step placements as EPLB phy2log/log2phy/logcnt JSON\n"
 	"  --fail-below F       exit 3 when the fraction of ideal is below F\n"
+	"  --threads N          threads that simulate the plans (default 0: one per CPU)\n"
 	"  --eplb-weights FILE  run DeepSeek EPLB on a [layers][experts] JSON weight\n"
 	"                       matrix and print phy2log/log2phy/logcnt\n";
 
@@ -50,6 +52,7 @@ enum {
 	OPT_SLOTS_R, OPT_NO_REORDER, OPT_NO_REPLICATE, OPT_EPLB_WINDOW,
 	OPT_STEPS, OPT_PACK, OPT_EPLB_EXPORT, OPT_FAIL_BELOW, OPT_EPLB_WEIGHTS,
 	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS, OPT_DATA_CONTROL, OPT_SCHEDULE, OPT_COLOCATE,
+	OPT_THREADS,
 };
 
 #define EXIT_BELOW 3
@@ -68,7 +71,7 @@ struct opts {
 	int64_t replica_slots, eplb_window;	/* -1: from the config */
 	uint32_t step_lo, step_hi;
 	double fail_below;			/* < 0: off */
-	uint64_t slots, groups, nodes, gpus;
+	uint64_t slots, groups, nodes, gpus, threads;
 	int have_slots, have_groups, have_nodes, have_gpus;
 };
 
@@ -110,6 +113,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "data-control", no_argument, NULL, OPT_DATA_CONTROL },
 		{ "colocate", no_argument, NULL, OPT_COLOCATE },
 		{ "schedule", required_argument, NULL, OPT_SCHEDULE },
+		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rlb_err err = {0};
@@ -193,6 +197,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_EPLB_WEIGHTS:
 			o->eplb_weights = optarg;
+			break;
+		case OPT_THREADS:
+			if (rlb_parse_u64(optarg, 0, RLB_POOL_MAX, &o->threads, "--threads", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			break;
 		case OPT_SLOTS:
 			if (eplb_count(optarg, "--slots", &o->slots, &o->have_slots))
@@ -440,6 +448,7 @@ int cmd_plan(int argc, char **argv)
 	po.last_step = o.step_hi;
 	po.progress = cmd_progress;
 	po.progress_ctx = NAME;
+	po.threads = (unsigned)o.threads;
 
 	if (rlb_trace_reader_open(&r, o.trace, &err) != 0 ||
 	    rlb_trace_reader_steps(r, &steps, &nsteps, &err) != 0) {

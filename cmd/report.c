@@ -18,7 +18,7 @@ static const char usage[] =
 	"usage: relibra report [-h] [-c CONFIG] [--set KEY=VALUE]... [--trace TRACE] "
 	"[--policies LIST] [--sweep KEY=V1,V2,...] [--steps A:B] [--pack in-order|ffd] "
 	"[--format table|markdown|csv|json] [-o FILE] [--html FILE] [--svg DIR] "
-	"[--layer L] [RESULT.json]...\n"
+	"[--layer L] [--threads N] [RESULT.json]...\n"
 	"\n"
 	"  RESULT.json          plan summaries (plan --summary) and train-step metrics\n"
 	"  -c CONFIG            configuration for --trace (relibra.yaml(5))\n"
@@ -34,11 +34,12 @@ static const char usage[] =
 	"  --html FILE          write one self-contained HTML page with the charts\n"
 	"  --svg DIR            write the charts as SVG files into DIR\n"
 	"  --layer L            MoE layer of the micro-batch chart (default: the most\n"
-	"                       imbalanced under static)\n";
+	"                       imbalanced under static)\n"
+	"  --threads N          threads that simulate the plans (default 0: one per CPU)\n";
 
 enum {
 	OPT_SET = 256, OPT_TRACE, OPT_POLICIES, OPT_SWEEP, OPT_STEPS, OPT_PACK,
-	OPT_FORMAT, OPT_HTML, OPT_SVG, OPT_LAYER,
+	OPT_FORMAT, OPT_HTML, OPT_SVG, OPT_LAYER, OPT_THREADS,
 };
 
 struct opts {
@@ -50,6 +51,7 @@ struct opts {
 	uint32_t step_lo, step_hi;
 	int have_steps;
 	long layer;
+	uint64_t threads;
 	char **files;
 	int nfiles;
 };
@@ -96,6 +98,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "html", required_argument, NULL, OPT_HTML },
 		{ "svg", required_argument, NULL, OPT_SVG },
 		{ "layer", required_argument, NULL, OPT_LAYER },
+		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const enum rlb_policy all[] = {
@@ -161,6 +164,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (rlb_parse_u64(optarg, 0, 1u << 20, &u, "--layer", &err))
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->layer = (long)u;
+			break;
+		case OPT_THREADS:
+			if (rlb_parse_u64(optarg, 0, RLB_POOL_MAX, &o->threads, "--threads", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			break;
 		case ':':
 			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
@@ -238,6 +245,7 @@ static int plan_in_process(const struct opts *o, struct rlb_trace_reader *tr,
 	ro.planner.last_step = o->step_hi;
 	ro.planner.progress = cmd_progress;
 	ro.planner.progress_ctx = NAME;
+	ro.planner.threads = (unsigned)o->threads;
 	ro.sweep_value = value;
 	ro.series = o->html || o->svg;
 	if (rlb_report_run(rep, tr, &cfg, &ro, &err) != 0) {

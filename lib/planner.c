@@ -10,6 +10,7 @@
 
 #include "datacontrol.h"
 #include "planner.h"
+#include "pool.h"
 #include "relibra.h"
 
 /* Data control is an option of relibra; other policies ignore it. */
@@ -105,7 +106,8 @@ static int plan_one_step(struct rlb_trace_reader *r,
 			 const struct rlb_planner_opts *o, uint32_t step,
 			 struct rlb_planner_policy *pol, struct run_policy *run,
 			 size_t n, struct rlb_sim *static_sim,
-			 struct rlb_cooc *cooc, struct rlb_err *err)
+			 struct rlb_cooc *cooc, struct rlb_pool *pool,
+			 struct rlb_err *err)
 {
 	/* [0]: the configured schedule; [1]: data control's, when a policy uses it */
 	struct rlb_schedule sched[2];
@@ -171,7 +173,7 @@ static int plan_one_step(struct rlb_trace_reader *r,
 	/* one pass over the step per schedule counts the traffic of its plans */
 	for (k = 0; ret == 0 && k < 2; k++)
 		if (nall[k])
-			ret = rlb_traffic_step(r, &sched[k], all[k], nall[k], err);
+			ret = rlb_traffic_step(r, &sched[k], all[k], nall[k], pool, err);
 	if (ret == 0)
 		ret = rlb_sim_add_step(static_sim, &sched[0], &loads[0], NULL,
 				       &static_t, &static_t, NULL, err);
@@ -232,6 +234,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 {
 	struct run_policy *run = NULL;
 	struct rlb_sim *static_sim = NULL;
+	struct rlb_pool *pool = NULL;
 	struct rlb_sim_summary ssum;
 	struct rlb_cooc cooc;
 	int want_cooc = 0;
@@ -258,6 +261,8 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	rlb_sim_opts_for_policy(&so, RLB_POLICY_STATIC);
 	ret = rlb_sim_new(&static_sim, cfg, &so, err);
+	if (ret == 0 && o->threads != 1)
+		ret = rlb_pool_new(&pool, o->threads, err);
 	for (i = 0; ret == 0 && i < n; i++) {
 		ret = rlb_balancer_new(&run[i].balancer, cfg, &pol[i].opts, err);
 		if (ret == 0) {
@@ -281,7 +286,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		if (steps[i] < o->first_step || steps[i] > o->last_step)
 			continue;
 		ret = plan_one_step(r, cfg, o, steps[i], pol, run, n,
-				    static_sim, want_cooc ? &cooc : NULL, err);
+				    static_sim, want_cooc ? &cooc : NULL, pool, err);
 		if (o->progress)
 			o->progress(o->progress_ctx, ++done, todo, "steps");
 	}
@@ -308,6 +313,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		rlb_sim_free(run[i].sim);
 	}
 	rlb_sim_free(static_sim);
+	rlb_pool_free(pool);
 	rlb_cooc_release(&cooc);
 	free(run);
 	return ret;

@@ -40,6 +40,11 @@ struct rlb_planner_opts {
 	uint32_t last_step;
 	rlb_progress_fn progress;	/* optional */
 	void *progress_ctx;
+	/*
+	 * Threads that count each step's traffic (lib/pool.h): 0 one per
+	 * online CPU, 1 the caller alone.  Results do not depend on it.
+	 */
+	unsigned threads;
 };
 
 /*

@@ -22,6 +22,7 @@
 #include "balance.h"
 #include "plan_io.h"
 #include "sim.h"
+#include "pool.h"
 #include "planner.h"
 #include "report.h"
 

@@ -18,6 +18,8 @@
 #include "stats.h"
 #include "trace.h"
 
+struct rlb_pool;
+
 /* ------------------------------------------------------------------ */
 /* Constants of the model, derived from a configuration (SI units).    */
 
@@ -81,6 +83,17 @@ double rlb_sim_gemm_s(const struct rlb_sim_params *p, uint64_t rows);
  * order, rows[s][i] of rlb_step_plan_split to instance i.
  * Fields below `rows` are private.
  */
+/* Workspace of one counting thread (private). */
+struct rlb_traffic_ws {
+	struct rlb_traffic_state *gstate; /* [ranks] the entries of unreplicated cells */
+	uint64_t *hist;			/* [ranks] tokens per destination GPU */
+	uint64_t *nhist;		/* [nodes] tokens per destination node */
+	uint32_t *seen;			/* [ranks] stamp of the last token counted */
+	uint32_t *nseen;		/* [nodes] */
+	uint32_t stamp;
+	uint64_t rows, unplanned_rows;	/* to add to the traffic's */
+};
+
 struct rlb_traffic {
 	uint32_t micro_batches;
 	uint32_t layers;
@@ -95,17 +108,13 @@ struct rlb_traffic {
 	uint64_t unplanned_rows;	/* rows past what the plan gives their source (plan and trace disagree); sent to the home copy */
 
 	uint32_t *cell;			/* [mb][layer][expert]: entry of state (RLB_TRAFFIC_SPLIT: one per source) */
-	struct rlb_traffic_state *state; /* [ranks] per GPU, then [ranks] per replicated cell */
+	struct rlb_traffic_state *state; /* [ranks] unused (see ws), then [ranks] per replicated cell */
 	struct rlb_traffic_split *split; /* [nsplit] replicated cells */
 	size_t nsplit;
 	uint32_t *split_gpu;		/* their instances' GPUs */
 	uint32_t *split_rows;		/* per replicated cell [ranks][instances] */
 	uint32_t *node_of;		/* [ranks] */
-	uint64_t *hist;			/* [ranks] workspace: tokens per destination GPU */
-	uint64_t *nhist;		/* [nodes] workspace: tokens per destination node */
-	uint32_t *seen;			/* [ranks] stamp of the last token counted */
-	uint32_t *nseen;		/* [nodes] */
-	uint32_t stamp;
+	struct rlb_traffic_ws ws;	/* of rlb_traffic_add_seq */
 };
 
 #define RLB_TRAFFIC_SPLIT 0x80000000u
@@ -147,11 +156,13 @@ void rlb_traffic_add_seq(struct rlb_traffic *t, const struct rlb_schedule *s,
  * RLB_EMISMATCH (a traffic's dimensions differ from the schedule's, or a
  * sequence's length from its chunks), RLB_ECORRUPT (the step ends early),
  * RLB_EMISMATCH when some rows were unplanned (the plan does not belong
- * to this trace).
+ * to this trace), RLB_ENOMEM.  With a pool (lib/pool.h; NULL: this thread
+ * alone) each sequence is counted by its threads, one part per traffic
+ * and range of layers; the counts do not depend on the thread count.
  */
 int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 		     struct rlb_traffic *const *t, size_t nt,
-		     struct rlb_err *err);
+		     struct rlb_pool *pool, struct rlb_err *err);
 
 /* ------------------------------------------------------------------ */
 /* The simulator.                                                       */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "sim.h"
 
 /*
@@ -14,7 +15,9 @@
  * then the instances from `next` on that get rows from this source, in
  * instance order; a row beyond the plan goes to the home copy.
  * Unreplicated cells share one entry per GPU with left 1, which the count
- * never decrements.  8 bytes, as there is one per (replicated cell, source).
+ * never decrements; each counting thread has its own (struct
+ * rlb_traffic_ws), so threads on other layers never write to one cache
+ * line.  8 bytes, as there is one per (replicated cell, source).
  */
 struct rlb_traffic_state {
 	uint32_t left;
@@ -34,6 +37,37 @@ static void *zalloc(size_t n, size_t size)
 	return calloc(n ? n : 1, size);
 }
 
+static void ws_release(struct rlb_traffic_ws *ws)
+{
+	free(ws->gstate);
+	free(ws->hist);
+	free(ws->nhist);
+	free(ws->seen);
+	free(ws->nseen);
+	memset(ws, 0, sizeof(*ws));
+}
+
+static int ws_init(struct rlb_traffic_ws *ws, uint32_t ranks, uint32_t nodes)
+{
+	uint32_t g;
+
+	memset(ws, 0, sizeof(*ws));
+	ws->gstate = zalloc(ranks, sizeof(*ws->gstate));
+	ws->hist = zalloc(ranks, sizeof(uint64_t));
+	ws->nhist = zalloc(nodes, sizeof(uint64_t));
+	ws->seen = zalloc(ranks, sizeof(uint32_t));
+	ws->nseen = zalloc(nodes, sizeof(uint32_t));
+	if (!ws->gstate || !ws->hist || !ws->nhist || !ws->seen || !ws->nseen) {
+		ws_release(ws);
+		return -1;
+	}
+	for (g = 0; g < ranks; g++) {
+		ws->gstate[g].gpu = (uint16_t)g;
+		ws->gstate[g].left = 1;
+	}
+	return 0;
+}
+
 void rlb_traffic_release(struct rlb_traffic *t)
 {
 	if (!t)
@@ -48,10 +82,7 @@ void rlb_traffic_release(struct rlb_traffic *t)
 	free(t->split_gpu);
 	free(t->split_rows);
 	free(t->node_of);
-	free(t->hist);
-	free(t->nhist);
-	free(t->seen);
-	free(t->nseen);
+	ws_release(&t->ws);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -205,22 +236,15 @@ int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 	t->split_gpu = zalloc(ninst, sizeof(uint32_t));
 	t->split_rows = zalloc(ninst * t->ranks, sizeof(uint32_t));
 	t->node_of = zalloc(t->ranks, sizeof(uint32_t));
-	t->hist = zalloc(t->ranks, sizeof(uint64_t));
-	t->nhist = zalloc(t->ranks / gpus_per_node, sizeof(uint64_t));
-	t->seen = zalloc(t->ranks, sizeof(uint32_t));
-	t->nseen = zalloc(t->ranks / gpus_per_node, sizeof(uint32_t));
 	if (!t->rdma_send || !t->rdma_recv || !t->nvlink_send || !t->nvlink_recv ||
 	    !t->cell || !t->state || !t->split || !t->split_gpu || !t->split_rows ||
-	    !t->node_of || !t->hist || !t->nhist || !t->seen || !t->nseen) {
+	    !t->node_of || ws_init(&t->ws, t->ranks, t->ranks / gpus_per_node) < 0) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "traffic: out of memory");
 		goto out;
 	}
 	t->nsplit = nsplit;
-	for (g = 0; g < t->ranks; g++) {
+	for (g = 0; g < t->ranks; g++)
 		t->node_of[g] = g / gpus_per_node;
-		t->state[g].gpu = (uint16_t)g;
-		t->state[g].left = 1;
-	}
 	if (plan) {
 		fill_cells(t, plan, l);
 	} else {
@@ -239,7 +263,8 @@ out:
  * A (replicated cell, source) entry ran out of rows: the next instance
  * that gets rows from this source, or (past the plan) the home copy.
  */
-static void advance(struct rlb_traffic *t, struct rlb_traffic_state *x)
+static void advance(const struct rlb_traffic *t, struct rlb_traffic_ws *ws,
+		    struct rlb_traffic_state *x)
 {
 	size_t k = (size_t)(x - t->state) - t->ranks;
 	const struct rlb_traffic_split *c = &t->split[k / t->ranks];
@@ -256,7 +281,7 @@ static void advance(struct rlb_traffic *t, struct rlb_traffic_state *x)
 	}
 	x->gpu = (uint16_t)t->split_gpu[c->gpu_off];
 	x->left = 1;
-	t->unplanned_rows++;
+	ws->unplanned_rows++;
 }
 
 /*
@@ -267,24 +292,24 @@ static void advance(struct rlb_traffic *t, struct rlb_traffic_state *x)
  * token already counted, so the loop has no branch but the replicated
  * cells' instance choice.
  */
-static void count_tokens(struct rlb_traffic *t, const uint32_t *cell,
-			 const uint16_t *id, uint32_t ntok, uint32_t topk,
-			 uint32_t src)
+static void count_tokens(const struct rlb_traffic *t, struct rlb_traffic_ws *ws,
+			 const uint32_t *cell, const uint16_t *id, uint32_t ntok,
+			 uint32_t topk, uint32_t src)
 {
 	const uint32_t E = t->experts;
-	struct rlb_traffic_state *state = t->state;
-	uint64_t *hist = t->hist, *nhist = t->nhist, rows = 0;
-	uint32_t *seen = t->seen, *nseen = t->nseen;
+	struct rlb_traffic_state *state = t->state, *gstate = ws->gstate;
+	uint64_t *hist = ws->hist, *nhist = ws->nhist, rows = 0;
+	uint32_t *seen = ws->seen, *nseen = ws->nseen;
 	const uint32_t *node_of = t->node_of;
 	uint32_t tok, k;
 
 	for (tok = 0; tok < ntok; tok++, id += topk) {
-		uint32_t stamp = ++t->stamp;
+		uint32_t stamp = ++ws->stamp;
 
 		if (stamp == 0) {	/* wrapped: forget every mark */
 			memset(seen, 0, t->ranks * sizeof(*seen));
 			memset(nseen, 0, (t->ranks / t->gpus_per_node) * sizeof(*nseen));
-			stamp = t->stamp = 1;
+			stamp = ws->stamp = 1;
 		}
 		for (k = 0; k < topk; k++) {
 			uint32_t e = id[k], ref, sp, g, n;
@@ -295,10 +320,11 @@ static void count_tokens(struct rlb_traffic *t, const uint32_t *cell,
 			/* one entry per GPU, or one per source when replicated */
 			ref = cell[e];
 			sp = ref >> 31;
-			x = state + (ref & ~RLB_TRAFFIC_SPLIT) + (src & (0u - sp));
+			x = (sp ? state : gstate) + (ref & ~RLB_TRAFFIC_SPLIT) +
+				    (src & (0u - sp));
 			rows++;
 			if (__builtin_expect(x->left == 0, 0))
-				advance(t, x);
+				advance(t, ws, x);
 			x->left -= sp;
 			g = x->gpu;
 			hist[g] += seen[g] != stamp;
@@ -308,31 +334,58 @@ static void count_tokens(struct rlb_traffic *t, const uint32_t *cell,
 			nseen[n] = stamp;
 		}
 	}
-	t->rows += rows;
+	ws->rows += rows;
 }
 
 /*
- * The same for up to 64 GPUs: the token's GPUs and nodes so far as bit
- * masks in registers instead of stamps in memory.
+ * byte_lanes[b] has bit i of b in the low bit of byte i: adding it to a
+ * word adds b's bits to eight byte-wide counters at once.
  */
-static void count_tokens_mask(struct rlb_traffic *t, const uint32_t *cell,
-			      const uint16_t *id, uint32_t ntok, uint32_t topk,
-			      uint32_t src)
+#define LANES(b) ((uint64_t)((b) & 1) | (uint64_t)((b) >> 1 & 1) << 8 | \
+		  (uint64_t)((b) >> 2 & 1) << 16 | (uint64_t)((b) >> 3 & 1) << 24 | \
+		  (uint64_t)((b) >> 4 & 1) << 32 | (uint64_t)((b) >> 5 & 1) << 40 | \
+		  (uint64_t)((b) >> 6 & 1) << 48 | (uint64_t)((b) >> 7 & 1) << 56)
+#define LANES4(b) LANES(b), LANES((b) + 1), LANES((b) + 2), LANES((b) + 3)
+#define LANES16(b) LANES4(b), LANES4((b) + 4), LANES4((b) + 8), LANES4((b) + 12)
+#define LANES64(b) LANES16(b), LANES16((b) + 16), LANES16((b) + 32), LANES16((b) + 48)
+static const uint64_t byte_lanes[256] = {
+	LANES64(0), LANES64(64), LANES64(128), LANES64(192),
+};
+
+/* Add the byte counters of N bits (N / 8 rounded up words) to hist, clear them. */
+static void spill_lanes(uint64_t *acc, uint32_t n, uint64_t *hist)
 {
-	const uint32_t E = t->experts;
+	uint32_t d;
+
+	for (d = 0; d < n; d++)
+		hist[d] += acc[d / 8] >> (d % 8 * 8) & 0xff;
+	memset(acc, 0, (n + 7) / 8 * sizeof(*acc));
+}
+
+/*
+ * The same for up to 64 GPUs: each token's GPUs and nodes as bit masks in
+ * registers, added to byte-wide counters (8 to a word) that are spilled
+ * into the histograms every 255 tokens, before a byte can overflow.
+ */
+static void count_tokens_mask(const struct rlb_traffic *t, struct rlb_traffic_ws *ws,
+			      const uint32_t *cell, const uint16_t *id,
+			      uint32_t ntok, uint32_t topk, uint32_t src)
+{
+	const uint32_t E = t->experts, R = t->ranks;
+	const uint32_t nodes = R / t->gpus_per_node;
+	const uint32_t gw = (R + 7) / 8, nw = (nodes + 7) / 8;
 	const int direct = t->nsplit == 0;	/* every cell names its GPU */
-	struct rlb_traffic_state *state = t->state;
-	uint64_t *hist = t->hist, *nhist = t->nhist, rows = 0;
+	struct rlb_traffic_state *state = t->state, *gstate = ws->gstate;
 	const uint32_t *node_of = t->node_of;
-	uint32_t tok, k;
+	uint64_t gacc[8] = { 0 }, nacc[8] = { 0 }, rows = 0;
+	uint32_t tok, k, w, since = 0;
 
 	for (tok = 0; tok < ntok; tok++, id += topk) {
 		uint64_t gm = 0, nm = 0;
 
 		for (k = 0; k < topk; k++) {
-			uint32_t e = id[k], ref, sp, g, n;
+			uint32_t e = id[k], ref, sp, g;
 			struct rlb_traffic_state *x;
-			uint64_t gb, nb;
 
 			if (e >= E)
 				continue;
@@ -342,29 +395,37 @@ static void count_tokens_mask(struct rlb_traffic *t, const uint32_t *cell,
 				g = ref;
 			} else {
 				sp = ref >> 31;
-				x = state + (ref & ~RLB_TRAFFIC_SPLIT) + (src & (0u - sp));
+				x = (sp ? state : gstate) + (ref & ~RLB_TRAFFIC_SPLIT) +
+				    (src & (0u - sp));
 				if (__builtin_expect(x->left == 0, 0))
-					advance(t, x);
+					advance(t, ws, x);
 				x->left -= sp;
 				g = x->gpu;
 			}
-			n = node_of[g];
-			gb = 1ull << g;
-			nb = 1ull << n;
-			hist[g] += (gm & gb) == 0;
-			nhist[n] += (nm & nb) == 0;
-			gm |= gb;
-			nm |= nb;
+			gm |= 1ull << g;
+			nm |= 1ull << node_of[g];
+		}
+		for (w = 0; w < gw; w++)
+			gacc[w] += byte_lanes[gm >> (w * 8) & 0xff];
+		for (w = 0; w < nw; w++)
+			nacc[w] += byte_lanes[nm >> (w * 8) & 0xff];
+		if (++since == 255) {
+			spill_lanes(gacc, R, ws->hist);
+			spill_lanes(nacc, nodes, ws->nhist);
+			since = 0;
 		}
 	}
-	t->rows += rows;
+	spill_lanes(gacc, R, ws->hist);
+	spill_lanes(nacc, nodes, ws->nhist);
+	ws->rows += rows;
 }
 
 /*
  * Turn the histograms of one chunk and layer into copies (struct
  * rlb_traffic) and clear them.
  */
-static void flush_tokens(struct rlb_traffic *t, size_t ml, uint32_t src)
+static void flush_tokens(struct rlb_traffic *t, struct rlb_traffic_ws *ws,
+			 size_t ml, uint32_t src)
 {
 	const uint32_t R = t->ranks, gpn = t->gpus_per_node, nodes = R / gpn;
 	const uint32_t snode = t->node_of[src], lane = src - snode * gpn;
@@ -373,12 +434,12 @@ static void flush_tokens(struct rlb_traffic *t, size_t ml, uint32_t src)
 	uint32_t d, n;
 
 	for (d = 0; d < R; d++) {
-		uint64_t h = t->hist[d];
+		uint64_t h = ws->hist[d];
 		uint32_t dn, rail;
 
 		if (!h)
 			continue;
-		t->hist[d] = 0;
+		ws->hist[d] = 0;
 		dn = t->node_of[d];
 		rail = dn * gpn + lane;
 		if (d == rail)		/* the source itself, or reached by RDMA */
@@ -390,9 +451,9 @@ static void flush_tokens(struct rlb_traffic *t, size_t ml, uint32_t src)
 		nr[d] += h;
 	}
 	for (n = 0; n < nodes; n++) {
-		uint64_t h = t->nhist[n];
+		uint64_t h = ws->nhist[n];
 
-		t->nhist[n] = 0;
+		ws->nhist[n] = 0;
 		if (n == snode || !h)
 			continue;
 		rsend += h;
@@ -402,9 +463,11 @@ static void flush_tokens(struct rlb_traffic *t, size_t ml, uint32_t src)
 	ns[src] += nsend;
 }
 
-void rlb_traffic_add_seq(struct rlb_traffic *t, const struct rlb_schedule *s,
-			 uint32_t seq_index, const struct rlb_seq *seq,
-			 uint32_t topk)
+/* Sequence SEQ_INDEX's tokens on layers [lo, hi) into t, with workspace ws. */
+static void add_seq_layers(struct rlb_traffic *t, struct rlb_traffic_ws *ws,
+			   const struct rlb_schedule *s, uint32_t seq_index,
+			   const struct rlb_seq *seq, uint32_t topk,
+			   uint32_t lo, uint32_t hi)
 {
 	size_t c;
 
@@ -420,20 +483,37 @@ void rlb_traffic_add_seq(struct rlb_traffic *t, const struct rlb_schedule *s,
 			continue;
 		if (end > seq->tokens || end < ch->start)
 			end = seq->tokens;
-		for (layer = 0; layer < t->layers; layer++) {
+		for (layer = lo; layer < hi && layer < t->layers; layer++) {
 			size_t ml = (size_t)ch->mb * t->layers + layer;
 			const uint16_t *id = seq->ids +
 				((size_t)layer * seq->tokens + ch->start) * topk;
 
 			if (t->ranks <= 64)
-				count_tokens_mask(t, t->cell + ml * t->experts, id,
+				count_tokens_mask(t, ws, t->cell + ml * t->experts, id,
 						  end - ch->start, topk, ch->rank);
 			else
-				count_tokens(t, t->cell + ml * t->experts, id,
+				count_tokens(t, ws, t->cell + ml * t->experts, id,
 					     end - ch->start, topk, ch->rank);
-			flush_tokens(t, ml, ch->rank);
+			flush_tokens(t, ws, ml, ch->rank);
 		}
 	}
+}
+
+/* Move a workspace's row counts into the traffic. */
+static void ws_flush(struct rlb_traffic *t, struct rlb_traffic_ws *ws)
+{
+	t->rows += ws->rows;
+	t->unplanned_rows += ws->unplanned_rows;
+	ws->rows = 0;
+	ws->unplanned_rows = 0;
+}
+
+void rlb_traffic_add_seq(struct rlb_traffic *t, const struct rlb_schedule *s,
+			 uint32_t seq_index, const struct rlb_seq *seq,
+			 uint32_t topk)
+{
+	add_seq_layers(t, &t->ws, s, seq_index, seq, topk, 0, t->layers);
+	ws_flush(t, &t->ws);
 }
 
 /* Tokens of sequence SEQ by its chunks (0 when it has none). */
@@ -447,25 +527,46 @@ static uint64_t seq_tokens(const struct rlb_schedule *s, uint32_t seq)
 	return n;
 }
 
-int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
-		     struct rlb_traffic *const *t, size_t nt,
-		     struct rlb_err *err)
+/*
+ * One sequence's count split into parts: part i is traffic i / blocks on
+ * its layer block i % blocks; worker w counts with ws[w] and keeps the
+ * rows it saw per traffic in acc[w * nt + k].
+ */
+struct step_job {
+	struct rlb_traffic *const *t;
+	size_t nt;
+	const struct rlb_schedule *s;
+	const struct rlb_seq *seq;
+	uint32_t seq_index;
+	uint32_t topk;
+	uint32_t blocks;
+	struct rlb_traffic_ws *ws;
+	struct rlb_traffic_ws *acc;
+};
+
+static void count_part(void *ctx, size_t part, unsigned worker)
 {
-	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
-	size_t i, k;
+	const struct step_job *j = ctx;
+	size_t k = part / j->blocks, b = part % j->blocks;
+	struct rlb_traffic *t = j->t[k];
+	struct rlb_traffic_ws *ws = &j->ws[worker], *acc = &j->acc[worker * j->nt + k];
+	uint32_t lo = (uint32_t)(t->layers * b / j->blocks);
+	uint32_t hi = (uint32_t)(t->layers * (b + 1) / j->blocks);
+
+	add_seq_layers(t, ws, j->s, j->seq_index, j->seq, j->topk, lo, hi);
+	acc->rows += ws->rows;
+	acc->unplanned_rows += ws->unplanned_rows;
+	ws->rows = 0;
+	ws->unplanned_rows = 0;
+}
+
+static int stream_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		       struct step_job *j, struct rlb_pool *pool,
+		       struct rlb_err *err)
+{
+	size_t i;
 	int ret;
 
-	if (!h)
-		return rlb_err_set(err, RLB_EINVAL, "traffic: trace has no header");
-	for (k = 0; k < nt; k++)
-		if (t[k]->micro_batches != s->micro_batches || t[k]->ranks != s->ranks ||
-		    t[k]->layers != h->moe_layers || t[k]->experts != h->experts)
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "traffic: %u micro-batches x %u layers x %u experts on %u ranks, step %u has %u x %u x %u on %u",
-					   t[k]->micro_batches, t[k]->layers, t[k]->experts, t[k]->ranks,
-					   s->step, s->micro_batches, h->moe_layers, h->experts, s->ranks);
-	if (s->nseqs == 0)
-		return 0;
 	ret = rlb_trace_reader_seek_step(r, s->step, err);
 	if (ret < 0)
 		return ret;
@@ -483,13 +584,65 @@ int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 					   "step %u: sequence %zu has %u tokens, the schedule %llu",
 					   s->step, i, seq.tokens,
 					   (unsigned long long)seq_tokens(s, (uint32_t)i));
-		for (k = 0; k < nt; k++)
-			rlb_traffic_add_seq(t[k], s, (uint32_t)i, &seq, h->topk);
+		j->seq = &seq;
+		j->seq_index = (uint32_t)i;
+		rlb_pool_run(pool, j->nt * j->blocks, count_part, j);
 	}
-	for (k = 0; k < nt; k++)
-		if (t[k]->unplanned_rows)
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "step %u: %llu expert rows are not in the plan (the plan does not belong to this trace)",
-					   s->step, (unsigned long long)t[k]->unplanned_rows);
 	return 0;
+}
+
+int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		     struct rlb_traffic *const *t, size_t nt,
+		     struct rlb_pool *pool, struct rlb_err *err)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	unsigned threads = rlb_pool_threads(pool), w;
+	struct step_job j;
+	size_t k;
+	int ret;
+
+	if (!h)
+		return rlb_err_set(err, RLB_EINVAL, "traffic: trace has no header");
+	for (k = 0; k < nt; k++)
+		if (t[k]->micro_batches != s->micro_batches || t[k]->ranks != s->ranks ||
+		    t[k]->layers != h->moe_layers || t[k]->experts != h->experts)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "traffic: %u micro-batches x %u layers x %u experts on %u ranks, step %u has %u x %u x %u on %u",
+					   t[k]->micro_batches, t[k]->layers, t[k]->experts, t[k]->ranks,
+					   s->step, s->micro_batches, h->moe_layers, h->experts, s->ranks);
+	if (s->nseqs == 0 || nt == 0)
+		return 0;
+	memset(&j, 0, sizeof(j));
+	j.t = t;
+	j.nt = nt;
+	j.s = s;
+	j.topk = h->topk;
+	/* a thread per layer block and traffic; one block does when alone */
+	j.blocks = threads < h->moe_layers ? threads : h->moe_layers;
+	if (j.blocks == 0)
+		j.blocks = 1;
+	j.ws = calloc(threads, sizeof(*j.ws));
+	j.acc = calloc((size_t)threads * nt, sizeof(*j.acc));
+	ret = j.ws && j.acc ? 0 : -1;
+	for (w = 0; ret == 0 && w < threads; w++)
+		ret = ws_init(&j.ws[w], s->ranks, s->ranks);
+	if (ret < 0) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "traffic: out of memory");
+		goto out;
+	}
+	ret = stream_step(r, s, &j, pool, err);
+	for (w = 0; w < threads; w++)
+		for (k = 0; k < nt; k++)
+			ws_flush(t[k], &j.acc[(size_t)w * nt + k]);
+	for (k = 0; ret == 0 && k < nt; k++)
+		if (t[k]->unplanned_rows)
+			ret = rlb_err_set(err, RLB_EMISMATCH,
+					  "step %u: %llu expert rows are not in the plan (the plan does not belong to this trace)",
+					  s->step, (unsigned long long)t[k]->unplanned_rows);
+out:
+	for (w = 0; j.ws && w < threads; w++)
+		ws_release(&j.ws[w]);
+	free(j.ws);
+	free(j.acc);
+	return ret;
 }

@@ -132,6 +132,28 @@ static void traffic_of(struct rlb_traffic *t, const struct rlb_config *cfg,
 	ck_assert_uint_eq(t->unplanned_rows, 0);
 }
 
+/* The sequences as trace PATH (step 0, source "api"). */
+static void write_trace(const struct rlb_config *cfg, const struct seqs *q,
+			const char *path)
+{
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w = NULL;
+	struct rlb_err err = {0};
+	size_t i;
+
+	rlb_trace_header_from_config(&h, cfg);
+	strcpy(h.source, "api");
+	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
+	for (i = 0; i < q->n; i++) {
+		struct rlb_seq seq;
+
+		seq_at(q, i, &seq);
+		seq.sample = (uint32_t)i;
+		ck_assert_int_eq(rlb_trace_writer_append(w, &seq), 0);
+	}
+	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+}
+
 /* ------------------------------------------------------------------ */
 
 /*
@@ -773,9 +795,8 @@ END_TEST
 START_TEST(test_traffic_step_trace)
 {
 	struct rlb_config cfg;
-	struct rlb_trace_header h;
-	struct rlb_trace_writer *w = NULL;
 	struct rlb_trace_reader *r = NULL;
+	struct rlb_pool *pool = NULL;
 	struct rlb_schedule s, s2;
 	struct rlb_loads l, l2;
 	struct rlb_step_plan plan;
@@ -784,30 +805,20 @@ START_TEST(test_traffic_step_trace)
 	struct rlb_err err = {0};
 	struct seqs q;
 	char path[512];
-	size_t i, n;
+	size_t n;
 	int ret;
 
 	hot_case(&cfg, &q, &s, &l, &plan);
 	traffic_of(&t, &cfg, &plan, &q, &s, &l);
 	snprintf(path, sizeof(path), "%s/sim-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
-	rlb_trace_header_from_config(&h, &cfg);
-	strcpy(h.source, "api");
-	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
-	for (i = 0; i < q.n; i++) {
-		struct rlb_seq seq;
-
-		seq_at(&q, i, &seq);
-		seq.sample = (uint32_t)i;
-		ck_assert_int_eq(rlb_trace_writer_append(w, &seq), 0);
-	}
-	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	write_trace(&cfg, &q, path);
 	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(rlb_traffic_init(&tr, &plan, &l2, 2, &err), 0);
 	ck_assert_int_eq(rlb_traffic_init(&ts, NULL, &l2, 2, &err), 0);
 	tv[0] = &tr;
 	tv[1] = &ts;
-	ck_assert_msg(rlb_traffic_step(r, &s2, tv, 2, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_traffic_step(r, &s2, tv, 2, NULL, &err) == 0, "%s", err.msg);
 	n = (size_t)t.micro_batches * t.layers * t.ranks;
 	ck_assert_int_eq(memcmp(t.nvlink_send, tr.nvlink_send, n * sizeof(uint64_t)), 0);
 	ck_assert_int_eq(memcmp(t.nvlink_recv, tr.nvlink_recv, n * sizeof(uint64_t)), 0);
@@ -819,15 +830,22 @@ START_TEST(test_traffic_step_trace)
 	l2.count[rlb_loads_index(&l2, 0, 0, 0, 0)] = 100;
 	ck_assert_int_eq(rlb_traffic_init(&tr, &plan, &l2, 2, &err), 0);
 	tv[0] = &tr;
-	ret = rlb_traffic_step(r, &s2, tv, 1, &err);
+	ret = rlb_traffic_step(r, &s2, tv, 1, NULL, &err);
 	ck_assert_int_eq(ret, RLB_EMISMATCH);
 	ck_assert_str_eq(err.msg, "step 0: 500 expert rows are not in the plan (the plan does not belong to this trace)");
 	rlb_traffic_release(&tr);
+	/* the same with the rows counted by two threads */
+	ck_assert_int_eq(rlb_pool_new(&pool, 2, &err), 0);
+	ck_assert_int_eq(rlb_traffic_init(&tr, &plan, &l2, 2, &err), 0);
+	ck_assert_int_eq(rlb_traffic_step(r, &s2, tv, 1, pool, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "step 0: 500 expert rows are not in the plan (the plan does not belong to this trace)");
+	rlb_traffic_release(&tr);
+	rlb_pool_free(pool);
 
 	/* dimensions that do not match the step */
 	ck_assert_int_eq(rlb_traffic_init(&tr, NULL, &l2, 1, &err), 0);
 	tr.micro_batches = 3;
-	ck_assert_int_eq(rlb_traffic_step(r, &s2, tv, 1, &err), RLB_EMISMATCH);
+	ck_assert_int_eq(rlb_traffic_step(r, &s2, tv, 1, NULL, &err), RLB_EMISMATCH);
 	tr.micro_batches = 1;
 	rlb_traffic_release(&tr);
 
@@ -938,19 +956,26 @@ static void ref_token(uint64_t *rs, uint64_t *rr, uint64_t *ns, uint64_t *nr,
  * ranks: the general one), a plan replicating every third expert on the
  * next GPU of its node with half its rows, both split rules: the traffic
  * equals a plain recount that walks every source's rows through
- * rlb_step_plan_split's counts.
+ * rlb_step_plan_split's counts, fed by hand or streamed from a trace by
+ * 1, 3 or 8 threads (layer blocks of one or two layers, and more threads
+ * than layers).
  */
 START_TEST(test_traffic_reference)
 {
-	const uint32_t gpn = _i ? 40 : 4, R = 2 * gpn, E = 2 * R, L = 2, topk = 4;
+	const uint32_t gpn = _i ? 40 : 4, R = 2 * gpn, E = 2 * R, L = 5, topk = 4;
+	static const unsigned threads[] = { 1, 3, 8 };
 	const enum rlb_split split = _i ? RLB_SPLIT_EVEN : RLB_SPLIT_LOCALITY;
 	struct rlb_config cfg;
 	struct rlb_schedule s;
 	struct rlb_loads l;
 	struct rlb_step_plan plan;
-	struct rlb_traffic t;
+	struct rlb_traffic t, ts, *tv[1];
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_schedule s2;
+	struct rlb_loads l2;
 	struct rlb_err err = {0};
 	struct seqs q;
+	char path[512];
 	uint32_t len[16], i, mb, layer, e, k, tok, src;
 	uint64_t x = 7 + (uint64_t)_i;
 	uint64_t *ref[4], *used;
@@ -970,9 +995,9 @@ START_TEST(test_traffic_reference)
 					uint32_t j;
 
 					do {	/* distinct experts, skewed toward a few */
-						uint64_t r = test_rand(&x);
+						uint64_t u = test_rand(&x);
 
-						v = (uint16_t)(r % 3 == 0 ? (r >> 8) % 6 : (r >> 8) % E);
+						v = (uint16_t)(u % 3 == 0 ? (u >> 8) % 6 : (u >> 8) % E);
 						for (j = 0; j < k && *seq_id(&q, i, layer, tok, j) != v; j++)
 							;
 					} while (j < k);
@@ -1058,6 +1083,32 @@ START_TEST(test_traffic_reference)
 	ck_assert_int_eq(memcmp(ref[2], t.nvlink_send, nml * R * sizeof(uint64_t)), 0);
 	ck_assert_int_eq(memcmp(ref[3], t.nvlink_recv, nml * R * sizeof(uint64_t)), 0);
 	ck_assert_uint_gt(t.nsplit, 0);
+
+	snprintf(path, sizeof(path), "%s/sim-ref-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
+	write_trace(&cfg, &q, path);
+	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, &err) == 0, "%s", err.msg);
+	for (i = 0; i < 3; i++) {
+		struct rlb_pool *pool = NULL;
+
+		ck_assert_int_eq(rlb_pool_new(&pool, threads[i], &err), 0);
+		ck_assert_uint_eq(rlb_pool_threads(pool), threads[i]);
+		ck_assert_int_eq(rlb_traffic_init(&ts, &plan, &l2, gpn, &err), 0);
+		tv[0] = &ts;
+		ck_assert_msg(rlb_traffic_step(r, &s2, tv, 1, pool, &err) == 0, "%s", err.msg);
+		ck_assert_int_eq(memcmp(ref[0], ts.rdma_send, nml * R * sizeof(uint64_t)), 0);
+		ck_assert_int_eq(memcmp(ref[1], ts.rdma_recv, nml * R * sizeof(uint64_t)), 0);
+		ck_assert_int_eq(memcmp(ref[2], ts.nvlink_send, nml * R * sizeof(uint64_t)), 0);
+		ck_assert_int_eq(memcmp(ref[3], ts.nvlink_recv, nml * R * sizeof(uint64_t)), 0);
+		ck_assert_uint_eq(ts.rows, t.rows);
+		ck_assert_uint_eq(ts.unplanned_rows, 0);
+		rlb_traffic_release(&ts);
+		rlb_pool_free(pool);
+	}
+	rlb_trace_reader_free(r);
+	unlink(path);
+	rlb_loads_release(&l2);
+	rlb_schedule_release(&s2);
 	for (k = 0; k < 4; k++)
 		free(ref[k]);
 	free(used);

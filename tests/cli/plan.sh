@@ -28,6 +28,13 @@ for i in 1 2; do
 done
 cmp -s r1.rlp r2.rlp || fail "plans differ between two runs"
 cmp -s r1.json r2.json || fail "summaries differ between two runs"
+# ... and whatever the number of threads that count the traffic
+for n in 1 3; do
+	run plan -c "$cfg" --policy relibra --no-timing --threads $n -o t$n.rlp --summary t$n.json t.rrt
+	expect_status 0
+	cmp -s r1.rlp t$n.rlp || fail "--threads $n changed the plan"
+	cmp -s r1.json t$n.json || fail "--threads $n changed the summary"
+done
 grep -q '"timing"' r1.json && fail "--no-timing left the timing key"
 grep -q '"timing"' relibra.json || fail "no timing key without --no-timing"
 
@@ -99,6 +106,9 @@ expect_status 2
 expect_err "unknown policy 'fastest'"
 run plan -c "$cfg" --steps 7:3 t.rrt
 expect_status 2
+run plan -c "$cfg" --threads 65 t.rrt
+expect_status 2
+expect_err "--threads"
 run plan -c "$cfg" --steps 100:200 t.rrt
 expect_status 1
 expect_err "no step of the trace in 100:200"

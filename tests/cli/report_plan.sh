@@ -22,6 +22,10 @@ expect_empty err
 cut -d, -f1-11,13- out > inproc.csv
 [ "$(wc -l < inproc.csv)" -eq 7 ] || fail "expected a header and 6 rows"
 diff -u files.csv inproc.csv || fail "in-process rows differ from plan --summary"
+run report -c "$cfg" --trace tiny.rrt --format csv --threads 4
+expect_status 0
+cut -d, -f1-11,13- out > threads.csv
+diff -u inproc.csv threads.csv || fail "--threads 4 changed the rows"
 
 # --policies and --steps
 run report -c "$cfg" --trace tiny.rrt --policies relibra,static --steps 1:2 --format csv

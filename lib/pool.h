@@ -1,0 +1,40 @@
+/*
+ * pool.h - a fixed set of worker threads that run the items of one job
+ * at a time, the caller taking part.  Used where work splits into
+ * independent parts whose results do not depend on which thread ran them
+ * (the traffic count: one part per plan and layer range).
+ */
+#ifndef RLB_POOL_H
+#define RLB_POOL_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+struct rlb_pool;
+
+/* Run item ITEM of a job; WORKER in [0, threads) names the thread. */
+typedef void rlb_pool_fn(void *ctx, size_t item, unsigned worker);
+
+/*
+ * A pool of THREADS threads in all: THREADS - 1 workers plus the caller
+ * of rlb_pool_run.  THREADS 0 means one per online CPU (at most
+ * RLB_POOL_MAX).  Workers that cannot be started are done without (the
+ * pool then has fewer threads; rlb_pool_threads says how many), so the
+ * only error is RLB_ENOMEM.
+ */
+#define RLB_POOL_MAX 64
+int rlb_pool_new(struct rlb_pool **out, unsigned threads, struct rlb_err *err);
+/* Stop and join the workers; NULL is a no-op. */
+void rlb_pool_free(struct rlb_pool *p);
+/* Threads of the pool, the caller included; 1 for NULL. */
+unsigned rlb_pool_threads(const struct rlb_pool *p);
+
+/*
+ * Run fn(ctx, i, worker) for every i in [0, n) and return when all are
+ * done.  Items are taken in ascending order by whichever thread is free;
+ * fn must not call rlb_pool_run.  p NULL runs them in order here.
+ */
+void rlb_pool_run(struct rlb_pool *p, size_t n, rlb_pool_fn *fn, void *ctx);
+
+#endif
