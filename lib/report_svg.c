@@ -338,8 +338,10 @@ int rlb_svg_chart_tokens(const struct rlb_report *r, size_t g, FILE *fp,
 			"fill=\"%s\"%s/>\n", cx - bw / 2, y, bw, y1 - y,
 			rlb_report_colour(w->label, idx[i]),
 			w->kind == RLB_RESULT_TRAIN_STEP ? " fill-opacity=\"0.55\" stroke=\"#333333\" stroke-dasharray=\"4 2\"" : "");
-		rlb_svg_text(fp, cx, y - 5, "middle", "font-size=\"11\"",
-		     rlb_report_fmt_si(w->tokens_per_s, buf, sizeof(buf)));
+		/* a white halo keeps the value legible across the ideal line */
+		rlb_svg_text(fp, cx, y - 5, "middle",
+			     "font-size=\"11\" stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\"",
+			     rlb_report_fmt_si(w->tokens_per_s, buf, sizeof(buf)));
 		bar_label(fp, cx, y1, slant, name);
 		fputs("</g>\n", fp);
 	}
@@ -349,11 +351,20 @@ int rlb_svg_chart_tokens(const struct rlb_report *r, size_t g, FILE *fp,
 
 		snprintf(lbl, sizeof(lbl), "ideal %s tokens/s",
 			 rlb_report_fmt_si(ideal, buf, sizeof(buf)));
+		/*
+		 * The line's label is a key above the plot, where no bar or
+		 * bar value can reach it: a dash sample, then the text.
+		 */
 		fprintf(fp, "<g class=\"reference\">\n<line x1=\"%.1f\" y1=\"%.1f\" "
 			"x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\" "
 			"stroke-dasharray=\"6 4\"/>\n", x0, y, x1, y,
 			rlb_report_colour("ideal", 0));
-		rlb_svg_text(fp, x1 - 4, y - 5, "end", "font-size=\"11\" fill=\"#2e7d32\"", lbl);
+		fprintf(fp, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+			"stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n",
+			x1 - 6 - 5.8 * (double)strlen(lbl) - 24, y0 - 10,
+			x1 - 6 - 5.8 * (double)strlen(lbl), y0 - 10,
+			rlb_report_colour("ideal", 0));
+		rlb_svg_text(fp, x1, y0 - 6, "end", "font-size=\"11\" fill=\"#2e7d32\"", lbl);
 		fputs("</g>\n", fp);
 	}
 	fputs("</svg>\n", fp);

@@ -347,6 +347,38 @@ static int count_in_chart(const struct rlb_report *r, enum rlb_report_chart c,
 	return count;
 }
 
+/*
+ * The tokens chart's texts as y coordinates: the ideal label's and the
+ * lowest (largest y) of the plot's top border and every bar value.
+ */
+static void tokens_chart_ys(const struct rlb_report *r, double *ideal_y,
+			    double *value_y_min)
+{
+	struct rlb_report_chart_opts o = { .layer = -1 };
+	struct rlb_err err = {0};
+	char *buf = NULL, *p;
+	size_t n = 0;
+	FILE *fp = open_memstream(&buf, &n);
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(rlb_report_chart_svg(r, RLB_CHART_TOKENS, 0, &o, fp, &err), 0);
+	fclose(fp);
+	*ideal_y = -1;
+	*value_y_min = 1e9;
+	for (p = buf; (p = strstr(p, "<text ")); p++) {
+		const char *y = strstr(p, " y=\""), *end = strstr(p, "</text>");
+		const char *gt = strchr(p, '>');
+
+		ck_assert_ptr_nonnull(y);
+		ck_assert_ptr_nonnull(end);
+		if (strncmp(gt + 1, "ideal ", 6) == 0)
+			*ideal_y = strtod(y + 4, NULL);
+		else if (strstr(p, "paint-order") && strstr(p, "paint-order") < gt)
+			*value_y_min = fmin(*value_y_min, strtod(y + 4, NULL));
+	}
+	free(buf);
+}
+
 START_TEST(test_charts)
 {
 	static const char *const policies[] = { "static", "eplb", "relibra", "ideal" };
@@ -362,6 +394,15 @@ START_TEST(test_charts)
 	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
 	/* bars: every result but the ideal (a reference line) */
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_TOKENS, &o, "class=\"series\""), 4);
+	{
+		/* the ideal's label sits above every bar value, out of their way */
+		double iy, vy;
+
+		tokens_chart_ys(&r, &iy, &vy);
+		ck_assert(iy > 0);
+		ck_assert(vy < 1e9);
+		ck_assert_msg(iy + 12 < vy, "ideal label at y %g, a bar value at %g", iy, vy);
+	}
 	/* five parts, stacked */
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_BREAKDOWN, &o, "class=\"series\""), 5);
 	/* no series: no micro-batch chart, no heatmap, no sweep */
