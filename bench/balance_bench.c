@@ -1,8 +1,9 @@
 /*
  * balance_bench.c - planner speed on one core, on random but skewed loads
- * built in memory: relibra's cross-node reordering per layer and its whole
- * step at EP64 (8 nodes x 8 GPUs, 128 experts, 94 layers, 16 micro-batches),
- * and eplb for 58 layers x 256 experts on 64 GPUs.
+ * built in memory: relibra's cross-node reordering per layer, the
+ * replication planner per (micro-batch, layer) and relibra's whole step at
+ * EP64 (8 nodes x 8 GPUs, 128 experts, 94 layers, 16 micro-batches), and
+ * eplb for 58 layers x 256 experts on 64 GPUs.
  * usage: balance_bench [STEPS]   (default 3)
  */
 #include <math.h>
@@ -13,6 +14,7 @@
 #include "balance.h"
 #include "eplb.h"
 #include "reorder.h"
+#include "replicate.h"
 #include "util.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
@@ -147,6 +149,44 @@ static int bench_relibra(int steps)
 	printf("reorder EP64 (8x8 GPUs, %u experts, %u micro-batches), CPU time per layer: median %.2f ms, max %.2f ms; objective %.3f of static; %.1f swaps per layer, at most %u passes\n",
 	       E, M, ns[L / 2] / 1e6, ns[L - 1] / 1e6, gain / L, (double)swaps / L,
 	       max_passes);
+
+	/* the replication planner alone, per (micro-batch, layer), static homes */
+	{
+		struct rlb_replicate_planner pl;
+		struct rlb_replicate_params pp = {
+			.num_gpus = S, .gpus_per_node = 8, .num_experts = E,
+			.replica_slots = (uint32_t)cfg.balancer.replica_slots,
+			.min_tokens_per_replica = (uint32_t)cfg.balancer.min_tokens_per_replica,
+		};
+		uint64_t *cell_ns = calloc((size_t)M * L, sizeof(uint64_t));
+		size_t n = 0, reps = 0;
+
+		memset(&pl, 0, sizeof(pl));
+		if (!cell_ns || rlb_replicate_planner_init(&pl, &pp, &err) < 0) {
+			free(cell_ns);
+			goto out;
+		}
+		for (mb = 0; mb < M; mb++)
+			for (k = 0; k < L; k++) {
+				uint64_t t0 = rlb_thread_cpu_ns();
+
+				if (rlb_replicate_planner_run(&pl, NULL,
+							      l.count + rlb_loads_index(&l, mb, k, 0, 0),
+							      &err) < 0) {
+					rlb_replicate_planner_release(&pl);
+					free(cell_ns);
+					goto out;
+				}
+				cell_ns[n++] = rlb_thread_cpu_ns() - t0;
+				reps += pl.plan.num_replicas;
+			}
+		qsort(cell_ns, n, sizeof(uint64_t), cmp_u64);
+		printf("replication planner EP64 (8x8 GPUs, %u experts, %u slots), CPU time per (micro-batch, layer): median %.1f us, p99 %.1f us; %.1f replicas per call\n",
+		       E, pp.replica_slots, cell_ns[n / 2] / 1e3, cell_ns[n * 99 / 100] / 1e3,
+		       (double)reps / n);
+		rlb_replicate_planner_release(&pl);
+		free(cell_ns);
+	}
 
 	/* whole relibra steps (the loads change a little from step to step) */
 	rlb_balance_opts_from_config(&o, &cfg);

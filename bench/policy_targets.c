@@ -2,9 +2,10 @@
  * policy_targets.c - every policy and relibra's ablations and levers on one
  * trace in one pass (rlb_planner_run), printed next to the targets of
  * `relibra plan` for that cluster, with the peak memory of the run.
- * usage: policy_targets -c CONFIG TRACE [4x8|8x8]
- * The target set (default: none, figures only) is that of `relibra plan`'s
- * qwen3-235b-a22b cases; each figure is marked "ok" or "MISSED".  The row
+ * usage: policy_targets -c CONFIG TRACE [4x8|8x8|-] [THREADS]
+ * The target set (default or "-": none, figures only) is that of `relibra
+ * plan`'s qwen3-235b-a22b cases; each figure is marked "ok" or "MISSED".
+ * THREADS counts the traffic (default 0: one per CPU, as relibra plan).  The row
  * "static --data-control" is relibra with neither reordering nor
  * replication: the static layout on the data-control schedule.
  */
@@ -12,8 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "relibra.h"
+
+/* The threads rlb_pool_new starts for THREADS. */
+static unsigned threads_used(unsigned threads)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (threads == 0)
+		threads = cpus > 0 ? (unsigned)cpus : 1;
+	return threads < RLB_POOL_MAX ? threads : RLB_POOL_MAX;
+}
 
 struct row {
 	const char *label;
@@ -75,7 +87,7 @@ int main(int argc, char **argv)
 	size_t i;
 
 	if (argc < 4 || strcmp(argv[1], "-c") != 0) {
-		fprintf(stderr, "usage: policy_targets -c CONFIG TRACE [4x8|8x8]\n");
+		fprintf(stderr, "usage: policy_targets -c CONFIG TRACE [4x8|8x8|-] [THREADS]\n");
 		return 2;
 	}
 	for (i = 0; argc > 4 && i < sizeof(sets) / sizeof(sets[0]); i++)
@@ -99,6 +111,7 @@ int main(int argc, char **argv)
 	po.pack = cfg.parallel.pack;
 	po.first_step = 0;
 	po.last_step = UINT32_MAX;
+	po.threads = argc > 5 ? (unsigned)strtoul(argv[5], NULL, 10) : 0;
 	t0 = rlb_now_ns();
 	if (rlb_planner_run(r, &cfg, &po, pol, NROWS, &st, &err)) {
 		fprintf(stderr, "policy_targets: %s\n", err.msg);
@@ -127,9 +140,9 @@ int main(int argc, char **argv)
 		       s->fraction_of_same_traffic_ideal, s->gpu_after.p50,
 		       s->node_after.p50, s->node_floor.p50);
 	}
-	printf("ideal step %.3f s; one pass for every row: %.1f s wall, peak memory %.0f MB\n",
+	printf("ideal step %.3f s; one pass for every row: %.1f s wall on %u thread(s), peak memory %.0f MB\n",
 	       st.ideal.total_s / (st.steps ? st.steps : 1), wall,
-	       ru.ru_maxrss / 1024.0);
+	       threads_used(po.threads), ru.ru_maxrss / 1024.0);
 	if (t) {
 		const struct rlb_sim_summary *rl = &pol[R_RELIBRA].summary;
 		double rt = rl->policy_time.total_s;

@@ -84,7 +84,7 @@ static int step_inputs(struct rlb_exec *ex, uint32_t step,
 		return ret;
 	if (!p->sched)
 		return rlb_step_loads(ex->tr, step, &ex->cfg_run,
-				      ex->cfg_run.parallel.pack, s, l, err);
+				      ex->cfg_run.parallel.pack, s, l, NULL, err);
 	*s = *p->sched;
 	s->chunks = malloc((s->nchunks ? s->nchunks : 1) * sizeof(*s->chunks));
 	if (!s->chunks) {
@@ -92,7 +92,7 @@ static int step_inputs(struct rlb_exec *ex, uint32_t step,
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	}
 	memcpy(s->chunks, p->sched->chunks, s->nchunks * sizeof(*s->chunks));
-	ret = rlb_step_count_loads(ex->tr, s, l, err);
+	ret = rlb_step_count_loads(ex->tr, s, l, NULL, err);
 	if (ret < 0) {
 		rlb_schedule_release(s);
 		memset(s, 0, sizeof(*s));

@@ -40,7 +40,7 @@ struct run_policy {
 static int data_control_loads(struct rlb_trace_reader *r,
 			      const struct rlb_schedule *dflt,
 			      struct rlb_schedule *s, struct rlb_loads *l,
-			      struct rlb_err *err)
+			      struct rlb_pool *pool, struct rlb_err *err)
 {
 	uint32_t *lens = NULL;
 	size_t n = 0;
@@ -51,7 +51,7 @@ static int data_control_loads(struct rlb_trace_reader *r,
 		ret = rlb_dc_schedule(s, dflt->step, lens, n, dflt->ranks,
 				      dflt->mb_tokens, err);
 	if (ret == 0)
-		ret = rlb_step_count_loads(r, s, l, err);
+		ret = rlb_step_count_loads(r, s, l, pool, err);
 	free(lens);
 	return ret;
 }
@@ -60,14 +60,14 @@ static int data_control_loads(struct rlb_trace_reader *r,
 static int default_loads(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 			 const struct rlb_planner_opts *o, uint32_t step,
 			 struct rlb_schedule *s, struct rlb_loads *l,
-			 struct rlb_err *err)
+			 struct rlb_pool *pool, struct rlb_err *err)
 {
 	uint32_t *lens = NULL;
 	size_t n = 0;
 	int ret;
 
 	if (!o->schedule_file)
-		return rlb_step_loads(r, step, cfg, o->pack, s, l, err);
+		return rlb_step_loads(r, step, cfg, o->pack, s, l, pool, err);
 	memset(l, 0, sizeof(*l));
 	ret = rlb_step_seq_tokens(r, step, &lens, &n, err);
 	if (ret == 0)
@@ -76,7 +76,7 @@ static int default_loads(struct rlb_trace_reader *r, const struct rlb_config *cf
 					     (uint32_t)cfg->parallel.micro_batch_tokens,
 					     s, err);
 	if (ret == 0)
-		ret = rlb_step_count_loads(r, s, l, err);
+		ret = rlb_step_count_loads(r, s, l, pool, err);
 	if (ret)
 		rlb_schedule_release(s);
 	free(lens);
@@ -126,9 +126,9 @@ static int plan_one_step(struct rlb_trace_reader *r,
 		memset(&run[i].traffic, 0, sizeof(run[i].traffic));
 		dc |= uses_data_control(&pol[i].opts);
 	}
-	ret = default_loads(r, cfg, o, step, &sched[0], &loads[0], err);
+	ret = default_loads(r, cfg, o, step, &sched[0], &loads[0], pool, err);
 	if (ret == 0 && dc)
-		ret = data_control_loads(r, &sched[0], &sched[1], &loads[1], err);
+		ret = data_control_loads(r, &sched[0], &sched[1], &loads[1], pool, err);
 	if (ret == 0 && cooc)
 		ret = rlb_step_cooc(r, step, cooc, err);
 	if (ret)

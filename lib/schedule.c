@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "schedule.h"
 
 /* Cut every sequence into chunks of at most mb_tokens, in (seq, start) order. */
@@ -296,9 +297,10 @@ void rlb_loads_release(struct rlb_loads *l)
 	memset(l, 0, sizeof(*l));
 }
 
-void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
-		       uint32_t seq_index, const struct rlb_seq *seq,
-		       uint32_t topk)
+/* Sequence SEQ_INDEX's tokens on layers [lo, hi) into l. */
+static void add_seq_layers(struct rlb_loads *l, const struct rlb_schedule *s,
+			   uint32_t seq_index, const struct rlb_seq *seq,
+			   uint32_t topk, uint32_t lo, uint32_t hi)
 {
 	size_t c;
 	uint32_t layer;
@@ -315,7 +317,7 @@ void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 			continue;
 		if (end > seq->tokens)
 			end = seq->tokens;
-		for (layer = 0; layer < l->layers; layer++) {
+		for (layer = lo; layer < hi && layer < l->layers; layer++) {
 			uint32_t *row = l->count + rlb_loads_index(l, ch->mb, layer, ch->rank, 0);
 			const uint16_t *id = seq->ids +
 				((size_t)layer * seq->tokens + ch->start) * topk;
@@ -326,6 +328,34 @@ void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 					row[id[i]]++;
 		}
 	}
+}
+
+void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
+		       uint32_t seq_index, const struct rlb_seq *seq,
+		       uint32_t topk)
+{
+	add_seq_layers(l, s, seq_index, seq, topk, 0, l->layers);
+}
+
+/* One sequence's count in layer blocks, one per pool thread. */
+struct loads_job {
+	struct rlb_loads *l;
+	const struct rlb_schedule *s;
+	const struct rlb_seq *seq;
+	uint32_t seq_index;
+	uint32_t topk;
+	uint32_t blocks;
+};
+
+static void count_block(void *ctx, size_t b, unsigned worker)
+{
+	const struct loads_job *j = ctx;
+	uint32_t L = j->l->layers;
+
+	(void)worker;
+	add_seq_layers(j->l, j->s, j->seq_index, j->seq, j->topk,
+		       (uint32_t)((uint64_t)L * b / j->blocks),
+		       (uint32_t)((uint64_t)L * (b + 1) / j->blocks));
 }
 
 /* Order of a schedule's chunks: by (seq, start). */
@@ -449,9 +479,11 @@ int rlb_step_seq_tokens(struct rlb_trace_reader *r, uint32_t step,
 
 int rlb_step_count_loads(struct rlb_trace_reader *r,
 			 const struct rlb_schedule *s, struct rlb_loads *l,
-			 struct rlb_err *err)
+			 struct rlb_pool *pool, struct rlb_err *err)
 {
 	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	unsigned threads = rlb_pool_threads(pool);
+	struct loads_job j;
 	size_t i, c = 0;
 	int ret;
 
@@ -462,6 +494,10 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
 			     h->experts, err);
 	if (ret < 0)
 		return ret;
+	j.l = l;
+	j.s = s;
+	j.topk = h->topk;
+	j.blocks = threads < h->moe_layers ? threads : h->moe_layers;
 	if (s->nseqs) {
 		ret = rlb_trace_reader_seek_step(r, s->step, err);
 		if (ret < 0)
@@ -482,7 +518,9 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
 					  "step %u: sequence %zu does not match the step index", s->step, i);
 			goto out;
 		}
-		rlb_loads_add_seq(l, s, (uint32_t)i, &seq, h->topk);
+		j.seq = &seq;
+		j.seq_index = (uint32_t)i;
+		rlb_pool_run(pool, j.blocks, count_block, &j);
 	}
 	ret = 0;
 out:
@@ -494,7 +532,7 @@ out:
 int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
 		   const struct rlb_config *cfg, enum rlb_pack pack,
 		   struct rlb_schedule *s, struct rlb_loads *l,
-		   struct rlb_err *err)
+		   struct rlb_pool *pool, struct rlb_err *err)
 {
 	uint32_t *lens = NULL;
 	size_t n = 0;
@@ -514,7 +552,7 @@ int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
 				 (uint32_t)cfg->parallel.micro_batch_tokens, pack, err);
 	if (ret < 0)
 		goto out;
-	ret = rlb_step_count_loads(r, s, l, err);
+	ret = rlb_step_count_loads(r, s, l, pool, err);
 out:
 	free(lens);
 	if (ret < 0)

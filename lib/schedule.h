@@ -14,6 +14,8 @@
 #include "err.h"
 #include "trace.h"
 
+struct rlb_pool;
+
 /* A contiguous token range of one sequence, placed on one bin. */
 struct rlb_chunk {
 	uint32_t seq;		/* index in the step's sequence list (file order) */
@@ -173,14 +175,15 @@ int rlb_step_seq_tokens(struct rlb_trace_reader *r, uint32_t step,
 
 /*
  * Count the loads of S's step under S, streaming the step's sequences
- * (bounded memory); the shape comes from the trace header.  l is
- * initialised here and released on failure.  Errors: those of the
- * reader, RLB_ECORRUPT (the step's sequences do not match its index or
- * S), RLB_ENOMEM.
+ * (bounded memory); the shape comes from the trace header.  With a pool
+ * (lib/pool.h; NULL: this thread alone) its threads count each sequence
+ * in blocks of layers.  l is initialised here and released on failure.
+ * Errors: those of the reader, RLB_ECORRUPT (the step's sequences do not
+ * match its index or S), RLB_ENOMEM.
  */
 int rlb_step_count_loads(struct rlb_trace_reader *r,
 			 const struct rlb_schedule *s, struct rlb_loads *l,
-			 struct rlb_err *err);
+			 struct rlb_pool *pool, struct rlb_err *err);
 
 /*
  * Convenience: read step STEP of the trace, build its schedule with the
@@ -190,10 +193,11 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
  * initialised here and released on failure.  Errors: those of the reader,
  * RLB_ENOTFOUND (no such step), RLB_ECORRUPT (the step's sequences do not
  * match its index), RLB_EINVAL (EP size or budget 0), RLB_ENOMEM.
+ * pool as for rlb_step_count_loads.
  */
 int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
 		   const struct rlb_config *cfg, enum rlb_pack pack,
 		   struct rlb_schedule *s, struct rlb_loads *l,
-		   struct rlb_err *err);
+		   struct rlb_pool *pool, struct rlb_err *err);
 
 #endif

@@ -813,7 +813,7 @@ START_TEST(test_traffic_step_trace)
 	snprintf(path, sizeof(path), "%s/sim-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
 	write_trace(&cfg, &q, path);
 	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
-	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(rlb_traffic_init(&tr, &plan, &l2, 2, &err), 0);
 	ck_assert_int_eq(rlb_traffic_init(&ts, NULL, &l2, 2, &err), 0);
 	tv[0] = &tr;
@@ -1087,7 +1087,7 @@ START_TEST(test_traffic_reference)
 	snprintf(path, sizeof(path), "%s/sim-ref-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
 	write_trace(&cfg, &q, path);
 	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
-	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_step_loads(r, 0, &cfg, RLB_PACK_IN_ORDER, &s2, &l2, NULL, &err) == 0, "%s", err.msg);
 	for (i = 0; i < 3; i++) {
 		struct rlb_pool *pool = NULL;
 
