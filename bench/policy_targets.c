@@ -171,6 +171,13 @@ int main(int argc, char **argv)
 			      pol[R_COLOCATE_DC].summary.fraction_of_ideal, t->dc_ideal, 0);
 		}
 		printf("%d target(s) missed\n", missed);
+		/*
+		 * What the static-speedup target is up against: a plan that
+		 * keeps the static layout's all-to-all can at best balance the
+		 * compute perfectly, for free.
+		 */
+		printf("bound: a plan with the static layout's traffic and perfectly balanced, free compute runs %.3fx static (1 / the static row's f same)\n",
+		       st.fraction_of_same_traffic_ideal > 0 ? 1 / st.fraction_of_same_traffic_ideal : 0);
 	}
 	rlb_trace_reader_free(r);
 	return 0;
