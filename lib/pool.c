@@ -83,7 +83,13 @@ int rlb_pool_new(struct rlb_pool **out, unsigned threads, struct rlb_err *err)
 		free(p);
 		return rlb_err_set(err, RLB_ENOMEM, "cannot create a mutex");
 	}
-	if (pthread_cond_init(&p->go, NULL) || pthread_cond_init(&p->done, NULL)) {
+	if (pthread_cond_init(&p->go, NULL)) {
+		pthread_mutex_destroy(&p->mutex);
+		free(p);
+		return rlb_err_set(err, RLB_ENOMEM, "cannot create a condition variable");
+	}
+	if (pthread_cond_init(&p->done, NULL)) {
+		pthread_cond_destroy(&p->go);
 		pthread_mutex_destroy(&p->mutex);
 		free(p);
 		return rlb_err_set(err, RLB_ENOMEM, "cannot create a condition variable");

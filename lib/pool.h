@@ -32,8 +32,9 @@ unsigned rlb_pool_threads(const struct rlb_pool *p);
 
 /*
  * Run fn(ctx, i, worker) for every i in [0, n) and return when all are
- * done.  Items are taken in ascending order by whichever thread is free;
- * fn must not call rlb_pool_run.  p NULL runs them in order here.
+ * done.  Items are taken in ascending order by whichever thread is free.
+ * One job at a time: calls on one pool must not overlap, and fn must not
+ * call rlb_pool_run.  p NULL runs the items in order here.
  */
 void rlb_pool_run(struct rlb_pool *p, size_t n, rlb_pool_fn *fn, void *ctx);
 
