@@ -11,7 +11,12 @@
  * (gemm_eff_half_rows 0: the same efficiency at every row count, and no
  * HBM floor), because a CPU's time per row does not grow with the batch
  * the way a GPU's grouped GEMM does; the ranking and the magnitude of the
- * speedups are what must hold.
+ * speedups are what must hold.  Its peak is a CPU core's (74 GFLOP/s
+ * measured by expert_bench, here 0.1 TFLOP/s at the 0.7 efficiency), so
+ * that the planners weigh these narrow experts' compute against the links
+ * as they would full-size experts on a GPU: at 989 TFLOP/s no replica of
+ * a 128 x 64 expert pays for its gradient's trip home, and relibra's plan
+ * would be the static layout's.
  *
  * The measured runs repeat ROUNDS times (default 3), the policies
  * interleaved, and each keeps its fastest: a run's figure moves by up to
@@ -38,6 +43,7 @@ static const enum rlb_policy pols[NPOL] = {
 static const char *const scaled[] = {
 	"model.hidden=128", "model.expert_ffn=64", "model.moe_layers=4",
 	"cluster.gemm_eff_half_rows=0", "cluster.hbm_gbps=1000000",
+	"cluster.peak_tflops=0.1",
 	"parallel.micro_batch_tokens=512", "workload.steps=2",
 	"workload.prompts_per_step=8", "workload.samples_per_prompt=4",
 	"workload.len_median=256", "workload.len_max=1024",

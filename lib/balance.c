@@ -48,6 +48,7 @@ struct rlb_balancer {
 	int ro_ready;
 	double colocate_rows;		/* reorder: rows per co-located sampled pair */
 	uint32_t min_pay_rows;		/* rows that pay for a replica's gradient reduction */
+	uint32_t instance_rows;		/* a replica's fixed GEMM cost in rows */
 	const struct rlb_cooc *cooc;	/* colocate: the next step's counts (not owned) */
 };
 
@@ -111,6 +112,18 @@ static uint32_t min_pay_rows(const struct rlb_config *cfg, double row_s,
 	return rows < UINT32_MAX ? (uint32_t)rows : UINT32_MAX;
 }
 
+/*
+ * The rows a GEMM costs on top of its own: eta(m) = max * m / (m + half)
+ * makes m rows take the time of m + half at full efficiency, so a replica
+ * adds `half` rows' worth to its GPU beyond its quota.
+ */
+static uint32_t instance_rows(const struct rlb_config *cfg)
+{
+	double h = cfg->cluster.gemm_eff_half_rows;
+
+	return h > 0 && h < UINT32_MAX ? (uint32_t)h : 0;
+}
+
 int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 		     const struct rlb_balance_opts *opts, struct rlb_err *err)
 {
@@ -154,6 +167,7 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 	b->colocate_rows = colocate_rows(cfg, b->row_s, b->ranks, b->gpn);
 	b->min_pay_rows = min_pay_rows(cfg, b->row_s,
 				       opts->policy == RLB_POLICY_RELIBRA);
+	b->instance_rows = instance_rows(cfg);
 	*out = b;
 	return 0;
 }
@@ -264,6 +278,7 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 			.replica_slots = b->o.replica_slots,
 			.min_tokens_per_replica = b->min_pay_rows > b->o.min_tokens_per_replica ?
 				b->min_pay_rows : b->o.min_tokens_per_replica,
+			.instance_rows = b->instance_rows,
 		};
 
 		rc = rlb_replicate_planner_init(&b->rp, &rp, err);

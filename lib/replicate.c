@@ -219,21 +219,22 @@ static uint32_t next_stamp(struct rlb_replicate_planner *pl)
 
 /*
  * The receiving GPU for `want` tokens, or -1: among the trial's receivers
- * with a free slot, room > 0 and no instance of the current expert
- * (stamp), the smallest room >= want, else the largest room; lower GPU on
- * ties (recv is in ascending GPU order).
+ * with a free slot, room > o (a replica's fixed cost) and no instance of
+ * the current expert (stamp), the smallest room >= want + o, else the
+ * largest room; lower GPU on ties (recv is in ascending GPU order).
  */
 static int64_t pick_receiver(const struct rlb_replicate_planner *pl,
-			     int64_t want, uint32_t stamp)
+			     int64_t want, int64_t o, uint32_t stamp)
 {
 	int64_t fit = -1, cold = -1;
 	uint32_t i;
 
+	want += o;
 	for (i = 0; i < pl->nrecv; i++) {
 		uint32_t j = pl->recv[i];
 		int64_t c = pl->cap[j];
 
-		if (c <= 0 || !pl->free_slots[j] || pl->mark[j] == stamp)
+		if (c <= o || !pl->free_slots[j] || pl->mark[j] == stamp)
 			continue;
 		if (c >= want && (fit < 0 || c < pl->cap[fit]))
 			fit = j;
@@ -253,7 +254,7 @@ static int greedy(struct rlb_replicate_planner *pl, uint32_t node, uint64_t T,
 {
 	const struct rlb_replicate_plan *plan = &pl->plan;
 	uint32_t g = pl->p.gpus_per_node, first = node * g, i, j;
-	int64_t m = pl->p.min_tokens_per_replica;
+	int64_t m = pl->p.min_tokens_per_replica, o = pl->p.instance_rows;
 
 	pl->nrecv = 0;
 	for (j = first; j < first + g; j++) {
@@ -283,8 +284,8 @@ static int greedy(struct rlb_replicate_planner *pl, uint32_t node, uint64_t T,
 						break;
 					want = m;
 				}
-				r = pick_receiver(pl, want, stamp);
-				q = r < 0 ? 0 : want < pl->cap[r] ? want : pl->cap[r];
+				r = pick_receiver(pl, want, o, stamp);
+				q = r < 0 ? 0 : want < pl->cap[r] - o ? want : pl->cap[r] - o;
 				if (r < 0 || q < m) {
 					/*
 					 * Before e's first replica every receiver
@@ -303,7 +304,7 @@ static int greedy(struct rlb_replicate_planner *pl, uint32_t node, uint64_t T,
 					pl->rep_gpu[n] = (uint32_t)r;
 					pl->rep_quota[n] = (uint64_t)q;
 				}
-				pl->cap[r] -= q;
+				pl->cap[r] -= q + o;
 				pl->free_slots[r]--;
 				pl->mark[r] = stamp;
 				excess -= q;

@@ -23,6 +23,7 @@ struct rlb_replicate_params {
 	uint32_t num_experts;		/* E, a multiple of num_gpus */
 	uint32_t replica_slots;		/* R: spare expert slots per GPU */
 	uint32_t min_tokens_per_replica; /* a replica carries at least this */
+	uint32_t instance_rows;		/* o: a replica's fixed GEMM cost, in rows */
 };
 
 /* One instance of an expert: its home copy or a replica. */
@@ -133,17 +134,19 @@ void rlb_replicate_planner_release(struct rlb_replicate_planner *pl);
  *     each, while the donor still has excess and the expert has load left
  *     at home, the amount wanted is min(excess, load left); when that is
  *     below m it is raised to m if the load left allows (the donor then
- *     ends below T), else the next expert is taken.  The receiving GPU is,
- *     among GPUs with a free slot, room > 0 and no instance of the expert
- *     yet: the one with the smallest room that still fits the whole amount
- *     (best fit), else the one with the largest room (the coldest); lower
- *     GPU first on ties.  The replica's quota is min(amount, room); when
- *     that is below m the next expert is taken.  T succeeds when every
- *     donor has shed its excess.
+ *     ends below T), else the next expert is taken.  A replica takes o
+ *     (instance_rows) of its GPU's room beyond its quota: a GEMM of q rows
+ *     costs what q + o rows would at full efficiency.  The receiving GPU
+ *     is, among GPUs with a free slot, room > o and no instance of the
+ *     expert yet: the one with the smallest room that still fits the whole
+ *     amount plus o (best fit), else the one with the largest room (the
+ *     coldest); lower GPU first on ties.  The replica's quota is
+ *     min(amount, room - o); when that is below m the next expert is
+ *     taken.  T succeeds when every donor has shed its excess.
  *  3. The home copy keeps L(e) minus its replicas' quotas.  Replicas never
  *     leave the home node, a GPU never holds two instances of an expert,
  *     no GPU uses more than R spare slots, every replica's quota is >= m,
- *     and every GPU of the node ends at or below T.
+ *     and every GPU of the node ends at or below T, counting o per replica.
  *  4. Split, per expert, locality-first: first each instance takes the
  *     rows of the source on its own GPU (up to its quota); then the
  *     sources of the home node by ascending rank, then all other sources

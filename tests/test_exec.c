@@ -248,8 +248,12 @@ static void small_config(struct rlb_config *cfg)
 		"workload.len_median=40", "workload.len_min=8", "workload.len_max=100",
 		"workload.segment_min=4", "workload.segment_max=32",
 		"balancer.replica_slots=2", "balancer.min_tokens_per_replica=1",
-		/* slow compute, no link latency: replicas of these tiny experts pay */
+		/*
+		 * slow compute, no link latency, no fixed GEMM cost: replicas
+		 * of these tiny experts pay
+		 */
 		"cluster.peak_tflops=0.01", "cluster.nvlink_latency_us=0",
+		"cluster.gemm_eff_half_rows=0",
 	};
 	struct rlb_err err = {0};
 

@@ -474,7 +474,7 @@ START_TEST(test_split_matches_replicate)
 		uint32_t gpn = 1 + rnd(&st) % 4, nodes = 1 + rnd(&st) % 3;
 		uint32_t G = gpn * nodes, E = G * (1 + rnd(&st) % 3);
 		struct rlb_replicate_params rp = { G, gpn, E, 1 + rnd(&st) % 3,
-						   rnd(&st) % 8 };
+						   rnd(&st) % 8, 0 };
 		struct rlb_replicate_planner pl;
 		struct rlb_step_plan p;
 		struct rlb_loads l;

@@ -30,7 +30,7 @@ static void check_plan(const struct rlb_replicate_planner *pl,
 	const struct rlb_replicate_plan *p = &pl->plan;
 	uint32_t G = pl->p.num_gpus, E = pl->p.num_experts;
 	uint32_t g = pl->p.gpus_per_node, R = pl->p.replica_slots;
-	uint64_t m = pl->p.min_tokens_per_replica;
+	uint64_t m = pl->p.min_tokens_per_replica, o = pl->p.instance_rows;
 	uint64_t *gpu_q = calloc(G, sizeof(uint64_t));
 	uint64_t *gpu_home = calloc(G, sizeof(uint64_t));
 	uint32_t *gpu_reps = calloc(G, sizeof(uint32_t));
@@ -109,7 +109,8 @@ static void check_plan(const struct rlb_replicate_planner *pl,
 				before = gpu_home[j];
 			if (gpu_q[j] > after)
 				after = gpu_q[j];
-			ck_assert_uint_le(gpu_q[j], T);
+			/* each replica also costs its GEMM's fixed rows */
+			ck_assert_uint_le(gpu_q[j] + o * gpu_reps[j], T);
 		}
 		ck_assert_uint_eq(p->node_floor_tokens[n], (sum + g - 1) / g);
 		ck_assert_uint_ge(T, p->node_floor_tokens[n]);
@@ -147,7 +148,7 @@ static const uint32_t hot_load[4][8] = {
  */
 START_TEST(test_one_hot_expert)
 {
-	struct rlb_replicate_params prm = { 4, 4, 8, 1, 0 };
+	struct rlb_replicate_params prm = { 4, 4, 8, 1, 0, 0 };
 	static const uint32_t gpus[4] = { 0, 1, 2, 3 };
 	static const uint64_t quota[4] = { 300, 300, 200, 100 };
 	static const uint32_t rows[4][4] = {	/* [instance][source] */
@@ -192,6 +193,39 @@ START_TEST(test_one_hot_expert)
 END_TEST
 
 /*
+ * The same loads with m = 0 and a fixed cost of 50 rows per replica: at T
+ * the receivers hold T - 150, T - 250 and T - 350 rows of e0 against the
+ * donor's excess 1000 - T, so T >= 437.5.  T = 437 fails (GPU 3's room 137
+ * takes 87 of the last 89), T = 438 succeeds: GPU 1 (room 338) takes 288,
+ * GPU 2 (238) 188, then GPU 3's room 138 fits the last 86 plus 50.
+ */
+START_TEST(test_instance_rows)
+{
+	struct rlb_replicate_params prm = { 4, 4, 8, 1, 0, 50 };
+	static const uint64_t quota[4] = { 338, 288, 188, 86 };
+	struct rlb_replicate_planner pl;
+	struct rlb_err err = {0};
+	const struct rlb_replicate_instance *in;
+	uint32_t cnt, k;
+
+	ck_assert_int_eq(rlb_replicate_planner_init(&pl, &prm, &err), 0);
+	ck_assert_int_eq(rlb_replicate_planner_run(&pl, NULL, &hot_load[0][0],
+						   &err), 0);
+	check_plan(&pl, NULL, &hot_load[0][0]);
+	ck_assert_uint_eq(pl.plan.node_threshold_tokens[0], 438);
+	in = rlb_replicate_instances(&pl.plan, 0, &cnt);
+	ck_assert_uint_eq(cnt, 4);
+	for (k = 0; k < 4; k++) {
+		ck_assert_uint_eq(in[k].gpu, k);
+		ck_assert_uint_eq(in[k].quota_tokens, quota[k]);
+	}
+	ck_assert_uint_eq(pl.plan.gpu_tokens[0], 438);
+	ck_assert_uint_eq(pl.plan.gpu_tokens[3], 386);
+	rlb_replicate_planner_release(&pl);
+}
+END_TEST
+
+/*
  * The same loads with m = 150.  T = 400..433 fail: GPU 1 takes T - 100,
  * GPU 2 takes T - 200, and the last 1300 - 3T (< 150) would need GPU 3,
  * whose room T - 300 < 150; e1 (100) is below m.  T = 434 succeeds: GPU 1
@@ -201,7 +235,7 @@ END_TEST
  */
 START_TEST(test_min_tokens)
 {
-	struct rlb_replicate_params prm = { 4, 4, 8, 1, 150 };
+	struct rlb_replicate_params prm = { 4, 4, 8, 1, 150, 0 };
 	static const uint64_t after[4] = { 434, 434, 432, 300 };
 	static const uint32_t rows[3][4] = {
 		{ 100, 0, 68, 166 },
@@ -240,7 +274,7 @@ START_TEST(test_min_tokens)
 	 * 50, below T.  Lower T fail: GPU 1's room T - 20 is below 50.
 	 */
 	{
-		struct rlb_replicate_params p3 = { 3, 3, 3, 1, 50 };
+		struct rlb_replicate_params p3 = { 3, 3, 3, 1, 50, 0 };
 		static const uint32_t load3[3][3] = {
 			{ 100, 0, 0 }, { 0, 20, 0 }, { 0, 0, 60 },
 		};
@@ -281,7 +315,7 @@ END_TEST
  */
 START_TEST(test_stays_in_node)
 {
-	struct rlb_replicate_params prm = { 4, 2, 4, 1, 0 };
+	struct rlb_replicate_params prm = { 4, 2, 4, 1, 0, 0 };
 	static const uint32_t load[4][4] = {
 		{ 10, 0, 0, 0 }, { 20, 0, 0, 0 }, { 30, 0, 0, 0 }, { 40, 0, 0, 0 },
 	};
@@ -317,7 +351,7 @@ END_TEST
  */
 START_TEST(test_custom_home)
 {
-	struct rlb_replicate_params prm = { 4, 2, 4, 1, 0 };
+	struct rlb_replicate_params prm = { 4, 2, 4, 1, 0, 0 };
 	static const uint32_t home[4] = { 3, 1, 0, 2 };
 	static const uint32_t load[4][4] = {
 		{ 10, 0, 0, 0 }, { 20, 0, 0, 0 }, { 30, 0, 0, 0 }, { 40, 0, 0, 0 },
@@ -362,7 +396,7 @@ END_TEST
  */
 START_TEST(test_best_fit)
 {
-	struct rlb_replicate_params prm = { 4, 4, 12, 1, 0 };
+	struct rlb_replicate_params prm = { 4, 4, 12, 1, 0, 0 };
 	static const uint32_t L[12] = { 0, 10, 30, 50, 30, 30, 0, 0, 0, 10, 0, 20 };
 	uint32_t load[4 * 12] = {0};
 	struct rlb_replicate_planner pl;
@@ -403,8 +437,8 @@ END_TEST
 START_TEST(test_static_layout)
 {
 	struct rlb_replicate_params cases[2] = {
-		{ 8, 4, 16, 0, 0 },	/* no spare slots */
-		{ 4, 1, 8, 2, 0 },	/* one GPU per node */
+		{ 8, 4, 16, 0, 0, 0 },	/* no spare slots */
+		{ 4, 1, 8, 2, 0, 0 },	/* one GPU per node */
 	};
 	uint64_t state = 7;
 	uint32_t c, e, s, j;
@@ -444,14 +478,14 @@ START_TEST(test_init_errors)
 		struct rlb_replicate_params p;
 		const char *msg;
 	} cases[] = {
-		{ { 0, 1, 8, 1, 0 }, "gpus (0) must be between 1 and 65536" },
-		{ { 8, 3, 8, 1, 0 }, "gpus per node (3) must divide gpus (8)" },
-		{ { 8, 0, 8, 1, 0 }, "gpus per node (0) must divide gpus (8)" },
-		{ { 8, 4, 12, 1, 0 },
+		{ { 0, 1, 8, 1, 0, 0 }, "gpus (0) must be between 1 and 65536" },
+		{ { 8, 3, 8, 1, 0, 0 }, "gpus per node (3) must divide gpus (8)" },
+		{ { 8, 0, 8, 1, 0, 0 }, "gpus per node (0) must divide gpus (8)" },
+		{ { 8, 4, 12, 1, 0, 0 },
 		  "experts (12) must be a positive multiple of gpus (8), at most 1048576" },
-		{ { 8, 4, 0, 1, 0 },
+		{ { 8, 4, 0, 1, 0, 0 },
 		  "experts (0) must be a positive multiple of gpus (8), at most 1048576" },
-		{ { 8, 4, 8, 70000, 0 },
+		{ { 8, 4, 8, 70000, 0, 0 },
 		  "replica slots (70000) must be at most 65536" },
 	};
 	size_t i;
@@ -494,15 +528,16 @@ static void assert_same_plan(const struct rlb_replicate_plan *a,
 START_TEST(test_random_invariants)
 {
 	static const struct rlb_replicate_params shapes[] = {
-		{ 8, 8, 16, 2, 0 },
-		{ 8, 4, 32, 1, 16 },
-		{ 16, 8, 64, 2, 64 },
-		{ 16, 4, 16, 3, 0 },
-		{ 6, 3, 12, 2, 5 },
-		{ 64, 8, 128, 2, 64 },
-		{ 8, 8, 8, 8, 0 },
-		{ 4, 2, 256, 1, 0 },	/* 64 experts per GPU: merge-sorted */
-		{ 2, 2, 2, 1, 1 },
+		{ 8, 8, 16, 2, 0, 0 },
+		{ 8, 4, 32, 1, 16, 32 },
+		{ 16, 8, 64, 2, 64, 0 },
+		{ 16, 8, 64, 2, 0, 100 },
+		{ 16, 4, 16, 3, 0, 0 },
+		{ 6, 3, 12, 2, 5, 7 },
+		{ 64, 8, 128, 2, 64, 0 },
+		{ 8, 8, 8, 8, 0, 0 },
+		{ 4, 2, 256, 1, 0, 0 },	/* 64 experts per GPU: merge-sorted */
+		{ 2, 2, 2, 1, 1, 0 },
 	};
 	uint64_t state = 99;
 	size_t i, trial;
@@ -563,7 +598,7 @@ END_TEST
 /* Perfectly balanced nodes need no replica. */
 START_TEST(test_balanced_input)
 {
-	struct rlb_replicate_params prm = { 8, 4, 16, 2, 0 };
+	struct rlb_replicate_params prm = { 8, 4, 16, 2, 0, 0 };
 	struct rlb_replicate_planner pl;
 	struct rlb_err err = {0};
 	uint32_t load[8 * 16];
@@ -587,6 +622,7 @@ Suite *rlb_suite_replicate(void)
 	TCase *tc = tcase_create("replicate");
 
 	tcase_add_test(tc, test_one_hot_expert);
+	tcase_add_test(tc, test_instance_rows);
 	tcase_add_test(tc, test_min_tokens);
 	tcase_add_test(tc, test_stays_in_node);
 	tcase_add_test(tc, test_custom_home);
