@@ -482,6 +482,7 @@ static void print_stats(const struct rlb_trace_stats *st)
 	printf("micro-batches:  %" PRIu64 " over %" PRIu64 " steps\n", st->micro_batches,
 	       st->steps);
 	print_dist("prompts per micro-batch:", &st->prompts_per_mb, 1);
+	print_dist("rank tokens max/mean per micro-batch:", &st->rank_tokens_mb, 1);
 	print_dist("GPU max/mean per (micro-batch, layer):", &st->mb_gpu, 1);
 	print_dist("node max/mean per (micro-batch, layer):", &st->mb_node, 0);
 	print_dist("step GPU max/mean per (step, layer):", &st->step_gpu, 0);
@@ -516,6 +517,8 @@ static json_t *json_stats(const struct rlb_trace_stats *st)
 	json_object_set_new(j, "steps", json_integer((json_int_t)st->steps));
 	json_object_set_new(j, "micro_batches", json_integer((json_int_t)st->micro_batches));
 	json_object_set_new(j, "prompts_per_micro_batch", json_dist(&st->prompts_per_mb));
+	json_object_set_new(j, "rank_tokens_max_mean_per_micro_batch",
+			    json_dist(&st->rank_tokens_mb));
 	json_object_set_new(j, "gpu_max_mean_per_micro_batch", json_dist(&st->mb_gpu));
 	json_object_set_new(j, "node_max_mean_per_micro_batch", json_dist(&st->mb_node));
 	json_object_set_new(j, "gpu_max_mean_per_step", json_dist(&st->step_gpu));

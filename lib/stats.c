@@ -53,6 +53,7 @@ struct rlb_stats_acc {
 	struct dvec mb_node;
 	struct dvec step_gpu;		/* per (step, layer) */
 	struct dvec prompts;		/* per micro-batch */
+	struct dvec rank_tokens;	/* per micro-batch: busiest rank's tokens over the mean */
 	uint64_t steps;
 	uint64_t micro_batches;
 	uint64_t tokens;
@@ -125,6 +126,7 @@ void rlb_stats_acc_free(struct rlb_stats_acc *a)
 	free(a->mb_node.v);
 	free(a->step_gpu.v);
 	free(a->prompts.v);
+	free(a->rank_tokens.v);
 	free(a->scratch);
 	free(a);
 }
@@ -134,6 +136,40 @@ static int cmp_u64(const void *x, const void *y)
 	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
 
 	return a < b ? -1 : a > b;
+}
+
+/*
+ * The busiest rank's tokens over the mean (over all ranks) per
+ * micro-batch of the schedule just built.
+ */
+static int count_rank_tokens(struct rlb_stats_acc *a)
+{
+	const struct rlb_schedule *s = &a->sched;
+	size_t n = (size_t)s->micro_batches * s->ranks, c;
+	uint64_t *tok = calloc(n ? n : 1, sizeof(*tok));
+	uint32_t mb, r;
+	int ret = 0;
+
+	if (!tok)
+		return RLB_ENOMEM;
+	for (c = 0; c < s->nchunks; c++)
+		if (s->chunks[c].mb < s->micro_batches && s->chunks[c].rank < s->ranks)
+			tok[(size_t)s->chunks[c].mb * s->ranks + s->chunks[c].rank] +=
+				s->chunks[c].tokens;
+	for (mb = 0; mb < s->micro_batches && ret == 0; mb++) {
+		const uint64_t *t = tok + (size_t)mb * s->ranks;
+		uint64_t total = 0, max = 0;
+
+		for (r = 0; r < s->ranks; r++) {
+			total += t[r];
+			if (t[r] > max)
+				max = t[r];
+		}
+		if (total)
+			ret = dvec_push(&a->rank_tokens, (double)max * s->ranks / (double)total);
+	}
+	free(tok);
+	return ret;
 }
 
 /* Distinct prompt groups per micro-batch of the schedule just built. */
@@ -195,7 +231,7 @@ int rlb_stats_acc_begin_step(struct rlb_stats_acc *a, uint32_t step,
 	}
 	if (a->sched.micro_batches)
 		memset(a->cnt, 0, a->sched.micro_batches * per_mb * sizeof(*a->cnt));
-	if (count_prompts(a, groups) < 0)
+	if (count_prompts(a, groups) < 0 || count_rank_tokens(a) < 0)
 		return rlb_err_set(err, RLB_ENOMEM, "stats: out of memory");
 	for (i = 0; i < nseqs; i++)
 		a->tokens += seq_tokens[i];
@@ -400,6 +436,8 @@ int rlb_stats_acc_finish(struct rlb_stats_acc *a, struct rlb_trace_stats *st,
 		need = a->step_gpu.n;
 	if (a->prompts.n > need)
 		need = a->prompts.n;
+	if (a->rank_tokens.n > need)
+		need = a->rank_tokens.n;
 	scratch = realloc(a->scratch, (need ? need : 1) * sizeof(*scratch));
 	if (!scratch)
 		return rlb_err_set(err, RLB_ENOMEM, "stats: out of memory");
@@ -417,6 +455,7 @@ int rlb_stats_acc_finish(struct rlb_stats_acc *a, struct rlb_trace_stats *st,
 	st->micro_batches = a->micro_batches;
 	st->tokens = a->tokens;
 	dist_of(&st->prompts_per_mb, scratch, &a->prompts, 0, 1);
+	dist_of(&st->rank_tokens_mb, scratch, &a->rank_tokens, 0, 1);
 	dist_of(&st->mb_gpu, scratch, &a->mb_gpu, 0, 1);
 	dist_of(&st->mb_node, scratch, &a->mb_node, 0, 1);
 	dist_of(&st->step_gpu, scratch, &a->step_gpu, 0, 1);

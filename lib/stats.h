@@ -40,6 +40,7 @@ struct rlb_trace_stats {
 	uint64_t steps;
 	uint64_t micro_batches;		/* over all steps */
 	struct rlb_dist prompts_per_mb;	/* distinct prompt groups per micro-batch */
+	struct rlb_dist rank_tokens_mb;	/* per micro-batch busiest rank's tokens over the mean */
 	struct rlb_dist mb_gpu;		/* per (micro-batch, layer) GPU max/mean */
 	struct rlb_dist mb_node;	/* per (micro-batch, layer) node max/mean */
 	struct rlb_dist step_gpu;	/* per (step, layer) whole-step GPU max/mean */
@@ -65,6 +66,9 @@ struct rlb_trace_stats {
  *    layer) cases whose hottest expert differs; hot_churn_step: the same
  *    for consecutive steps with whole-step loads.  0 when there is no pair.
  *  - prompts per micro-batch: distinct prompt groups with tokens in it.
+ *  - rank tokens max/mean of a micro-batch: the most tokens on one rank
+ *    over the mean over all ranks (what sets the all-to-all's busiest
+ *    sender, whatever the placement).
  * A (micro-batch, layer) without rows is left out of the distributions.
  */
 

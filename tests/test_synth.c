@@ -62,6 +62,34 @@ static void feed_step(struct rlb_stats_acc *a, uint32_t step, const uint32_t *le
 }
 
 /*
+ * The busiest rank's tokens over the mean: step 0, sequences of 4 and 1
+ * tokens on 2 ranks with budget 4 -> one micro-batch, ranks 4 and 1: 1.6;
+ * step 1, one sequence of 3 -> ranks 3 and 0: 2.0.
+ */
+START_TEST(test_stats_rank_tokens)
+{
+	static const uint16_t a4[] = { 0, 1, 2, 3 }, a1[] = { 2 }, a3[] = { 1, 1, 3 };
+	const uint16_t *step0[] = { a4, a1 }, *step1[] = { a3 };
+	const uint32_t len0[] = { 4, 1 }, grp0[] = { 0, 1 }, len1[] = { 3 }, grp1[] = { 0 };
+	struct rlb_stats_params p = { 1, 4, 1, 2, 1, 4, RLB_PACK_IN_ORDER };
+	struct rlb_stats_acc *a = NULL;
+	struct rlb_trace_stats st;
+	struct rlb_err err = {0};
+
+	ck_assert_int_eq(rlb_stats_acc_new(&a, &p, &err), 0);
+	feed_step(a, 0, len0, grp0, 2, step0);
+	feed_step(a, 1, len1, grp1, 1, step1);
+	ck_assert_int_eq(rlb_stats_acc_finish(a, &st, &err), 0);
+	ck_assert_uint_eq(st.micro_batches, 2);
+	ck_assert_uint_eq(st.rank_tokens_mb.n, 2);
+	ck_assert_double_eq_tol(st.rank_tokens_mb.mean, 1.8, EPS);
+	ck_assert_double_eq_tol(st.rank_tokens_mb.max, 2.0, EPS);
+	rlb_trace_stats_release(&st);
+	rlb_stats_acc_free(a);
+}
+END_TEST
+
+/*
  * 1 layer, 4 experts, top-1, 2 ranks (experts 0-1 on rank 0, 2-3 on rank
  * 1), one rank per node, budget 4.
  * Step 0: four 4-token sequences (groups 0 0 1 2) -> two micro-batches.
@@ -110,6 +138,9 @@ START_TEST(test_stats_hand)
 	ck_assert_uint_eq(st.prompts_per_mb.n, 3);
 	ck_assert_double_eq_tol(st.prompts_per_mb.mean, 4.0 / 3, EPS);
 	ck_assert_double_eq_tol(st.prompts_per_mb.max, 2, EPS);
+	/* every rank holds 4 tokens in every micro-batch */
+	ck_assert_uint_eq(st.rank_tokens_mb.n, 3);
+	ck_assert_double_eq_tol(st.rank_tokens_mb.max, 1.0, EPS);
 	ck_assert_double_eq_tol(st.layer[0].mb_gpu.max, 2.0, EPS);
 	ck_assert_double_eq_tol(st.layer[0].step_gpu.p50, 1.5625, EPS);
 	ck_assert_double_eq_tol(st.layer[0].hot_churn_mb, 1.0, EPS);
@@ -604,6 +635,7 @@ Suite *rlb_suite_synth(void)
 
 	tcase_add_test(stats, test_dist);
 	tcase_add_test(stats, test_stats_hand);
+	tcase_add_test(stats, test_stats_rank_tokens);
 	tcase_add_test(stats, test_stats_nodes);
 	tcase_add_test(stats, test_stats_errors);
 	suite_add_tcase(s, stats);
