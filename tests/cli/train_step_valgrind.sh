@@ -3,7 +3,7 @@
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v valgrind >/dev/null 2>&1 || skip "valgrind not installed"
-if command -v ldd >/dev/null 2>&1 && ldd "$RELIBRA" | grep -q libasan; then
+if command -v ldd >/dev/null 2>&1 && ldd "$RELIBRA" | grep -Eq "lib[at]san"; then
 	skip "sanitizer build: valgrind does not apply"
 fi
 cfg="$CONFIGS/tiny-2x2.yaml"
