@@ -133,9 +133,17 @@ unsigned rlb_pool_threads(const struct rlb_pool *p)
 
 void rlb_pool_run(struct rlb_pool *p, size_t n, rlb_pool_fn *fn, void *ctx)
 {
+	rlb_pool_run_beside(p, n, fn, ctx, NULL, NULL);
+}
+
+void rlb_pool_run_beside(struct rlb_pool *p, size_t n, rlb_pool_fn *fn,
+			 void *ctx, void (*side)(void *), void *side_ctx)
+{
 	size_t i;
 
-	if (!p || p->workers == 0 || n < 2) {
+	if (!p || p->workers == 0 || n == 0) {
+		if (side)
+			side(side_ctx);
 		for (i = 0; i < n; i++)
 			fn(ctx, i, 0);
 		return;
@@ -149,6 +157,8 @@ void rlb_pool_run(struct rlb_pool *p, size_t n, rlb_pool_fn *fn, void *ctx)
 	p->gen++;
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mutex);
+	if (side)
+		side(side_ctx);
 	take_items(p, 0);
 	pthread_mutex_lock(&p->mutex);
 	while (p->busy)

@@ -38,4 +38,13 @@ unsigned rlb_pool_threads(const struct rlb_pool *p);
  */
 void rlb_pool_run(struct rlb_pool *p, size_t n, rlb_pool_fn *fn, void *ctx);
 
+/*
+ * The same, with side(side_ctx) run on the calling thread while the
+ * workers start on the items; the caller then joins them.  For work that
+ * overlaps the job (reading the next input).  p NULL: side, then the
+ * items in order.
+ */
+void rlb_pool_run_beside(struct rlb_pool *p, size_t n, rlb_pool_fn *fn,
+			 void *ctx, void (*side)(void *), void *side_ctx);
+
 #endif

@@ -477,6 +477,40 @@ int rlb_step_seq_tokens(struct rlb_trace_reader *r, uint32_t step,
 	return 0;
 }
 
+/* Tokens of sequence SEQ by its chunks (they tile it; 0 when it has none). */
+static uint64_t seq_chunk_tokens(const struct rlb_schedule *s, uint32_t seq)
+{
+	size_t c = rlb_schedule_first_chunk(s, seq);
+	uint64_t n = 0;
+
+	for (; c < s->nchunks && s->chunks[c].seq == seq; c++)
+		n += s->chunks[c].tokens;
+	return n;
+}
+
+/* Sequence I of the step, checked against the step index (as scheduled). */
+struct next_seq {
+	struct rlb_trace_reader *r;
+	const struct rlb_schedule *s;
+	size_t i;
+	struct rlb_seq *seq;
+	struct rlb_err *err;
+	int ret;
+};
+
+static void read_next(void *arg)
+{
+	struct next_seq *x = arg;
+	int ret = rlb_trace_reader_next(x->r, x->seq, x->err);
+
+	if (ret >= 0 && (ret == 0 || x->seq->step != x->s->step ||
+			 x->seq->tokens != seq_chunk_tokens(x->s, (uint32_t)x->i)))
+		ret = rlb_err_set(x->err, RLB_ECORRUPT,
+				  "step %u: sequence %zu does not match the step index",
+				  x->s->step, x->i);
+	x->ret = ret < 0 ? ret : 0;
+}
+
 int rlb_step_count_loads(struct rlb_trace_reader *r,
 			 const struct rlb_schedule *s, struct rlb_loads *l,
 			 struct rlb_pool *pool, struct rlb_err *err)
@@ -484,7 +518,8 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
 	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
 	unsigned threads = rlb_pool_threads(pool);
 	struct loads_job j;
-	size_t i, c = 0;
+	struct rlb_seq seq[2];
+	size_t i;
 	int ret;
 
 	memset(l, 0, sizeof(*l));
@@ -499,34 +534,27 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
 	j.topk = h->topk;
 	j.blocks = threads < h->moe_layers ? threads : h->moe_layers;
 	if (s->nseqs) {
-		ret = rlb_trace_reader_seek_step(r, s->step, err);
-		if (ret < 0)
-			goto out;
-	}
-	for (i = 0; i < s->nseqs; i++) {
-		struct rlb_seq seq;
-		uint32_t want = 0;
+		struct next_seq x = { r, s, 0, &seq[0], err, 0 };
 
-		/* The chunks tile each sequence: their sum is its length. */
-		for (; c < s->nchunks && s->chunks[c].seq == i; c++)
-			want += s->chunks[c].tokens;
-		ret = rlb_trace_reader_next(r, &seq, err);
-		if (ret < 0)
-			goto out;
-		if (ret == 0 || seq.step != s->step || seq.tokens != want) {
-			ret = rlb_err_set(err, RLB_ECORRUPT,
-					  "step %u: sequence %zu does not match the step index", s->step, i);
-			goto out;
+		ret = rlb_trace_reader_seek_step(r, s->step, err);
+		if (ret == 0) {
+			read_next(&x);
+			ret = x.ret;
 		}
-		j.seq = &seq;
-		j.seq_index = (uint32_t)i;
-		rlb_pool_run(pool, j.blocks, count_block, &j);
 	}
-	ret = 0;
-out:
+	/* sequence i + 1 is read while sequence i is counted */
+	for (i = 0; ret == 0 && i < s->nseqs; i++) {
+		struct next_seq x = { r, s, i + 1, &seq[(i + 1) % 2], err, 0 };
+
+		j.seq = &seq[i % 2];
+		j.seq_index = (uint32_t)i;
+		rlb_pool_run_beside(pool, j.blocks, count_block, &j,
+				    i + 1 < s->nseqs ? read_next : NULL, &x);
+		ret = x.ret;
+	}
 	if (ret < 0)
 		rlb_loads_release(l);
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,

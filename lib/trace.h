@@ -154,9 +154,11 @@ int rlb_trace_reader_rewind(struct rlb_trace_reader *r, struct rlb_err *err);
 
 /*
  * Next sequence: returns 1 and fills *seq (arrays owned by the reader,
- * valid until the next call), 0 at the end, or a negative error (with
- * the byte offset in the message).  At the end of a truncated file it
- * returns 0; check rlb_trace_reader_truncated.
+ * valid until the call after the next: the reader decodes into two sets
+ * in turn, so one sequence can be worked on while the next is read), 0
+ * at the end, or a negative error (with the byte offset in the message).
+ * At the end of a truncated file it returns 0; check
+ * rlb_trace_reader_truncated.
  */
 int rlb_trace_reader_next(struct rlb_trace_reader *r, struct rlb_seq *seq,
 			  struct rlb_err *err);

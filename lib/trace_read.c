@@ -63,10 +63,12 @@ struct rlb_trace_reader {
 	uint8_t *cbuf;
 	size_t ccap;
 	struct cursor main, scratch;
-	uint16_t *ids;
-	size_t ids_cap;
-	float *gates;
-	size_t gates_cap;
+	/* two sets, used in turn, so a sequence stays valid over one more next */
+	uint16_t *ids[2];
+	size_t ids_cap[2];
+	float *gates[2];
+	size_t gates_cap[2];
+	int buf;			/* the set of the last decoded sequence */
 };
 
 /* Read n bytes at off; RLB_ETRUNC when the file ends first. */
@@ -531,8 +533,10 @@ void rlb_trace_reader_free(struct rlb_trace_reader *r)
 	free(r->cbuf);
 	free(r->main.raw);
 	free(r->scratch.raw);
-	free(r->ids);
-	free(r->gates);
+	free(r->ids[0]);
+	free(r->ids[1]);
+	free(r->gates[0]);
+	free(r->gates[1]);
 	free(r);
 }
 
@@ -744,6 +748,7 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 	uint32_t K = s->h.topk, L = s->h.moe_layers, T, l;
 	size_t pos = c->rpos, tk, need;
 	const char *why = NULL;
+	int b = 0;
 
 	if (c->rlen - pos < RRT_SEQ_FIXED)
 		return rec_err(err, f, c->rec, "record header cut at raw offset %zu", pos);
@@ -779,12 +784,16 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 	need = tk * s->id_bytes + (s->gate_coding ? 4 * tk : 0);
 	if ((c->rlen - pos) / L < need)
 		return rec_err(err, f, c->rec, "%u tokens do not fit in the frame", T);
-	if (decode && (rlb_grow(&r->ids, &r->ids_cap, tk * L, sizeof(*r->ids)) != 0 ||
-		       (s->gate_coding &&
-			rlb_grow(&r->gates, &r->gates_cap, tk * L, sizeof(*r->gates)) != 0)))
-		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	if (decode) {
+		b = r->buf ^ 1;
+		if (rlb_grow(&r->ids[b], &r->ids_cap[b], tk * L, sizeof(*r->ids[b])) != 0 ||
+		    (s->gate_coding &&
+		     rlb_grow(&r->gates[b], &r->gates_cap[b], tk * L, sizeof(*r->gates[b])) != 0))
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		r->buf = b;
+	}
 	for (l = 0; l < L; l++) {
-		uint16_t *o = decode ? r->ids + (size_t)l * tk : NULL;
+		uint16_t *o = decode ? r->ids[b] + (size_t)l * tk : NULL;
 
 		if (s->id_coding == RRT_CODING_RANK) {
 			if (decode_rank(s, p, c->rlen, &pos, T, o, decode, &why) != 0)
@@ -801,7 +810,7 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 				return rec_err(err, f, c->rec, "layer %u: gates cut", l);
 			if (decode) {
 				const uint8_t *g = p + pos;
-				float *go = r->gates + (size_t)l * tk;
+				float *go = r->gates[b] + (size_t)l * tk;
 				size_t i;
 
 				for (i = 0; i < tk; i++) {
@@ -816,8 +825,8 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 		}
 	}
 	if (decode) {
-		seq->ids = r->ids;
-		seq->gates = s->gate_coding ? r->gates : NULL;
+		seq->ids = r->ids[b];
+		seq->gates = s->gate_coding ? r->gates[b] : NULL;
 	}
 	c->rpos = pos;
 	c->rec++;

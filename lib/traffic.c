@@ -560,35 +560,67 @@ static void count_part(void *ctx, size_t part, unsigned worker)
 	ws->unplanned_rows = 0;
 }
 
+/* Read sequence I of the step and check it against the schedule. */
+static int read_seq(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		    size_t i, struct rlb_seq *seq, struct rlb_err *err)
+{
+	int ret = rlb_trace_reader_next(r, seq, err);
+
+	if (ret < 0)
+		return ret;
+	if (ret == 0 || seq->step != s->step)
+		return rlb_err_set(err, RLB_ECORRUPT, "step %u ends after %zu of %zu sequences",
+				   s->step, i, s->nseqs);
+	if (seq->tokens != seq_tokens(s, (uint32_t)i))
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "step %u: sequence %zu has %u tokens, the schedule %llu",
+				   s->step, i, seq->tokens,
+				   (unsigned long long)seq_tokens(s, (uint32_t)i));
+	return 0;
+}
+
+/* read_seq as the side work of a pool job: the next sequence while one is counted. */
+struct next_seq {
+	struct rlb_trace_reader *r;
+	const struct rlb_schedule *s;
+	size_t i;
+	struct rlb_seq *seq;
+	struct rlb_err *err;
+	int ret;
+};
+
+static void read_next(void *arg)
+{
+	struct next_seq *x = arg;
+
+	x->ret = read_seq(x->r, x->s, x->i, x->seq, x->err);
+}
+
+/*
+ * Count every sequence of the step; sequence i + 1 is read (into the
+ * reader's other buffers) while sequence i is counted.
+ */
 static int stream_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 		       struct step_job *j, struct rlb_pool *pool,
 		       struct rlb_err *err)
 {
+	struct rlb_seq seq[2];
 	size_t i;
 	int ret;
 
 	ret = rlb_trace_reader_seek_step(r, s->step, err);
-	if (ret < 0)
-		return ret;
-	for (i = 0; i < s->nseqs; i++) {
-		struct rlb_seq seq;
+	if (ret == 0)
+		ret = read_seq(r, s, 0, &seq[0], err);
+	for (i = 0; ret == 0 && i < s->nseqs; i++) {
+		struct next_seq x = { r, s, i + 1, &seq[(i + 1) % 2], err, 0 };
 
-		ret = rlb_trace_reader_next(r, &seq, err);
-		if (ret < 0)
-			return ret;
-		if (ret == 0 || seq.step != s->step)
-			return rlb_err_set(err, RLB_ECORRUPT, "step %u ends after %zu of %zu sequences",
-					   s->step, i, s->nseqs);
-		if (seq.tokens != seq_tokens(s, (uint32_t)i))
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "step %u: sequence %zu has %u tokens, the schedule %llu",
-					   s->step, i, seq.tokens,
-					   (unsigned long long)seq_tokens(s, (uint32_t)i));
-		j->seq = &seq;
+		j->seq = &seq[i % 2];
 		j->seq_index = (uint32_t)i;
-		rlb_pool_run(pool, j->nt * j->blocks, count_part, j);
+		rlb_pool_run_beside(pool, j->nt * j->blocks, count_part, j,
+				    i + 1 < s->nseqs ? read_next : NULL, &x);
+		ret = x.ret;
 	}
-	return 0;
+	return ret < 0 ? ret : 0;
 }
 
 int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
