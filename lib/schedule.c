@@ -341,19 +341,18 @@ void rlb_loads_add_seq(struct rlb_loads *l, const struct rlb_schedule *s,
 struct loads_job {
 	struct rlb_loads *l;
 	const struct rlb_schedule *s;
-	const struct rlb_seq *seq;
-	uint32_t seq_index;
 	uint32_t topk;
 	uint32_t blocks;
 };
 
-static void count_block(void *ctx, size_t b, unsigned worker)
+static void count_block(void *ctx, const struct rlb_seq *seq, uint32_t seq_index,
+			size_t b, unsigned worker)
 {
 	const struct loads_job *j = ctx;
 	uint32_t L = j->l->layers;
 
 	(void)worker;
-	add_seq_layers(j->l, j->s, j->seq_index, j->seq, j->topk,
+	add_seq_layers(j->l, j->s, seq_index, seq, j->topk,
 		       (uint32_t)((uint64_t)L * b / j->blocks),
 		       (uint32_t)((uint64_t)L * (b + 1) / j->blocks));
 }
@@ -488,27 +487,76 @@ static uint64_t seq_chunk_tokens(const struct rlb_schedule *s, uint32_t seq)
 	return n;
 }
 
-/* Sequence I of the step, checked against the step index (as scheduled). */
-struct next_seq {
+/* Read the next sequence and check that it is sequence i of s's step. */
+static int read_seq(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		    size_t i, struct rlb_seq *seq, struct rlb_err *err)
+{
+	int ret = rlb_trace_reader_next(r, seq, err);
+
+	if (ret < 0)
+		return ret;
+	if (ret == 0 || seq->step != s->step)
+		return rlb_err_set(err, RLB_ECORRUPT, "step %u ends after %zu of %zu sequences",
+				   s->step, i, s->nseqs);
+	if (seq->tokens != seq_chunk_tokens(s, (uint32_t)i))
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "step %u: sequence %zu has %u tokens, the schedule %llu",
+				   s->step, i, seq->tokens,
+				   (unsigned long long)seq_chunk_tokens(s, (uint32_t)i));
+	return 0;
+}
+
+/* One sequence's job on the pool, and the read of the next one beside it. */
+struct stream_job {
+	rlb_seq_part_fn *fn;
+	void *ctx;
+	const struct rlb_seq *seq;
+	uint32_t seq_index;
+	/* the read */
 	struct rlb_trace_reader *r;
 	const struct rlb_schedule *s;
-	size_t i;
-	struct rlb_seq *seq;
+	struct rlb_seq *next;
 	struct rlb_err *err;
 	int ret;
 };
 
-static void read_next(void *arg)
+static void stream_part(void *ctx, size_t part, unsigned worker)
 {
-	struct next_seq *x = arg;
-	int ret = rlb_trace_reader_next(x->r, x->seq, x->err);
+	const struct stream_job *j = ctx;
 
-	if (ret >= 0 && (ret == 0 || x->seq->step != x->s->step ||
-			 x->seq->tokens != seq_chunk_tokens(x->s, (uint32_t)x->i)))
-		ret = rlb_err_set(x->err, RLB_ECORRUPT,
-				  "step %u: sequence %zu does not match the step index",
-				  x->s->step, x->i);
-	x->ret = ret < 0 ? ret : 0;
+	j->fn(j->ctx, j->seq, j->seq_index, part, worker);
+}
+
+static void stream_read(void *ctx)
+{
+	struct stream_job *j = ctx;
+
+	j->ret = read_seq(j->r, j->s, (size_t)j->seq_index + 1, j->next, j->err);
+}
+
+int rlb_step_stream(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		    struct rlb_pool *pool, size_t parts, rlb_seq_part_fn *fn,
+		    void *ctx, struct rlb_err *err)
+{
+	struct rlb_seq seq[2];
+	struct stream_job j = { fn, ctx, NULL, 0, r, s, NULL, err, 0 };
+	size_t i;
+	int ret;
+
+	if (s->nseqs == 0)
+		return 0;
+	ret = rlb_trace_reader_seek_step(r, s->step, err);
+	if (ret == 0)
+		ret = read_seq(r, s, 0, &seq[0], err);
+	for (i = 0; ret == 0 && i < s->nseqs; i++) {
+		j.seq = &seq[i % 2];
+		j.seq_index = (uint32_t)i;
+		j.next = &seq[(i + 1) % 2];
+		rlb_pool_run_beside(pool, parts, stream_part, &j,
+				    i + 1 < s->nseqs ? stream_read : NULL, &j);
+		ret = j.ret;
+	}
+	return ret < 0 ? ret : 0;
 }
 
 int rlb_step_count_loads(struct rlb_trace_reader *r,
@@ -518,8 +566,6 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
 	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
 	unsigned threads = rlb_pool_threads(pool);
 	struct loads_job j;
-	struct rlb_seq seq[2];
-	size_t i;
 	int ret;
 
 	memset(l, 0, sizeof(*l));
@@ -533,28 +579,10 @@ int rlb_step_count_loads(struct rlb_trace_reader *r,
 	j.s = s;
 	j.topk = h->topk;
 	j.blocks = threads < h->moe_layers ? threads : h->moe_layers;
-	if (s->nseqs) {
-		struct next_seq x = { r, s, 0, &seq[0], err, 0 };
-
-		ret = rlb_trace_reader_seek_step(r, s->step, err);
-		if (ret == 0) {
-			read_next(&x);
-			ret = x.ret;
-		}
-	}
-	/* sequence i + 1 is read while sequence i is counted */
-	for (i = 0; ret == 0 && i < s->nseqs; i++) {
-		struct next_seq x = { r, s, i + 1, &seq[(i + 1) % 2], err, 0 };
-
-		j.seq = &seq[i % 2];
-		j.seq_index = (uint32_t)i;
-		rlb_pool_run_beside(pool, j.blocks, count_block, &j,
-				    i + 1 < s->nseqs ? read_next : NULL, &x);
-		ret = x.ret;
-	}
+	ret = rlb_step_stream(r, s, pool, j.blocks, count_block, &j, err);
 	if (ret < 0)
 		rlb_loads_release(l);
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,

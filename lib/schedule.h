@@ -174,12 +174,31 @@ int rlb_step_seq_tokens(struct rlb_trace_reader *r, uint32_t step,
 			uint32_t **lens, size_t *n, struct rlb_err *err);
 
 /*
+ * Run part `part` of sequence SEQ_INDEX of a step (seq as the reader
+ * yields it) on thread WORKER of a pool (lib/pool.h).
+ */
+typedef void rlb_seq_part_fn(void *ctx, const struct rlb_seq *seq,
+			     uint32_t seq_index, size_t part, unsigned worker);
+
+/*
+ * Stream the sequences of S's step in order and run fn on each, PARTS
+ * parts per sequence, on the pool's threads (NULL: this thread alone);
+ * the next sequence is read while the threads work on the current one
+ * (the reader keeps both).  Each sequence is checked against S: its step,
+ * and its tokens against its chunks.  Errors: those of the reader,
+ * RLB_ENOTFOUND (no such step), RLB_ECORRUPT (the step ends early),
+ * RLB_EMISMATCH (a sequence's length differs from its chunks').
+ */
+int rlb_step_stream(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		    struct rlb_pool *pool, size_t parts, rlb_seq_part_fn *fn,
+		    void *ctx, struct rlb_err *err);
+
+/*
  * Count the loads of S's step under S, streaming the step's sequences
  * (bounded memory); the shape comes from the trace header.  With a pool
  * (lib/pool.h; NULL: this thread alone) its threads count each sequence
- * in blocks of layers.  l is initialised here and released on failure.
- * Errors: those of the reader, RLB_ECORRUPT (the step's sequences do not
- * match its index or S), RLB_ENOMEM.
+ * in blocks of layers (rlb_step_stream).  l is initialised here and
+ * released on failure.  Errors: those of rlb_step_stream, RLB_ENOMEM.
  */
 int rlb_step_count_loads(struct rlb_trace_reader *r,
 			 const struct rlb_schedule *s, struct rlb_loads *l,

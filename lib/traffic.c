@@ -516,17 +516,6 @@ void rlb_traffic_add_seq(struct rlb_traffic *t, const struct rlb_schedule *s,
 	ws_flush(t, &t->ws);
 }
 
-/* Tokens of sequence SEQ by its chunks (0 when it has none). */
-static uint64_t seq_tokens(const struct rlb_schedule *s, uint32_t seq)
-{
-	size_t c = rlb_schedule_first_chunk(s, seq);
-	uint64_t n = 0;
-
-	for (; c < s->nchunks && s->chunks[c].seq == seq; c++)
-		n = (uint64_t)s->chunks[c].start + s->chunks[c].tokens;
-	return n;
-}
-
 /*
  * One sequence's count split into parts: part i is traffic i / blocks on
  * its layer block i % blocks; worker w counts with ws[w] and keeps the
@@ -536,15 +525,14 @@ struct step_job {
 	struct rlb_traffic *const *t;
 	size_t nt;
 	const struct rlb_schedule *s;
-	const struct rlb_seq *seq;
-	uint32_t seq_index;
 	uint32_t topk;
 	uint32_t blocks;
 	struct rlb_traffic_ws *ws;
 	struct rlb_traffic_ws *acc;
 };
 
-static void count_part(void *ctx, size_t part, unsigned worker)
+static void count_part(void *ctx, const struct rlb_seq *seq, uint32_t seq_index,
+		       size_t part, unsigned worker)
 {
 	const struct step_job *j = ctx;
 	size_t k = part / j->blocks, b = part % j->blocks;
@@ -553,74 +541,11 @@ static void count_part(void *ctx, size_t part, unsigned worker)
 	uint32_t lo = (uint32_t)(t->layers * b / j->blocks);
 	uint32_t hi = (uint32_t)(t->layers * (b + 1) / j->blocks);
 
-	add_seq_layers(t, ws, j->s, j->seq_index, j->seq, j->topk, lo, hi);
+	add_seq_layers(t, ws, j->s, seq_index, seq, j->topk, lo, hi);
 	acc->rows += ws->rows;
 	acc->unplanned_rows += ws->unplanned_rows;
 	ws->rows = 0;
 	ws->unplanned_rows = 0;
-}
-
-/* Read sequence I of the step and check it against the schedule. */
-static int read_seq(struct rlb_trace_reader *r, const struct rlb_schedule *s,
-		    size_t i, struct rlb_seq *seq, struct rlb_err *err)
-{
-	int ret = rlb_trace_reader_next(r, seq, err);
-
-	if (ret < 0)
-		return ret;
-	if (ret == 0 || seq->step != s->step)
-		return rlb_err_set(err, RLB_ECORRUPT, "step %u ends after %zu of %zu sequences",
-				   s->step, i, s->nseqs);
-	if (seq->tokens != seq_tokens(s, (uint32_t)i))
-		return rlb_err_set(err, RLB_EMISMATCH,
-				   "step %u: sequence %zu has %u tokens, the schedule %llu",
-				   s->step, i, seq->tokens,
-				   (unsigned long long)seq_tokens(s, (uint32_t)i));
-	return 0;
-}
-
-/* read_seq as the side work of a pool job: the next sequence while one is counted. */
-struct next_seq {
-	struct rlb_trace_reader *r;
-	const struct rlb_schedule *s;
-	size_t i;
-	struct rlb_seq *seq;
-	struct rlb_err *err;
-	int ret;
-};
-
-static void read_next(void *arg)
-{
-	struct next_seq *x = arg;
-
-	x->ret = read_seq(x->r, x->s, x->i, x->seq, x->err);
-}
-
-/*
- * Count every sequence of the step; sequence i + 1 is read (into the
- * reader's other buffers) while sequence i is counted.
- */
-static int stream_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
-		       struct step_job *j, struct rlb_pool *pool,
-		       struct rlb_err *err)
-{
-	struct rlb_seq seq[2];
-	size_t i;
-	int ret;
-
-	ret = rlb_trace_reader_seek_step(r, s->step, err);
-	if (ret == 0)
-		ret = read_seq(r, s, 0, &seq[0], err);
-	for (i = 0; ret == 0 && i < s->nseqs; i++) {
-		struct next_seq x = { r, s, i + 1, &seq[(i + 1) % 2], err, 0 };
-
-		j->seq = &seq[i % 2];
-		j->seq_index = (uint32_t)i;
-		rlb_pool_run_beside(pool, j->nt * j->blocks, count_part, j,
-				    i + 1 < s->nseqs ? read_next : NULL, &x);
-		ret = x.ret;
-	}
-	return ret < 0 ? ret : 0;
 }
 
 int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
@@ -662,7 +587,7 @@ int rlb_traffic_step(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 		ret = rlb_err_set(err, RLB_ENOMEM, "traffic: out of memory");
 		goto out;
 	}
-	ret = stream_step(r, s, &j, pool, err);
+	ret = rlb_step_stream(r, s, pool, nt * j.blocks, count_part, &j, err);
 	for (w = 0; w < threads; w++)
 		for (k = 0; k < nt; k++)
 			ws_flush(t[k], &j.acc[(size_t)w * nt + k]);
