@@ -65,13 +65,28 @@ void rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
 	}
 }
 
-int rlb_step_cooc(struct rlb_trace_reader *r, uint32_t step,
-		  struct rlb_cooc *c, struct rlb_err *err)
+/* rlb_step_stream's part: the whole sequence, by one thread. */
+struct cooc_job {
+	struct rlb_cooc *c;
+	uint32_t topk;
+};
+
+static void count_seq(void *ctx, const struct rlb_seq *seq, uint32_t seq_index,
+		      size_t part, unsigned worker)
+{
+	const struct cooc_job *j = ctx;
+
+	(void)seq_index;
+	(void)part;
+	(void)worker;
+	rlb_cooc_add_seq(j->c, seq, j->topk);
+}
+
+int rlb_step_cooc(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		  struct rlb_cooc *c, struct rlb_pool *pool, struct rlb_err *err)
 {
 	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
-	struct rlb_seq_meta *metas = NULL;
-	size_t n = 0, i;
-	int ret;
+	struct cooc_job j = { c, 0 };
 
 	if (!h || h->moe_layers != c->layers || h->experts != c->experts)
 		return rlb_err_set(err, RLB_EMISMATCH,
@@ -80,25 +95,6 @@ int rlb_step_cooc(struct rlb_trace_reader *r, uint32_t step,
 	if (c->pairs)
 		memset(c->pairs, 0, (size_t)c->layers * c->experts * c->experts *
 		       sizeof(*c->pairs));
-	ret = rlb_trace_reader_step_seqs(r, step, &metas, &n, err);
-	if (ret < 0)
-		return ret;
-	if (n)
-		ret = rlb_trace_reader_seek_step(r, step, err);
-	for (i = 0; ret >= 0 && i < n; i++) {
-		struct rlb_seq seq;
-
-		ret = rlb_trace_reader_next(r, &seq, err);
-		if (ret < 0)
-			break;
-		if (ret == 0 || seq.step != step || seq.tokens != metas[i].tokens) {
-			ret = rlb_err_set(err, RLB_ECORRUPT,
-					  "step %u: sequence %zu does not match the step index",
-					  step, i);
-			break;
-		}
-		rlb_cooc_add_seq(c, &seq, h->topk);
-	}
-	free(metas);
-	return ret < 0 ? ret : 0;
+	j.topk = h->topk;
+	return rlb_step_stream(r, s, pool, 1, count_seq, &j, err);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "schedule.h"
 #include "trace.h"
 
 #define RLB_COOC_STRIDE 8	/* tokens 0, 8, 16, ... of each sequence */
@@ -46,11 +47,12 @@ void rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
 		      uint32_t topk);
 
 /*
- * Clear c and count step STEP of the trace into it, streaming its
- * sequences.  Errors: those of the reader, RLB_ENOTFOUND (no such step),
- * RLB_EMISMATCH (c's shape differs from the trace's).
+ * Clear c and count the step of schedule S into it, streaming its
+ * sequences (rlb_step_stream, so the next is read while one is counted
+ * when a pool is given).  Errors: those of rlb_step_stream, RLB_EMISMATCH
+ * (c's shape differs from the trace's).
  */
-int rlb_step_cooc(struct rlb_trace_reader *r, uint32_t step,
-		  struct rlb_cooc *c, struct rlb_err *err);
+int rlb_step_cooc(struct rlb_trace_reader *r, const struct rlb_schedule *s,
+		  struct rlb_cooc *c, struct rlb_pool *pool, struct rlb_err *err);
 
 #endif

@@ -130,7 +130,7 @@ static int plan_one_step(struct rlb_trace_reader *r,
 	if (ret == 0 && dc)
 		ret = data_control_loads(r, &sched[0], &sched[1], &loads[1], pool, err);
 	if (ret == 0 && cooc)
-		ret = rlb_step_cooc(r, step, cooc, err);
+		ret = rlb_step_cooc(r, &sched[0], cooc, pool, err);
 	if (ret)
 		goto out;
 	all[0] = calloc(n + 1, sizeof(*all[0]));
