@@ -107,8 +107,8 @@ struct rlb_traffic {
 	uint64_t rows;			/* (token, expert) selections counted */
 	uint64_t unplanned_rows;	/* rows past what the plan gives their source (plan and trace disagree); sent to the home copy */
 
-	uint32_t *cell;			/* [mb][layer][expert]: entry of state (RLB_TRAFFIC_SPLIT: one per source) */
-	struct rlb_traffic_state *state; /* [ranks] unused (see ws), then [ranks] per replicated cell */
+	uint32_t *cell;			/* [mb][layer][expert]: the GPU, or RLB_TRAFFIC_SPLIT and the cell's first entry of state (one per source) */
+	struct rlb_traffic_state *state; /* [ranks] per replicated cell (unreplicated: ws.gstate) */
 	struct rlb_traffic_split *split; /* [nsplit] replicated cells */
 	size_t nsplit;
 	uint32_t *split_gpu;		/* their instances' GPUs */

@@ -170,13 +170,13 @@ static void fill_cells(struct rlb_traffic *t, const struct rlb_step_plan *p,
 					t->split_gpu[goff + i] = p->inst[a + i].gpu;
 				rlb_step_plan_split(p, l, mb, layer, e, t->split_rows + roff);
 				for (s = 0; s < R; s++) {
-					struct rlb_traffic_state *st = &t->state[R + sp * R + s];
+					struct rlb_traffic_state *st = &t->state[sp * R + s];
 
 					st->left = 0;
 					st->gpu = (uint16_t)p->inst[a].gpu;
 					st->next = 0;
 				}
-				t->cell[c] = RLB_TRAFFIC_SPLIT | (uint32_t)(R + sp * R);
+				t->cell[c] = RLB_TRAFFIC_SPLIT | (uint32_t)(sp * R);
 				sp++;
 				goff += n;
 				roff += (size_t)R * n;
@@ -221,7 +221,7 @@ int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 		if (ret < 0)
 			goto out;
 	}
-	nstate = t->ranks + nsplit * t->ranks;
+	nstate = nsplit * t->ranks;
 	if (nstate >= RLB_TRAFFIC_SPLIT || ninst > UINT32_MAX || maxn > UINT16_MAX) {
 		ret = rlb_err_set(err, RLB_ERANGE, "traffic: %zu replicated cells is too many", nsplit);
 		goto out;
@@ -266,7 +266,7 @@ out:
 static void advance(const struct rlb_traffic *t, struct rlb_traffic_ws *ws,
 		    struct rlb_traffic_state *x)
 {
-	size_t k = (size_t)(x - t->state) - t->ranks;
+	size_t k = (size_t)(x - t->state);
 	const struct rlb_traffic_split *c = &t->split[k / t->ranks];
 	const uint32_t *rows = t->split_rows + c->rows_off + (k % t->ranks) * c->n;
 
