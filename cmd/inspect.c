@@ -14,7 +14,7 @@
 
 static const char usage[] =
 	"usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] "
-	"[-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] TRACE|PLAN\n"
+	"[-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] [--threads N] TRACE|PLAN\n"
 	"\n"
 	"  --json               print everything as one JSON object (schema relibra.inspect/1)\n"
 	"  --stats              load statistics under the config's schedule (needs -c)\n"
@@ -25,6 +25,7 @@ static const char usage[] =
 	"  -c, --config CONFIG  YAML config for --stats; its model must match the trace\n"
 	"      --set KEY=VALUE  override one config key\n"
 	"      --pack RULE      micro-batch packing for --stats (default: the config's)\n"
+	"      --threads N      threads that count for --stats (default 0: one per CPU)\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"Exit status: 0 for a complete, valid trace; 1 when it is corrupt or\n"
@@ -38,7 +39,9 @@ struct opts {
 	uint32_t step_lo, step_hi;
 	int have_steps;
 	int have_pack;
+	int have_threads;
 	enum rlb_pack pack;
+	uint64_t threads;
 	struct cmd_config_opts cfg;
 	const char *path;
 };
@@ -65,6 +68,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "set", required_argument, NULL, 'e' },
 		{ "pack", required_argument, NULL, 'p' },
 		{ "schedule", no_argument, NULL, 'k' },
+		{ "threads", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rlb_err err = {0};
@@ -98,6 +102,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->have_pack = 1;
 			break;
+		case 't':
+			if (rlb_parse_u64(optarg, 0, RLB_POOL_MAX, &o->threads, "--threads", &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->have_threads = 1;
+			break;
 		case ':':
 			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
 					       argv[optind - 1]);
@@ -116,6 +125,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return cmd_usage_error(NAME, usage, "--stats needs -c CONFIG");
 	if (!o->stats && !o->schedule && (o->cfg.path || o->cfg.nsets || o->have_pack))
 		return cmd_usage_error(NAME, usage, "-c, --set and --pack go with --stats or --schedule");
+	if (!o->stats && o->have_threads)
+		return cmd_usage_error(NAME, usage, "--threads goes with --stats");
 	return 0;
 }
 
@@ -390,80 +401,6 @@ static int check_shape(const struct opts *o, const struct rlb_config *cfg,
 	return 0;
 }
 
-/* Statistics of the selected steps through the streaming accumulator. */
-static int stats_range(const struct opts *o, struct rlb_trace_reader *r,
-		       const struct rlb_config *cfg, enum rlb_pack pack,
-		       struct rlb_trace_stats *st, struct rlb_err *err)
-{
-	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
-	struct rlb_stats_params p = {0};
-	struct rlb_stats_acc *a = NULL;
-	struct rlb_seq_meta *m = NULL;
-	uint32_t *lens = NULL, *groups = NULL;
-	const uint32_t *steps;
-	size_t first, end, k, i, n;
-	int ret;
-
-	memset(st, 0, sizeof(*st));
-	if (step_range(r, o, &steps, &first, &end) != 0)
-		return rlb_err_set(err, RLB_EINVAL, "cannot list the steps");
-	if (first == end)
-		return rlb_err_set(err, RLB_ENOTFOUND, "no steps in %" PRIu32 "..%" PRIu32,
-				   o->step_lo, o->step_hi);
-	p.layers = h->moe_layers;
-	p.experts = h->experts;
-	p.topk = h->topk;
-	p.ranks = (uint32_t)rlb_config_ep_size(cfg);
-	p.gpus_per_node = (uint32_t)cfg->cluster.gpus_per_node;
-	p.mb_tokens = (uint32_t)cfg->parallel.micro_batch_tokens;
-	p.pack = pack;
-	ret = rlb_stats_acc_new(&a, &p, err);
-	for (k = first; ret == 0 && k < end; k++) {
-		free(m);
-		free(lens);
-		free(groups);
-		m = NULL;
-		lens = groups = NULL;
-		ret = rlb_trace_reader_step_seqs(r, steps[k], &m, &n, err);
-		if (ret != 0)
-			break;
-		lens = malloc((n ? n : 1) * sizeof(*lens));
-		groups = malloc((n ? n : 1) * sizeof(*groups));
-		if (!lens || !groups) {
-			ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-			break;
-		}
-		for (i = 0; i < n; i++) {
-			lens[i] = m[i].tokens;
-			groups[i] = m[i].group;
-		}
-		ret = rlb_stats_acc_begin_step(a, steps[k], lens, groups, n, err);
-		if (ret == 0)
-			ret = rlb_trace_reader_seek_step(r, steps[k], err);
-		for (i = 0; ret == 0 && i < n; i++) {
-			struct rlb_seq s;
-
-			ret = rlb_trace_reader_next(r, &s, err);
-			if (ret == 1 && s.step == steps[k]) {
-				rlb_stats_acc_add_seq(a, (uint32_t)i, &s);
-				ret = 0;
-			} else if (ret >= 0) {
-				ret = rlb_err_set(err, RLB_ECORRUPT,
-						  "step %" PRIu32 " ends early", steps[k]);
-			}
-		}
-		if (ret == 0)
-			ret = rlb_stats_acc_end_step(a, err);
-	}
-	if (ret == 0)
-		ret = rlb_stats_acc_finish(a, st, err);
-	free(m);
-	free(lens);
-	free(groups);
-	rlb_stats_acc_free(a);
-	return ret;
-}
-
 static void print_dist(const char *what, const struct rlb_dist *d, int p90)
 {
 	printf("%-42s mean %.3f  p50 %.3f", what, d->mean, d->p50);
@@ -544,12 +481,23 @@ static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
 	struct rlb_trace_stats st;
 	struct rlb_err err = {0};
 	enum rlb_pack pack = o->have_pack ? o->pack : cfg->parallel.pack;
+	const uint32_t *steps;
+	size_t first, end;
+	struct rlb_pool *pool = NULL;
 	int ret;
 
-	if (o->have_steps)
-		ret = stats_range(o, r, cfg, pack, &st, &err);
-	else
-		ret = rlb_trace_stats_compute(r, cfg, pack, &st, &err);
+	memset(&st, 0, sizeof(st));
+	if (step_range(r, o, &steps, &first, &end) != 0)
+		return -1;
+	if (o->have_steps && first == end) {
+		cmd_errorf(NAME, "no steps in %" PRIu32 "..%" PRIu32, o->step_lo, o->step_hi);
+		return -1;
+	}
+	ret = rlb_pool_new(&pool, (unsigned)o->threads, &err);
+	if (ret == 0)
+		ret = rlb_trace_stats_compute(r, cfg, pack, o->step_lo, o->step_hi,
+					      pool, &st, &err);
+	rlb_pool_free(pool);
 	if (ret != 0) {
 		cmd_error(NAME, &err);
 		rlb_trace_stats_release(&st);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "schedule.h"
 #include "stats.h"
 
@@ -239,8 +240,9 @@ int rlb_stats_acc_begin_step(struct rlb_stats_acc *a, uint32_t step,
 	return 0;
 }
 
-void rlb_stats_acc_add_seq(struct rlb_stats_acc *a, uint32_t seq_index,
-			   const struct rlb_seq *seq)
+/* Layers [lo, hi) of sequence SEQ_INDEX of the open step. */
+static void add_layers(struct rlb_stats_acc *a, uint32_t seq_index,
+		       const struct rlb_seq *seq, uint32_t lo, uint32_t hi)
 {
 	const struct rlb_schedule *s = &a->sched;
 	uint32_t E = a->p.experts, K = a->p.topk, layer;
@@ -257,7 +259,7 @@ void rlb_stats_acc_add_seq(struct rlb_stats_acc *a, uint32_t seq_index,
 			continue;
 		if (end > seq->tokens)
 			end = seq->tokens;
-		for (layer = 0; layer < a->p.layers; layer++) {
+		for (layer = lo; layer < hi; layer++) {
 			uint32_t *row = a->cnt + ((size_t)ch->mb * a->p.layers + layer) * E;
 			const uint16_t *id = seq->ids + ((size_t)layer * seq->tokens + ch->start) * K;
 			size_t i, n = (size_t)(end - ch->start) * K;
@@ -267,6 +269,12 @@ void rlb_stats_acc_add_seq(struct rlb_stats_acc *a, uint32_t seq_index,
 					row[id[i]]++;
 		}
 	}
+}
+
+void rlb_stats_acc_add_seq(struct rlb_stats_acc *a, uint32_t seq_index,
+			   const struct rlb_seq *seq)
+{
+	add_layers(a, seq_index, seq, 0, a->p.layers);
 }
 
 /* GPU and node max/mean of one layer's expert counts; NAN when empty. */
@@ -487,17 +495,71 @@ void rlb_trace_stats_release(struct rlb_trace_stats *st)
 	memset(st, 0, sizeof(*st));
 }
 
+/* One block of layers of a sequence, on a thread of the pool. */
+struct stats_job {
+	struct rlb_stats_acc *a;
+	size_t blocks;
+};
+
+static void stats_block(void *ctx, const struct rlb_seq *seq,
+			uint32_t seq_index, size_t part, unsigned worker)
+{
+	const struct stats_job *j = ctx;
+	uint32_t L = j->a->p.layers;
+
+	(void)worker;
+	add_layers(j->a, seq_index, seq, (uint32_t)(part * L / j->blocks),
+		   (uint32_t)((part + 1) * L / j->blocks));
+}
+
+/* Step STEP into the accumulator: its schedule, then its sequences. */
+static int stats_step(struct rlb_stats_acc *a, struct rlb_trace_reader *r,
+		      uint32_t step, struct rlb_pool *pool, struct rlb_err *err)
+{
+	struct rlb_seq_meta *metas = NULL;
+	uint32_t *lens = NULL, *groups = NULL;
+	unsigned threads = rlb_pool_threads(pool);
+	struct stats_job j = { a, threads < a->p.layers ? threads : a->p.layers };
+	size_t i, n = 0;
+	int ret;
+
+	ret = rlb_trace_reader_step_seqs(r, step, &metas, &n, err);
+	if (ret < 0)
+		return ret;
+	lens = malloc((n ? n : 1) * sizeof(*lens));
+	groups = malloc((n ? n : 1) * sizeof(*groups));
+	if (!lens || !groups) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "stats: out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		lens[i] = metas[i].tokens;
+		groups[i] = metas[i].group;
+	}
+	ret = rlb_stats_acc_begin_step(a, step, lens, groups, n, err);
+	if (ret == 0)
+		ret = rlb_step_stream(r, &a->sched, pool, j.blocks,
+				      stats_block, &j, err);
+	if (ret == 0)
+		ret = rlb_stats_acc_end_step(a, err);
+out:
+	free(metas);
+	free(lens);
+	free(groups);
+	return ret;
+}
+
 int rlb_trace_stats_compute(struct rlb_trace_reader *r,
 			    const struct rlb_config *cfg, enum rlb_pack pack,
-			    struct rlb_trace_stats *st, struct rlb_err *err)
+			    uint32_t step_lo, uint32_t step_hi,
+			    struct rlb_pool *pool, struct rlb_trace_stats *st,
+			    struct rlb_err *err)
 {
 	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
 	struct rlb_stats_params p = {0};
 	struct rlb_stats_acc *a = NULL;
-	struct rlb_seq_meta *metas = NULL;
-	uint32_t *lens = NULL, *groups = NULL;
 	const uint32_t *steps;
-	size_t nsteps = 0, k, i, n = 0;
+	size_t nsteps = 0, k;
 	int ep, ret;
 
 	memset(st, 0, sizeof(*st));
@@ -514,63 +576,15 @@ int rlb_trace_stats_compute(struct rlb_trace_reader *r,
 	p.mb_tokens = (uint32_t)cfg->parallel.micro_batch_tokens;
 	p.pack = pack;
 	ret = rlb_stats_acc_new(&a, &p, err);
-	if (ret < 0)
-		goto out;
-	ret = rlb_trace_reader_steps(r, &steps, &nsteps, err);
-	if (ret < 0)
-		goto out;
-	for (k = 0; k < nsteps; k++) {
-		free(metas);
-		free(lens);
-		free(groups);
-		metas = NULL;
-		lens = groups = NULL;
-		ret = rlb_trace_reader_step_seqs(r, steps[k], &metas, &n, err);
-		if (ret < 0)
-			goto out;
-		lens = malloc((n ? n : 1) * sizeof(*lens));
-		groups = malloc((n ? n : 1) * sizeof(*groups));
-		if (!lens || !groups) {
-			ret = rlb_err_set(err, RLB_ENOMEM, "stats: out of memory");
-			goto out;
-		}
-		for (i = 0; i < n; i++) {
-			lens[i] = metas[i].tokens;
-			groups[i] = metas[i].group;
-		}
-		ret = rlb_stats_acc_begin_step(a, steps[k], lens, groups, n, err);
-		if (ret < 0)
-			goto out;
-		if (n) {
-			ret = rlb_trace_reader_seek_step(r, steps[k], err);
-			if (ret < 0)
-				goto out;
-		}
-		for (i = 0; i < n; i++) {
-			struct rlb_seq seq;
-
-			ret = rlb_trace_reader_next(r, &seq, err);
-			if (ret < 0)
-				goto out;
-			if (ret == 0 || seq.step != steps[k] || seq.tokens != metas[i].tokens) {
-				ret = rlb_err_set(err, RLB_ECORRUPT,
-						  "step %u: sequence %zu does not match the step index",
-						  steps[k], i);
-				goto out;
-			}
-			rlb_stats_acc_add_seq(a, (uint32_t)i, &seq);
-		}
-		ret = rlb_stats_acc_end_step(a, err);
-		if (ret < 0)
-			goto out;
-	}
-	ret = rlb_stats_acc_finish(a, st, err);
-out:
-	free(metas);
-	free(lens);
-	free(groups);
+	if (ret == 0)
+		ret = rlb_trace_reader_steps(r, &steps, &nsteps, err);
+	for (k = 0; ret == 0 && k < nsteps; k++)
+		if (steps[k] >= step_lo && steps[k] <= step_hi)
+			ret = stats_step(a, r, steps[k], pool, err);
+	if (ret == 0)
+		ret = rlb_stats_acc_finish(a, st, err);
 	rlb_stats_acc_free(a);
 	if (ret < 0)
 		rlb_trace_stats_release(st);
-	return ret;
+	return ret < 0 ? ret : 0;
 }

@@ -73,18 +73,25 @@ struct rlb_trace_stats {
  */
 
 /*
- * Compute the statistics of every step of the trace with the config's EP
- * size, gpus_per_node, micro_batch_tokens and PACK, under the static
- * layout.  The shape (layers, experts, topk) comes from the trace header.
- * Streams the trace step by step (memory: one step's per-(micro-batch,
- * layer, expert) counts plus 16 bytes per (micro-batch, layer)).  st is
- * initialised here; release it with rlb_trace_stats_release.  Errors:
- * those of the reader, RLB_EINVAL (experts not divisible by the EP size,
- * EP size not a multiple of gpus_per_node), RLB_ECORRUPT, RLB_ENOMEM.
+ * Compute the statistics of the trace's steps in [step_lo, step_hi] with
+ * the config's EP size, gpus_per_node, micro_batch_tokens and PACK, under
+ * the static layout.  The shape (layers, experts, topk) comes from the
+ * trace header.  Streams the trace step by step (rlb_step_stream; memory:
+ * one step's per-(micro-batch, layer, expert) counts plus 16 bytes per
+ * (micro-batch, layer)); with a pool (lib/pool.h; NULL: this thread
+ * alone) its threads count each sequence in blocks of layers, with the
+ * same result for any number of threads.  No step in the range gives
+ * empty statistics.  st is initialised here; release it with
+ * rlb_trace_stats_release.  Errors: those of the reader and of
+ * rlb_step_stream, RLB_EINVAL (experts not divisible by the EP size, EP
+ * size not a multiple of gpus_per_node), RLB_ENOMEM.
  */
+struct rlb_pool;
 int rlb_trace_stats_compute(struct rlb_trace_reader *r,
 			    const struct rlb_config *cfg, enum rlb_pack pack,
-			    struct rlb_trace_stats *st, struct rlb_err *err);
+			    uint32_t step_lo, uint32_t step_hi,
+			    struct rlb_pool *pool, struct rlb_trace_stats *st,
+			    struct rlb_err *err);
 /* Free st's arrays and zero it.  NULL is a no-op. */
 void rlb_trace_stats_release(struct rlb_trace_stats *st);
 

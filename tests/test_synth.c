@@ -586,8 +586,10 @@ START_TEST(test_trace_stats_matches_acc)
 	struct rlb_trace_writer *w = NULL;
 	struct rlb_trace_reader *r = NULL;
 	struct rlb_trace_stats a, b;
+	struct rlb_pool *pool = NULL;
 	struct rlb_err err = {0};
 	char path[512];
+	uint64_t a_tokens = 0;
 	uint32_t l;
 	int p;
 
@@ -599,16 +601,21 @@ START_TEST(test_trace_stats_matches_acc)
 	ck_assert_msg(rlb_synth_generate(&cfg, 11, 0, w, NULL, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
-	for (p = 0; p < 2; p++) {
-		enum rlb_pack pack = p ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
+	ck_assert_msg(rlb_pool_new(&pool, 3, &err) == 0, "%s", err.msg);
+	/* both packing rules, counted on this thread and on three */
+	for (p = 0; p < 4; p++) {
+		enum rlb_pack pack = p & 1 ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
 
 		synth_stats(&cfg, 11, 0, pack, &a);
-		ck_assert_msg(rlb_trace_stats_compute(r, &cfg, pack, &b, &err) == 0, "%s", err.msg);
+		ck_assert_msg(rlb_trace_stats_compute(r, &cfg, pack, 0, UINT32_MAX,
+						      p & 2 ? pool : NULL, &b, &err) == 0,
+			      "%s", err.msg);
 		ck_assert_int_eq(b.pack, pack);
 		ck_assert_uint_eq(a.steps, 3);
 		ck_assert_uint_eq(b.steps, a.steps);
 		ck_assert_uint_eq(b.micro_batches, a.micro_batches);
 		ck_assert_uint_eq(b.tokens, a.tokens);
+		a_tokens = a.tokens;
 		ck_assert_uint_eq(b.nodes, 2);
 		ck_assert_double_eq(b.mb_gpu.p50, a.mb_gpu.p50);
 		ck_assert_double_eq(b.mb_gpu.p99, a.mb_gpu.p99);
@@ -622,6 +629,19 @@ START_TEST(test_trace_stats_matches_acc)
 		rlb_trace_stats_release(&a);
 		rlb_trace_stats_release(&b);
 	}
+	/* a range of steps: step 11 alone (the steps are 10..12), and none */
+	ck_assert_msg(rlb_trace_stats_compute(r, &cfg, RLB_PACK_IN_ORDER, 11, 11, pool, &b, &err) == 0,
+		      "%s", err.msg);
+	ck_assert_uint_eq(b.steps, 1);
+	ck_assert_uint_lt(b.tokens, a_tokens);
+	ck_assert_uint_gt(b.tokens, 0);
+	rlb_trace_stats_release(&b);
+	ck_assert_msg(rlb_trace_stats_compute(r, &cfg, RLB_PACK_IN_ORDER, 13, 99, pool, &b, &err) == 0,
+		      "%s", err.msg);
+	ck_assert_uint_eq(b.steps, 0);
+	ck_assert_uint_eq(b.tokens, 0);
+	rlb_trace_stats_release(&b);
+	rlb_pool_free(pool);
 	rlb_trace_reader_free(r);
 	unlink(path);
 }

@@ -9,7 +9,7 @@ tiny="$EX/tiny.rrt"
 run inspect -h
 expect_status 0
 head -n 1 out > first
-echo "usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] [-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] TRACE|PLAN" > want
+echo "usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] [-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] [--threads N] TRACE|PLAN" > want
 cmp -s first want || { cat first; fail "usage line differs"; }
 
 run inspect "$tiny"
@@ -80,6 +80,26 @@ run inspect --json --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 1: "$tiny"
 expect_status 0
 expect_out '"pack": "in-order"'
 expect_out '"gpu_max_mean_per_micro_batch"'
+
+run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 5:9 "$tiny"
+expect_status 1
+expect_err "relibra inspect: no steps in 5..9"
+
+# --threads counts in blocks of layers: the same statistics for any N.
+run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic --seed 3 -o syn.rrt
+expect_status 0
+run inspect --json --stats -c "$CONFIGS/tiny-2x2.yaml" --threads 1 syn.rrt
+expect_status 0
+mv out stats1
+run inspect --json --stats -c "$CONFIGS/tiny-2x2.yaml" --threads 3 syn.rrt
+expect_status 0
+cmp -s stats1 out || fail "--stats differs between 1 and 3 threads"
+expect_out '"rank_tokens_max_mean_per_micro_batch"'
+run inspect --threads 2 "$tiny"
+expect_status 2
+expect_err "relibra inspect: --threads goes with --stats"
+run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --threads 65 "$tiny"
+expect_status 2
 
 # Usage errors exit 2.
 run inspect --steps 5:2 "$tiny"
