@@ -39,7 +39,9 @@ struct rlb_balancer {
 	double *weight;			/* [layers][experts] */
 	uint32_t *lay_first;		/* [layers][experts + 1] GPU lists */
 	uint32_t *lay_gpu;		/* [layers][slots] home, then replicas */
-	int64_t *diff;			/* [slots per expert + 1] */
+	uint32_t *lay_copies;		/* [layers][slots] EPLB copies on each */
+	int64_t *diff;			/* [slots + 2] */
+	uint64_t *copy_q;		/* [slots + 1] even share of each copy */
 
 	/* replicate, relibra */
 	struct rlb_replicate_planner rp;
@@ -182,7 +184,9 @@ void rlb_balancer_free(struct rlb_balancer *b)
 	free(b->weight);
 	free(b->lay_first);
 	free(b->lay_gpu);
+	free(b->lay_copies);
 	free(b->diff);
+	free(b->copy_q);
 	if (b->rp_ready)
 		rlb_replicate_planner_release(&b->rp);
 	if (b->ro_ready)
@@ -198,11 +202,14 @@ static void unshape(struct rlb_balancer *b)
 	free(b->weight);
 	free(b->lay_first);
 	free(b->lay_gpu);
+	free(b->lay_copies);
 	free(b->diff);
+	free(b->copy_q);
 	b->prev_home = NULL;
 	b->hist = b->weight = NULL;
-	b->lay_first = b->lay_gpu = NULL;
+	b->lay_first = b->lay_gpu = b->lay_copies = NULL;
 	b->diff = NULL;
+	b->copy_q = NULL;
 	if (b->rp_ready)
 		rlb_replicate_planner_release(&b->rp);
 	if (b->ro_ready)
@@ -264,9 +271,11 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 		b->weight = calloc((size_t)L * E, sizeof(double));
 		b->lay_first = calloc((size_t)L * (E + 1), sizeof(uint32_t));
 		b->lay_gpu = calloc((size_t)L * P, sizeof(uint32_t));
-		b->diff = calloc(G + 2, sizeof(int64_t));
+		b->lay_copies = calloc((size_t)L * P, sizeof(uint32_t));
+		b->diff = calloc(P + 2, sizeof(int64_t));
+		b->copy_q = calloc(P + 1, sizeof(uint64_t));
 		if (!b->hist || !b->weight || !b->lay_first || !b->lay_gpu ||
-		    !b->diff) {
+		    !b->lay_copies || !b->diff || !b->copy_q) {
 			rc = rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
 			goto out;
 		}
@@ -346,13 +355,15 @@ static uint64_t cell_rows(const struct rlb_balancer *b, uint32_t M,
 }
 
 static int add_checked(struct rlb_step_plan *out, uint32_t mb, uint32_t layer,
-		       uint32_t e, uint32_t gpu, uint64_t q, struct rlb_err *err)
+		       uint32_t e, uint32_t gpu, uint64_t q, uint32_t copies,
+		       struct rlb_err *err)
 {
 	if (q > UINT32_MAX)
 		return rlb_err_set(err, RLB_ERANGE,
 				   "micro-batch %u layer %u expert %u: %llu rows exceed a quota's range",
 				   mb, layer, e, (unsigned long long)q);
-	return rlb_step_plan_add(out, mb, layer, e, gpu, (uint32_t)q, err);
+	return rlb_step_plan_add_copies(out, mb, layer, e, gpu, (uint32_t)q,
+					copies, err);
 }
 
 /* Every (mb, layer, expert) on its home alone, holding the whole load. */
@@ -367,7 +378,7 @@ static int plan_homes_only(struct rlb_balancer *b, const struct rlb_loads *l,
 			for (e = 0; e < E; e++) {
 				rc = add_checked(out, mb, k, e,
 						 out->home[(size_t)k * E + e],
-						 cell_rows(b, M, mb, k, e), err);
+						 cell_rows(b, M, mb, k, e), 1, err);
 				if (rc < 0)
 					return rc;
 			}
@@ -396,7 +407,7 @@ static int plan_replicated(struct rlb_balancer *b, const struct rlb_loads *l,
 
 				for (i = 0; i < cnt; i++) {
 					rc = add_checked(out, mb, k, e, in[i].gpu,
-							 in[i].quota_tokens, err);
+							 in[i].quota_tokens, 1, err);
 					if (rc < 0)
 						return rc;
 				}
@@ -408,8 +419,9 @@ static int plan_replicated(struct rlb_balancer *b, const struct rlb_loads *l,
 /*
  * EPLB's layout of every layer as per-expert GPU lists: the GPU of the
  * replica with phyrank 0 (the home) first, then the other replicas' GPUs
- * ascending.  Replicas of one expert that share a GPU become one instance
- * (EPLB's last packing step can put two copies on one GPU).
+ * ascending, each with the number of the expert's copies it holds (EPLB's
+ * last packing step can put two copies on one GPU: one instance standing
+ * for both, which takes both even shares, plan.h EVEN).
  */
 static void eplb_layout(struct rlb_balancer *b, const struct rlb_eplb_result *res,
 			struct rlb_step_plan *out)
@@ -420,28 +432,34 @@ static void eplb_layout(struct rlb_balancer *b, const struct rlb_eplb_result *re
 	for (k = 0; k < L; k++) {
 		uint32_t *first = b->lay_first + (size_t)k * (E + 1);
 		uint32_t *gpu = b->lay_gpu + (size_t)k * P, n = 0;
+		uint32_t *copies = b->lay_copies + (size_t)k * P;
 
 		for (e = 0; e < E; e++) {
 			const int32_t *slots = res->log2phy + ((size_t)k * E + e) * mc;
 			uint32_t cnt = (uint32_t)res->logcnt[(size_t)k * E + e];
 			uint32_t home = rlb_eplb_slot_gpu(res, (size_t)slots[0]);
-			uint32_t base = n + 1;
+			uint32_t base = n;
 
 			first[e] = n;
-			gpu[n++] = home;
 			out->home[(size_t)k * E + e] = home;
+			gpu[n] = home;
+			copies[n++] = 1;
 			for (j = 1; j < cnt; j++) {
 				uint32_t x = rlb_eplb_slot_gpu(res, (size_t)slots[j]);
-				int dup = x == home;
 
-				for (i = base; i < n && !dup; i++)
-					dup = gpu[i] == x;
-				if (dup)
+				for (i = base; i < n && gpu[i] != x; i++)
+					;
+				if (i < n) {
+					copies[i]++;
 					continue;
+				}
 				/* insertion into the ascending tail */
-				for (i = n; i > base && gpu[i - 1] > x; i--)
+				for (i = n; i > base + 1 && gpu[i - 1] > x; i--) {
 					gpu[i] = gpu[i - 1];
+					copies[i] = copies[i - 1];
+				}
 				gpu[i] = x;
+				copies[i] = 1;
 				n++;
 			}
 		}
@@ -450,9 +468,9 @@ static void eplb_layout(struct rlb_balancer *b, const struct rlb_eplb_result *re
 }
 
 /*
- * Quotas of one cell under the EVEN rule (plan.h): source s gives
- * floor(x / c) rows to each of the c instances and one more to instances
- * (s + j) mod c for j < x mod c.
+ * Shares of one cell's C copies under the EVEN rule (plan.h): source s
+ * gives floor(x / C) rows to each copy and one more to copies
+ * (s + j) mod C for j < x mod C.
  */
 static void even_quotas(struct rlb_balancer *b, const struct rlb_loads *l,
 			uint32_t mb, uint32_t layer, uint32_t e, uint32_t c,
@@ -492,7 +510,6 @@ static int plan_eplb(struct rlb_balancer *b, const struct rlb_loads *l,
 	uint32_t M = l->micro_batches, L = b->layers, E = b->experts, G = b->ranks;
 	size_t P = (size_t)E + (size_t)G * b->o.replica_slots, n = (size_t)L * E, i;
 	struct rlb_eplb_result res;
-	uint64_t *q = NULL;
 	uint32_t mb, k, e, j, w;
 	int rc = 0;
 
@@ -523,33 +540,37 @@ static int plan_eplb(struct rlb_balancer *b, const struct rlb_loads *l,
 			goto out;
 	}
 	eplb_layout(b, &res, out);
-	q = malloc((G + 1) * sizeof(uint64_t));
-	if (!q) {
-		rc = rlb_err_set(err, RLB_ENOMEM, "balancer: out of memory");
-		goto out;
-	}
 	for (mb = 0; mb < M; mb++)
 		for (k = 0; k < L; k++) {
 			const uint32_t *first = b->lay_first + (size_t)k * (E + 1);
 			const uint32_t *gpu = b->lay_gpu + (size_t)k * P;
+			const uint32_t *copies = b->lay_copies + (size_t)k * P;
 
 			for (e = 0; e < E; e++) {
-				uint32_t c = first[e + 1] - first[e];
+				uint32_t c = first[e + 1] - first[e], C = 0;
+				const uint64_t *q = b->copy_q;
 
-				if (c == 1)
-					q[0] = cell_rows(b, M, mb, k, e);
+				for (j = 0; j < c; j++)
+					C += copies[first[e] + j];
+				if (C == 1)
+					b->copy_q[0] = cell_rows(b, M, mb, k, e);
 				else
-					even_quotas(b, l, mb, k, e, c, q);
+					even_quotas(b, l, mb, k, e, C, b->copy_q);
+				/* an instance takes the shares of its copies */
 				for (j = 0; j < c; j++) {
-					rc = add_checked(out, mb, k, e,
-							 gpu[first[e] + j], q[j], err);
+					uint32_t x = copies[first[e] + j], y;
+					uint64_t sum = 0;
+
+					for (y = 0; y < x; y++)
+						sum += *q++;
+					rc = add_checked(out, mb, k, e, gpu[first[e] + j],
+							 sum, x, err);
 					if (rc < 0)
 						goto out;
 				}
 			}
 		}
 out:
-	free(q);
 	rlb_eplb_result_release(&res);
 	return rc;
 }

@@ -107,6 +107,7 @@ void rlb_step_plan_release(struct rlb_step_plan *p)
 	free(p->home);
 	free(p->inst_first);
 	free(p->inst);
+	free(p->copies);
 	rlb_schedule_release(p->sched);
 	free(p->sched);
 	memset(p, 0, sizeof(*p));
@@ -125,7 +126,43 @@ int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 		      uint32_t expert, uint32_t gpu, uint32_t quota,
 		      struct rlb_err *err)
 {
+	return rlb_step_plan_add_copies(p, mb, layer, expert, gpu, quota, 1, err);
+}
+
+/* Grow the instance array (and the copies beside it) to hold one more. */
+static int inst_grow(struct rlb_step_plan *p, struct rlb_err *err)
+{
+	size_t cap = p->inst_cap ? p->inst_cap * 2 : 1024;
+	struct rlb_plan_instance *n;
+
+	if (cap > SIZE_MAX / sizeof(*n))
+		return rlb_err_set(err, RLB_ENOMEM,
+				   "out of memory for plan instances");
+	n = realloc(p->inst, cap * sizeof(*n));
+	if (!n)
+		return rlb_err_set(err, RLB_ENOMEM,
+				   "out of memory for %zu plan instances", cap);
+	p->inst = n;
+	if (p->copies) {
+		uint32_t *c = realloc(p->copies, cap * sizeof(*c));
+
+		if (!c)
+			return rlb_err_set(err, RLB_ENOMEM,
+					   "out of memory for %zu plan instances",
+					   cap);
+		p->copies = c;
+	}
+	p->inst_cap = cap;
+	return 0;
+}
+
+int rlb_step_plan_add_copies(struct rlb_step_plan *p, uint32_t mb,
+			     uint32_t layer, uint32_t expert, uint32_t gpu,
+			     uint32_t quota, uint32_t copies,
+			     struct rlb_err *err)
+{
 	size_t c, k;
+	int ret;
 
 	if (mb >= p->micro_batches || layer >= p->layers ||
 	    expert >= p->experts)
@@ -138,20 +175,23 @@ int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 		return rlb_err_set(err, RLB_EINVAL,
 				   "mb %u, layer %u, expert %u: cells must be filled in (mb, layer, expert) order",
 				   mb, layer, expert);
+	if (copies == 0 || (copies > 1 && p->split != RLB_SPLIT_EVEN))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "mb %u, layer %u, expert %u: %u copies on gpu %u (only an even split has more than one)",
+				   mb, layer, expert, copies, gpu);
 	if (p->ninst == p->inst_cap) {
-		size_t cap = p->inst_cap ? p->inst_cap * 2 : 1024;
-		struct rlb_plan_instance *n;
-
-		if (cap > SIZE_MAX / sizeof(*n))
-			return rlb_err_set(err, RLB_ENOMEM,
-					   "out of memory for plan instances");
-		n = realloc(p->inst, cap * sizeof(*n));
-		if (!n)
+		ret = inst_grow(p, err);
+		if (ret)
+			return ret;
+	}
+	if (copies > 1 && !p->copies) {
+		p->copies = malloc(p->inst_cap * sizeof(*p->copies));
+		if (!p->copies)
 			return rlb_err_set(err, RLB_ENOMEM,
 					   "out of memory for %zu plan instances",
-					   cap);
-		p->inst = n;
-		p->inst_cap = cap;
+					   p->inst_cap);
+		for (k = 0; k < p->ninst; k++)
+			p->copies[k] = 1;
 	}
 	/* skipped cells (and the new one) start at the current end */
 	for (k = p->ninst ? p->cur_cell + 1 : 0; k <= c; k++)
@@ -159,31 +199,44 @@ int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 	p->inst[p->ninst].expert = expert;
 	p->inst[p->ninst].gpu = gpu;
 	p->inst[p->ninst].quota = quota;
+	if (p->copies)
+		p->copies[p->ninst] = copies;
 	p->ninst++;
 	p->inst_first[c + 1] = p->ninst;
 	p->cur_cell = c;
 	return 0;
 }
 
-/* Rows source s sends to instance i of c under EVEN (plan.h). */
-static uint32_t even_rows(uint32_t load, uint32_t c, uint32_t s, uint32_t i)
+/*
+ * Rows source s sends to copies [b, b + w) of C under EVEN (plan.h):
+ * floor(load / C) each, and one more to the copies whose offset
+ * (k - s) mod C is below load mod C.
+ */
+static uint64_t even_rows(uint32_t load, uint32_t C, uint32_t s, uint32_t b,
+			  uint32_t w)
 {
-	uint32_t r = load % c;
-	uint32_t j = (i + c - s % c) % c;	/* i = (s + j) mod c */
+	uint64_t r = load % C, start = ((uint64_t)b + C - s % C) % C;
+	uint64_t end = start + w, more;
 
-	return load / c + (j < r);
+	/* the offsets of the copies are the cyclic run [start, end) */
+	if (end <= C)
+		more = start < r ? (end < r ? end : r) - start : 0;
+	else
+		more = (start < r ? r - start : 0) + (end - C < r ? end - C : r);
+	return (uint64_t)(load / C) * w + more;
 }
 
-/* Sum over sources of instance i's EVEN share of a cell. */
+/* Sum over sources of the EVEN share of copies [b, b + w) of C. */
 static uint64_t even_quota(const struct rlb_loads *l, uint32_t mb,
-			   uint32_t layer, uint32_t e, uint32_t c, uint32_t i)
+			   uint32_t layer, uint32_t e, uint32_t C, uint32_t b,
+			   uint32_t w)
 {
 	uint64_t q = 0;
 	uint32_t s;
 
 	for (s = 0; s < l->ranks; s++)
 		q += even_rows(l->count[rlb_loads_index(l, mb, layer, s, e)],
-			       c, s, i);
+			       C, s, b, w);
 	return q;
 }
 
@@ -192,13 +245,25 @@ static uint64_t even_quota(const struct rlb_loads *l, uint32_t mb,
 /* The structure and quotas of one cell (count >= 1 instances from f). */
 static int check_cell(const struct rlb_step_plan *p, const struct rlb_loads *l,
 		      uint32_t mb, uint32_t layer, uint32_t e, size_t f,
-		      uint32_t count, uint32_t *slots, struct rlb_err *err)
+		      uint32_t count, uint64_t *slots, struct rlb_err *err)
 {
 	const struct rlb_plan_instance *in = p->inst + f;
 	uint32_t home = p->home[(size_t)layer * p->experts + e], i, s;
+	uint32_t max_slots = p->experts / p->ranks + p->replica_slots;
+	uint64_t C = 0;
 	uint64_t qsum = 0, load = 0;
 
 	for (i = 0; i < count; i++) {
+		uint32_t w = rlb_step_plan_copies(p, f + i);
+
+		if (w == 0 || (w > 1 && p->split != RLB_SPLIT_EVEN) || w > max_slots)
+			return rlb_err_set(err, RLB_ECORRUPT,
+					   CELL_FMT "instance %u stands for %u copies (%s)",
+					   mb, layer, e, i, w,
+					   w == 0 ? "at least 1" :
+					   w > max_slots ? "more than a gpu's slots" :
+					   "only an even split has more than 1");
+		C += w;
 		if (in[i].expert != e)
 			return rlb_err_set(err, RLB_ECORRUPT,
 					   CELL_FMT "instance %u names expert %u",
@@ -223,7 +288,7 @@ static int check_cell(const struct rlb_step_plan *p, const struct rlb_loads *l,
 					   mb, layer, e, in[i].gpu, in[i - 1].gpu);
 	}
 	for (i = 0; i < count; i++) {
-		slots[in[i].gpu]++;
+		slots[in[i].gpu] += rlb_step_plan_copies(p, f + i);
 		qsum += in[i].quota;
 	}
 	if (!l)
@@ -235,10 +300,17 @@ static int check_cell(const struct rlb_step_plan *p, const struct rlb_loads *l,
 				   CELL_FMT "quotas sum to %llu, the load is %llu",
 				   mb, layer, e, (unsigned long long)qsum,
 				   (unsigned long long)load);
-	if (p->split == RLB_SPLIT_EVEN && count > 1) {
-		for (i = 0; i < count; i++) {
-			uint64_t want = even_quota(l, mb, layer, e, count, i);
+	if (C > UINT32_MAX)
+		return rlb_err_set(err, RLB_ECORRUPT, CELL_FMT "%llu copies",
+				   mb, layer, e, (unsigned long long)C);
+	if (p->split == RLB_SPLIT_EVEN && C > 1) {
+		uint32_t b = 0;
 
+		for (i = 0; i < count; i++) {
+			uint32_t w = rlb_step_plan_copies(p, f + i);
+			uint64_t want = even_quota(l, mb, layer, e, (uint32_t)C, b, w);
+
+			b += w;
 			if (in[i].quota != want)
 				return rlb_err_set(err, RLB_ECORRUPT,
 						   CELL_FMT "instance %u (gpu %u) has quota %u, the even split gives %llu",
@@ -255,7 +327,7 @@ int rlb_step_plan_check(const struct rlb_step_plan *p,
 {
 	size_t cells = plan_cells(p), c;
 	uint32_t mb, layer, e, g, per_gpu, max_slots;
-	uint32_t *slots = NULL;
+	uint64_t *slots = NULL;
 	int ret = 0;
 
 	if (p->split != RLB_SPLIT_LOCALITY && p->split != RLB_SPLIT_EVEN)
@@ -327,8 +399,8 @@ int rlb_step_plan_check(const struct rlb_step_plan *p,
 			for (g = 0; g < p->ranks; g++) {
 				if (slots[g] > max_slots) {
 					ret = rlb_err_set(err, RLB_ECORRUPT,
-							  "mb %u, layer %u: gpu %u holds %u instances, more than its %u slots (%u experts per gpu + %u replica slots)",
-							  mb, layer, g, slots[g],
+							  "mb %u, layer %u: gpu %u holds %llu copies, more than its %u slots (%u experts per gpu + %u replica slots)",
+							  mb, layer, g, (unsigned long long)slots[g],
 							  max_slots, per_gpu,
 							  p->replica_slots);
 					goto out;
@@ -368,11 +440,17 @@ void rlb_step_plan_split(const struct rlb_step_plan *p,
 	n = (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
 	load = l->count + rlb_loads_index(l, mb, layer, 0, expert);
 	if (p->split == RLB_SPLIT_EVEN) {
+		uint32_t C = 0, b, w;
+
+		for (i = 0; i < n; i++)
+			C += rlb_step_plan_copies(p, p->inst_first[c] + i);
 		for (s = 0; s < p->ranks; s++)
-			for (i = 0; i < n; i++)
-				rows[(size_t)s * n + i] =
+			for (i = 0, b = 0; i < n; i++, b += w) {
+				w = rlb_step_plan_copies(p, p->inst_first[c] + i);
+				rows[(size_t)s * n + i] = (uint32_t)
 					even_rows(load[(size_t)s * p->experts],
-						  n, s, i);
+						  C, s, b, w);
+			}
 		return;
 	}
 	rlb_replicate_split(p->ranks, p->gpus_per_node, &in[0].gpu,
@@ -425,10 +503,17 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
 					const struct rlb_plan_instance *in =
 						rlb_step_plan_cell(p, mb, l, e, &n);
 
+					size_t f = (size_t)(in - p->inst);
+
 					fprintf(fp, " %u[", e);
-					for (k = 0; k < n; k++)
-						fprintf(fp, "%s%u:%u", k ? " " : "",
-							in[k].gpu, in[k].quota);
+					for (k = 0; k < n; k++) {
+						uint32_t w = rlb_step_plan_copies(p, f + k);
+
+						fprintf(fp, "%s%u", k ? " " : "", in[k].gpu);
+						if (w > 1)
+							fprintf(fp, "x%u", w);
+						fprintf(fp, ":%u", in[k].quota);
+					}
 					fputc(']', fp);
 				}
 				fputc('\n', fp);
@@ -539,24 +624,27 @@ int rlb_plan_eplb_export(const struct rlb_step_plan *p,
 			uint32_t m0 = mb == RLB_PLAN_EPLB_STEP ? 0 : (uint32_t)mb;
 			size_t c = ((size_t)m0 * L + l) * E + e;
 
-			for (k = p->inst_first[c] + 1; k < p->inst_first[c + 1]; k++) {
-				uint32_t m, rg = p->inst[k].gpu;
+			/* the home's further copies, then each replica's */
+			for (k = p->inst_first[c]; k < p->inst_first[c + 1]; k++) {
+				uint32_t m, rg = p->inst[k].gpu, w;
 				int everywhere = 1;
 
-				for (m = 1; mb == RLB_PLAN_EPLB_STEP &&
+				w = rlb_step_plan_copies(p, k) - (k == p->inst_first[c]);
+				for (m = 1; w && k > p->inst_first[c] &&
+					    mb == RLB_PLAN_EPLB_STEP &&
 					    m < p->micro_batches && everywhere; m++)
 					everywhere = cell_has(p, m, l, e, rg);
-				if (!everywhere)
-					continue;
-				if (rg >= G || fill[rg] >= spg) {
-					ret = rlb_err_set(err, RLB_EINVAL,
-							  "layer %u: gpu %u holds more experts than its %u slots",
-							  l, rg, spg);
-					goto out;
+				for (; everywhere && w; w--) {
+					if (rg >= G || fill[rg] >= spg) {
+						ret = rlb_err_set(err, RLB_EINVAL,
+								  "layer %u: gpu %u holds more experts than its %u slots",
+								  l, rg, spg);
+						goto out;
+					}
+					phy[(size_t)rg * spg + fill[rg]] = (int32_t)e;
+					rk[(size_t)rg * spg + fill[rg]] = lc[e]++;
+					fill[rg]++;
 				}
-				phy[(size_t)rg * spg + fill[rg]] = (int32_t)e;
-				rk[(size_t)rg * spg + fill[rg]] = lc[e]++;
-				fill[rg]++;
 			}
 		}
 		/* slots left over: copies of the GPU's own experts */

@@ -35,10 +35,13 @@ int rlb_policy_from_name(const char *name, enum rlb_policy *p,
  *     on its own GPU (up to its quota); then the sources of the expert's
  *     home node by ascending rank, then all other sources by ascending
  *     rank, fill the instances in instance order, each up to its quota.
- *   EVEN: every source splits its rows evenly over the expert's c
- *     instances: each gets floor(rows / c), and the remainder r goes one
- *     row each to instances (s + j) mod c for j < r, s the source rank.
- *     Quotas are then the sums over sources.
+ *   EVEN: every source splits its rows evenly over the expert's C
+ *     copies: each gets floor(rows / C), and the remainder r goes one row
+ *     each to copies (s + j) mod C for j < r, s the source rank.  Copies
+ *     are numbered in instance order: instance i stands for its
+ *     `copies` (rlb_step_plan_copies) consecutive copies, 1 but where
+ *     EPLB packs several copies of an expert onto one GPU, and receives
+ *     their rows.  Quotas are then the sums over sources.
  * A source sends its rows of an expert in its own token order (chunks in
  * (sequence, start) order): the first rows to the first instance that
  * receives from it, and so on.
@@ -75,6 +78,13 @@ struct rlb_step_plan {
 	struct rlb_plan_instance *inst;
 	size_t ninst;
 	size_t inst_cap;
+	/*
+	 * copies[k]: the physical copies that instance k stands for (>= 1;
+	 * more than 1 only under RLB_SPLIT_EVEN, where they share out the
+	 * expert's rows and slots, plan.h EVEN).  NULL: every instance is
+	 * one copy.  Same capacity as inst.
+	 */
+	uint32_t *copies;
 	uint32_t migrated_experts;	/* homes that changed node since the previous step */
 	uint64_t planner_ns;		/* wall time spent planning this step */
 	size_t cur_cell;		/* cell of the last instance added (private) */
@@ -116,6 +126,25 @@ int rlb_step_plan_add(struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 		      uint32_t expert, uint32_t gpu, uint32_t quota,
 		      struct rlb_err *err);
 
+/*
+ * The same with the physical copies that the instance stands for (>= 1;
+ * EVEN plans only, see copies in struct rlb_step_plan): the instance
+ * takes that many even shares and slots.  Errors: those of
+ * rlb_step_plan_add, RLB_EINVAL (copies 0, or above 1 in a LOCALITY
+ * plan).
+ */
+int rlb_step_plan_add_copies(struct rlb_step_plan *p, uint32_t mb,
+			     uint32_t layer, uint32_t expert, uint32_t gpu,
+			     uint32_t quota, uint32_t copies,
+			     struct rlb_err *err);
+
+/* Copies of instance K (p->inst index): 1 unless the plan records more. */
+static inline uint32_t rlb_step_plan_copies(const struct rlb_step_plan *p,
+					    size_t k)
+{
+	return p->copies ? p->copies[k] : 1;
+}
+
 /* The instances of one cell; *count receives their number. */
 static inline const struct rlb_plan_instance *
 rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
@@ -130,7 +159,7 @@ rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
 /*
  * Check every invariant against the loads it was planned from: each
  * expert has one home GPU; every cell's first instance is on the home
- * GPU; no GPU holds two instances of an expert; instances per GPU per
+ * GPU; no GPU holds two instances of an expert; copies per GPU per
  * (mb, layer) <= experts / ranks + replica_slots (EPLB mixes homes and
  * replicas in a GPU's slots; the other policies keep experts / ranks homes
  * per GPU and use at most replica_slots spare slots); quotas are
@@ -139,8 +168,9 @@ rlb_step_plan_cell(const struct rlb_step_plan *p, uint32_t mb, uint32_t layer,
  *
  * Also checked: every instance names its cell's expert and a GPU below
  * ranks, replicas follow in ascending GPU order, every cell has an
- * instance, and under RLB_SPLIT_EVEN each quota is the instance's share
- * of the even split.  l may be NULL: everything but the loads (the
+ * instance, every instance is at least one copy and only EVEN plans
+ * have more, and under RLB_SPLIT_EVEN each quota is the instance's
+ * share of the even split.  l may be NULL: everything but the loads (the
  * structure that a plan file reader checks).  Messages name the cell as
  * "mb M, layer L, expert E" (trace_format/SPEC.md (plan format) lists them).
  * RLB_EINVAL when l's shape differs from the plan's; RLB_ENOMEM.

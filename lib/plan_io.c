@@ -56,8 +56,9 @@ enum {
 #define RLP_F_REPLICATE (1u << 1)
 #define RLP_F_COLOCATE (1u << 2)
 #define RLP_F_SCHEDULE (1u << 3)	/* 1.1: every step frame carries its schedule */
+#define RLP_F_COPIES (1u << 4)		/* 1.2: every step frame carries the copies */
 #define RLP_F_KNOWN (RLP_F_REORDER | RLP_F_REPLICATE | RLP_F_COLOCATE | \
-		     RLP_F_SCHEDULE)
+		     RLP_F_SCHEDULE | RLP_F_COPIES)
 #define RLP_F_REQUIRED 0x0000FFFFu
 
 /* Step frame fixed part and step index (version 1.0; 1.1 with a schedule). */
@@ -132,6 +133,7 @@ void rlb_plan_header_init(struct rlb_plan_header *h,
 		   o->policy == RLB_POLICY_EPLB_ORACLE ?
 		   RLB_SPLIT_EVEN : RLB_SPLIT_LOCALITY;
 	h->pack = pack;
+	h->copies = h->split == RLB_SPLIT_EVEN;
 	h->reorder = o->reorder != 0;
 	h->replicate = o->replicate != 0;
 	h->colocate = o->colocate != 0;
@@ -220,7 +222,8 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	uint32_t flags = (h->reorder ? RLP_F_REORDER : 0) |
 			 (h->replicate ? RLP_F_REPLICATE : 0) |
 			 (h->colocate ? RLP_F_COLOCATE : 0) |
-			 (carries_schedule(h) ? RLP_F_SCHEDULE : 0);
+			 (carries_schedule(h) ? RLP_F_SCHEDULE : 0) |
+			 (h->copies ? RLP_F_COPIES : 0);
 	uint64_t mw;
 
 	memset(out, 0, 8 + RLP_H_SIZE);
@@ -228,8 +231,8 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	rlb_put_u32(out + 4, RLP_H_SIZE);
 	memcpy(p + RLP_H_MAGIC, RLP_HEADER_ID, 8);
 	rlb_put_u16(p + RLP_H_MAJOR, RLB_PLAN_VERSION_MAJOR);
-	/* a plan without a schedule is exactly a 1.0 file */
-	rlb_put_u16(p + RLP_H_MINOR, carries_schedule(h) ? 1 : 0);
+	/* a plan without a schedule or copies is exactly a 1.0 file */
+	rlb_put_u16(p + RLP_H_MINOR, h->copies ? 2 : carries_schedule(h) ? 1 : 0);
 	rlb_put_u32(p + RLP_H_FLAGS, flags);
 	p[RLP_H_POLICY] = (uint8_t)h->policy;
 	p[RLP_H_SPLIT] = (uint8_t)h->split;
@@ -307,6 +310,7 @@ static int header_decode(const uint8_t *p, size_t len,
 	h->reorder = (flags & RLP_F_REORDER) != 0;
 	h->replicate = (flags & RLP_F_REPLICATE) != 0;
 	h->colocate = (flags & RLP_F_COLOCATE) != 0;
+	h->copies = (flags & RLP_F_COPIES) != 0;
 	h->policy = (enum rlb_policy)p[RLP_H_POLICY];
 	h->split = (enum rlb_split)p[RLP_H_SPLIT];
 	h->pack = (enum rlb_pack)p[RLP_H_PACK];
@@ -331,6 +335,9 @@ static int header_decode(const uint8_t *p, size_t len,
 			      "the schedule flag %s, the packing rule is '%s'",
 			      flags & RLP_F_SCHEDULE ? "is set" : "is clear",
 			      rlb_pack_name(h->pack));
+	if (h->copies && h->split != RLB_SPLIT_EVEN)
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_FLAGS,
+			      "the copies flag is set, the split rule is locality");
 	ret = rlb_plan_header_check(h, err);
 	if (ret) {
 		rlb_err_prefix(err, "header at offset 8");
@@ -456,7 +463,7 @@ static uint64_t step_bytes(const struct rlb_plan_header *h, uint64_t mbs,
 	if (mbs > RLB_PLAN_MAX_MICRO_BATCHES || replicas > lim || chunks > lim)
 		return 0;
 	n = fixed + le * wg + mbs * h->layers * 4 + replicas * (we + wg) +
-	    (mbs * le + replicas) * 4;
+	    (mbs * le + replicas) * (h->copies ? 8 : 4);
 	if (carries_schedule(h))
 		n += 8 + chunks * (16 + wg);
 	return n > lim ? 0 : n;
@@ -505,6 +512,8 @@ static void step_encode(const struct rlb_plan_header *h,
 	o = og;
 	for (i = 0; i < p->ninst; i++, o += 4)
 		rlb_put_u32(o, p->inst[i].quota);
+	for (i = 0; h->copies && i < p->ninst; i++, o += 4)
+		rlb_put_u32(o, rlb_step_plan_copies(p, i));
 	if (carries_schedule(h)) {
 		const struct rlb_schedule *sc = p->sched;
 		size_t C = sc->nchunks;
@@ -707,6 +716,22 @@ static int step_decode(const struct rlb_plan_header *h,
 	}
 	p->inst_first[c] = k;
 	p->cur_cell = c ? c - 1 : 0;
+	if (h->copies) {
+		const uint8_t *wp = qp + 4 * (size_t)p->ninst;
+
+		for (k = 0; k < p->ninst && rlb_get_u32(wp + 4 * k) == 1; k++)
+			;
+		if (k < p->ninst) {	/* all 1: no array */
+			p->copies = malloc(p->inst_cap * sizeof(*p->copies));
+			if (!p->copies) {
+				ret = rlb_err_set(err, RLB_ENOMEM,
+						  "out of memory for step %u", step);
+				goto fail;
+			}
+			for (k = 0; k < p->ninst; k++)
+				p->copies[k] = rlb_get_u32(wp + 4 * k);
+		}
+	}
 	if (r != replicas) {
 		ret = rlb_err_set(err, RLB_ECORRUPT,
 				  "%s: the cells list %zu replicas, the step %llu",
@@ -721,7 +746,8 @@ static int step_decode(const struct rlb_plan_header *h,
 	}
 	if (carries_schedule(h)) {
 		ret = schedule_decode(h, info, what, buf,
-				      (size_t)(qp - buf) + 4 * p->ninst, p, err);
+				      (size_t)(qp - buf) + (h->copies ? 8 : 4) * p->ninst,
+				      p, err);
 		if (ret)
 			goto fail;
 	}
@@ -869,6 +895,11 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 					    "step %u: a plan packed '%s' must carry its schedule of %u micro-batches on %u ranks",
 					    p->step, rlb_pack_name(h->pack),
 					    p->micro_batches, h->ranks));
+	for (c = 0; !h->copies && p->copies && c < p->ninst; c++)
+		if (p->copies[c] > 1)
+			return wfail(w, rlb_err_set(&w->err, RLB_EINVAL,
+						    "step %u: instance %zu stands for %u copies; a plan without the copies flag cannot record them",
+						    p->step, c, p->copies[c]));
 	cells = (uint64_t)p->micro_batches * p->layers * p->experts;
 	replicas = p->ninst - cells;
 	chunks = carries_schedule(h) ? p->sched->nchunks : 0;

@@ -22,7 +22,7 @@
 #include "trace.h"
 
 #define RLB_PLAN_VERSION_MAJOR 1
-#define RLB_PLAN_VERSION_MINOR 1
+#define RLB_PLAN_VERSION_MINOR 2
 
 /* Limits of the format (SPEC.md (plan format) "Limits"). */
 #define RLB_PLAN_MAX_LAYERS 65536u
@@ -47,6 +47,7 @@ struct rlb_plan_header {
 	int reorder;			/* relibra: cross-node reordering (0/1) */
 	int replicate;			/* relibra: intra-node replication (0/1) */
 	int colocate;			/* relibra: co-location objective (0/1) */
+	int copies;			/* 1.2: steps carry each instance's copies (EVEN split) */
 	uint32_t replica_slots;		/* per GPU per layer */
 	uint32_t min_tokens_per_replica;
 	uint32_t eplb_window;
@@ -214,7 +215,8 @@ int rlb_plan_reader_read_step(struct rlb_plan_reader *r, uint32_t step,
  *   step 0: 2 micro-batches, 1 replicas, 0 migrated experts, planner 41000 ns
  *     homes layer 0: 0 0 1 1
  *     mb 0, layer 0: 0[0:5 1:3] 1[0:2] 2[1:1] 3[1:0]
- * (per expert: its instances as gpu:quota, the home copy first).
+ * (per expert: its instances as gpu:quota, the home copy first;
+ * gpuxN:quota for an instance standing for N > 1 copies).
  * RLB_EIO when writing fails.
  */
 int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
@@ -224,12 +226,13 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
  * EPLB-compatible export of one step's placement (SPEC.md (plan format) "EPLB
  * export").  Every GPU has experts / ranks + replica_slots physical slots;
  * slot s lives on GPU s / slots_per_gpu.  GPU g's slots hold, in order,
- * the experts whose home is g (ascending id), then the replicas on g
- * (ascending expert id), then, in slots left over, further copies of g's
- * own experts in its slot order, cyclically (so every slot names a
- * logical expert, logcnt sums to the slot count, and no GPU's work
- * changes: copies on one GPU share that GPU's tokens).  Replica rank 0 is
- * the home slot, then the replicas in instance order (ascending GPU), then
+ * the experts whose home is g (ascending id), then the further copies on
+ * g by ascending expert id (a home's copies beyond its first, each
+ * replica's copies), then, in slots left over, filler copies of g's own
+ * experts in its slot order, cyclically (so every slot names a logical
+ * expert, logcnt sums to the slot count, and no GPU's work changes:
+ * copies on one GPU share that GPU's tokens).  Replica rank 0 is the home
+ * slot, then the further copies in instance order (ascending GPU), then
  * the filler copies in ascending slot order.
  */
 #define RLB_PLAN_EPLB_STEP (-1)

@@ -513,7 +513,9 @@ static void bytes_add(struct rlb_sim_bytes *a, const struct rlb_sim_bytes *b)
  * Replica weight copies and gradient reductions of one (mb, layer).  A
  * replica present on the same GPU in the previous micro-batch keeps its
  * weights (no copy); one present in the next keeps accumulating its
- * gradient (no reduction yet).
+ * gradient (no reduction yet).  Copies of an expert that share a GPU
+ * (EPLB) count as replicas each but share one weight copy, one GEMM and
+ * one gradient.
  */
 static void replicas(const struct rlb_sim *sim, const struct rlb_step_plan *plan,
 		     uint32_t mb, uint32_t layer, struct work *w, double window_s,
@@ -525,9 +527,12 @@ static void replicas(const struct rlb_sim *sim, const struct rlb_step_plan *plan
 	clear_exchange(w);
 	for (e = 0; e < w->E; e++) {
 		const struct rlb_plan_instance *in = rlb_step_plan_cell(plan, mb, layer, e, &n);
+		size_t f = (size_t)(in - plan->inst);
 
+		/* an EPLB instance may stand for several copies: each is a replica */
+		st->replicas += rlb_step_plan_copies(plan, f) - 1;
 		for (i = 1; i < n; i++) {
-			st->replicas++;
+			st->replicas += rlb_step_plan_copies(plan, f + i);
 			if (mb > 0 && has_instance(plan, mb - 1, layer, e, in[i].gpu))
 				continue;
 			st->replica_copies++;

@@ -11,6 +11,7 @@
 
 #include "balance.h"
 #include "eplb.h"
+#include "plan_io.h"
 #include "reorder.h"
 #include "cooc.h"
 #include "suites.h"
@@ -153,18 +154,32 @@ static void check_plan(const struct rlb_step_plan *p, const struct rlb_loads *l,
 				if (pol == RLB_POLICY_REPLICATE || pol == RLB_POLICY_RELIBRA)
 					for (i = 1; i < cnt; i++)
 						ck_assert_uint_eq(in[i].gpu / g, h / g);
-				if (eplb && cnt > 1) {
-					/* the EVEN rule, source by source */
-					for (i = 0; i < cnt; i++) {
+				if (eplb) {
+					/*
+					 * the EVEN rule, source by source and copy
+					 * by copy: instance i stands for copies
+					 * [b, b + w) of the cell's C
+					 */
+					size_t f = (size_t)(in - p->inst);
+					uint32_t C = 0, b = 0, w, j;
+
+					for (i = 0; i < cnt; i++)
+						C += rlb_step_plan_copies(p, f + i);
+					for (i = 0; i < cnt; i++, b += w) {
 						uint64_t q = 0;
 
+						w = rlb_step_plan_copies(p, f + i);
+						ck_assert_uint_ge(w, 1);
 						for (s = 0; s < G; s++) {
 							uint32_t x = l->count[rlb_loads_index(l, mb, k, s, e)];
 
-							q += x / cnt + ((i + cnt - s % cnt) % cnt < x % cnt);
+							for (j = b; j < b + w; j++)
+								q += x / C + ((j + C - s % C) % C < x % C);
 						}
 						ck_assert_uint_eq(in[i].quota, q);
 					}
+				} else {
+					ck_assert_ptr_null(p->copies);
 				}
 			}
 }
@@ -389,7 +404,8 @@ END_TEST
 
 /*
  * EPLB puts both copies of expert 0 and three of expert 1 on one GPU for
- * totals [34, 95, 30, 2] on 2 GPUs with 4 slots each: one instance per GPU.
+ * totals [34, 95, 30, 2] on 2 GPUs with 4 slots each: one instance per
+ * GPU, standing for its copies, which take their even shares each.
  */
 START_TEST(test_eplb_shared_gpu)
 {
@@ -413,20 +429,42 @@ START_TEST(test_eplb_shared_gpu)
 	}
 	ck_assert_int_eq(rlb_balancer_plan_step(b, NULL, &l, &p, &err), 0);
 	check_plan(&p, &l, &o, 0);
+	/*
+	 * EPLB's layout (relibra plan --eplb-weights on [[34, 95, 30, 2]],
+	 * 8 slots, 2 GPUs): phy2log [2 1 0 0 | 1 1 1 3], expert 1's slots in
+	 * replica order 4 5 1 6.  Expert 0: both copies on GPU 0, one
+	 * instance standing for 2.
+	 */
 	in = rlb_step_plan_cell(&p, 0, 0, 0, &cnt);
 	ck_assert_uint_eq(cnt, 1);
 	ck_assert_uint_eq(in[0].gpu, 0);
 	ck_assert_uint_eq(in[0].quota, 34);
+	ck_assert_uint_eq(rlb_step_plan_copies(&p, (size_t)(in - p.inst)), 2);
+	/*
+	 * Expert 1: home GPU 1 with 3 copies (0, 1, 2), GPU 0 with copy 3.
+	 * Source 0 sends 47 rows = 4 x 11 + 3: one more to copies 0, 1, 2
+	 * ((j - 0) mod 4 < 3), so 12, 12, 12, 11; source 1 sends 48 = 4 x 12.
+	 * GPU 1 takes 3 shares of each: 36 + 36 = 72; GPU 0 11 + 12 = 23.
+	 */
 	in = rlb_step_plan_cell(&p, 0, 0, 1, &cnt);
 	ck_assert_uint_eq(cnt, 2);
-	ck_assert_uint_eq(in[0].quota + in[1].quota, 95);
-	/*
-	 * source 0 sends 47 rows: 24 to the first instance (its remainder
-	 * goes to instance 0 mod 2), 23 to the second; source 1 sends 48:
-	 * 24 to each
-	 */
-	ck_assert_uint_eq(in[0].quota, 48);
-	ck_assert_uint_eq(in[1].quota, 47);
+	ck_assert_uint_eq(in[0].gpu, 1);
+	ck_assert_uint_eq(in[1].gpu, 0);
+	ck_assert_uint_eq(rlb_step_plan_copies(&p, (size_t)(in - p.inst)), 3);
+	ck_assert_uint_eq(rlb_step_plan_copies(&p, (size_t)(in - p.inst) + 1), 1);
+	ck_assert_uint_eq(in[0].quota, 72);
+	ck_assert_uint_eq(in[1].quota, 23);
+	/* the export gives back EPLB's copy counts; each GPU lists its homes first */
+	{
+		static const int32_t logcnt[4] = { 2, 4, 1, 1 };
+		static const int32_t phy2log[8] = { 0, 2, 0, 1, 1, 3, 1, 1 };
+		struct rlb_eplb_result res;
+
+		ck_assert_msg(rlb_plan_eplb_export(&p, NULL, &res, &err) == 0, "%s", err.msg);
+		ck_assert_mem_eq(res.logcnt, logcnt, sizeof(logcnt));
+		ck_assert_mem_eq(res.phy2log, phy2log, sizeof(phy2log));
+		rlb_eplb_result_release(&res);
+	}
 	rlb_step_plan_release(&p);
 	rlb_loads_release(&l);
 	rlb_balancer_free(b);

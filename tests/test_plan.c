@@ -310,7 +310,7 @@ START_TEST(test_check_violations)
 	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 2, 2, 4, NULL), 0);
 	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 3, 3, 14, NULL), 0);
 	ck_assert_int_eq(rlb_step_plan_check(&p, &l, &err), RLB_ECORRUPT);
-	ck_assert_str_eq(err.msg, "mb 0, layer 0: gpu 1 holds 2 instances, more than its 1 slots (1 experts per gpu + 0 replica slots)");
+	ck_assert_str_eq(err.msg, "mb 0, layer 0: gpu 1 holds 2 copies, more than its 1 slots (1 experts per gpu + 0 replica slots)");
 	rlb_step_plan_release(&p);
 
 	/* quotas that do not sum to the load */
@@ -456,6 +456,65 @@ START_TEST(test_split_even_hand)
 	p.inst[1].quota = 6;
 	ck_assert_int_eq(rlb_step_plan_check(&p, &l, &err), RLB_ECORRUPT);
 	ck_assert_str_eq(err.msg, "mb 0, layer 0, expert 0: instance 0 (gpu 0) has quota 5, the even split gives 6");
+	rlb_step_plan_release(&p);
+	rlb_loads_release(&l);
+}
+END_TEST
+
+/*
+ * EVEN over copies: expert 0 on GPU 0 standing for 2 copies (0 and 1) and
+ * on GPU 3 for copy 2, loads 7, 5, 0, 4 over C = 3 copies.  Source 0:
+ * 7 = 2 x 3 + 1, one more to copy 0: copies 3 2 2, GPU 0 takes 5, GPU 3
+ * 2.  Source 1: 5 = 1 x 3 + 2, one more to copies 1 and 2: 1 2 2, so 3
+ * and 2.  Source 3: 4 = 1 x 3 + 1, one more to copy (3 + 0) mod 3 = 0:
+ * 2 1 1, so 3 and 1.  Quotas 11 and 5.
+ */
+START_TEST(test_split_even_copies)
+{
+	struct rlb_step_plan p;
+	struct rlb_loads l;
+	struct rlb_err err;
+	uint32_t rows[4 * 2];
+	static const uint32_t load0[4] = { 7, 5, 0, 4 };
+	static const uint32_t want[8] = { 5, 2, 3, 2, 0, 0, 3, 1 };
+
+	ck_assert_int_eq(rlb_loads_init(&l, 1, 1, 4, 4, NULL), 0);
+	set_loads(&l, 0, 0, 0, load0);
+	ck_assert_int_eq(rlb_step_plan_init(&p, 0, 1, 1, 4, 4, 2, 1,
+					    RLB_SPLIT_EVEN, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add_copies(&p, 0, 0, 0, 0, 11, 2, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 0, 3, 5, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 1, 1, 0, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 2, 2, 0, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 3, 3, 0, NULL), 0);
+	ck_assert_uint_eq(rlb_step_plan_copies(&p, 0), 2);
+	ck_assert_uint_eq(rlb_step_plan_copies(&p, 1), 1);
+	ck_assert_msg(rlb_step_plan_check(&p, &l, &err) == 0, "%s", err.msg);
+	rlb_step_plan_split(&p, &l, 0, 0, 0, rows);
+	ck_assert_mem_eq(rows, want, sizeof(want));
+	check_rows(&p, &l, 0, 0, 0, rows);
+	/* the split of one copy per instance (6, 5, 5 over three) is refused */
+	p.inst[0].quota = 10;
+	p.inst[1].quota = 6;
+	ck_assert_int_eq(rlb_step_plan_check(&p, &l, &err), RLB_ECORRUPT);
+	ck_assert_str_eq(err.msg, "mb 0, layer 0, expert 0: instance 0 (gpu 0) has quota 10, the even split gives 11");
+	p.inst[0].quota = 11;
+	p.inst[1].quota = 5;
+	/* copies use slots: GPU 0 (2 copies of expert 0) is full, GPU 3 too */
+	p.copies[1] = 2;
+	ck_assert_int_eq(rlb_step_plan_check(&p, NULL, &err), RLB_ECORRUPT);
+	ck_assert_str_eq(err.msg, "mb 0, layer 0: gpu 3 holds 3 copies, more than its 2 slots (1 experts per gpu + 1 replica slots)");
+	p.copies[1] = 0;
+	ck_assert_int_eq(rlb_step_plan_check(&p, NULL, &err), RLB_ECORRUPT);
+	ck_assert_str_eq(err.msg, "mb 0, layer 0, expert 0: instance 1 stands for 0 copies (at least 1)");
+	rlb_step_plan_release(&p);
+	/* only an even split has instances of several copies */
+	ck_assert_int_eq(rlb_step_plan_init(&p, 0, 1, 1, 4, 4, 2, 1,
+					    RLB_SPLIT_LOCALITY, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add_copies(&p, 0, 0, 0, 0, 11, 2, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "mb 0, layer 0, expert 0: 2 copies on gpu 0 (only an even split has more than one)");
+	ck_assert_int_eq(rlb_step_plan_add_copies(&p, 0, 0, 0, 0, 11, 0, &err), RLB_EINVAL);
+	ck_assert_ptr_null(p.copies);
 	rlb_step_plan_release(&p);
 	rlb_loads_release(&l);
 }
@@ -633,6 +692,10 @@ static void plans_equal(const struct rlb_step_plan *a,
 		    a->inst[i].quota != b->inst[i].quota)
 			bad = i;
 	ck_assert_msg(bad == SIZE_MAX, "instance %zu differs", bad);
+	for (i = 0; i < a->ninst && bad == SIZE_MAX; i++)
+		if (rlb_step_plan_copies(a, i) != rlb_step_plan_copies(b, i))
+			bad = i;
+	ck_assert_msg(bad == SIZE_MAX, "copies of instance %zu differ", bad);
 }
 
 static void write_plans(const char *path, const struct rlb_plan_header *h,
@@ -1172,6 +1235,73 @@ START_TEST(test_file_versions)
 }
 END_TEST
 
+/*
+ * Copies (1.2): an EVEN plan records each instance's copies, and reads
+ * back with them; a plan without the flag cannot record them; the flag
+ * on a LOCALITY plan is corruption.
+ */
+START_TEST(test_file_copies)
+{
+	static const uint32_t q[4] = { 9, 4, 6, 1 };
+	struct rlb_plan_header h;
+	struct rlb_step_plan p, got, two[2];
+	struct rlb_plan_writer *w;
+	struct rlb_plan_reader *r;
+	struct rlb_err err;
+	const char *path = tmp_path("copies.rlp"), *bad = tmp_path("copies2.rlp");
+	uint32_t l, e;
+	uint8_t *b, v[4];
+	size_t n;
+
+	tiny_header(&h);
+	h.policy = RLB_POLICY_EPLB_ORACLE;
+	h.split = RLB_SPLIT_EVEN;
+	h.copies = 1;
+	/* 2 GPUs of 2 + 1 slots: expert 0 twice on GPU 0 in layer 0 */
+	ck_assert_int_eq(rlb_step_plan_init(&p, 0, 1, 2, 4, 2, 2, 1,
+					    RLB_SPLIT_EVEN, NULL), 0);
+	for (l = 0; l < 2; l++)
+		for (e = 0; e < 4; e++)
+			ck_assert_int_eq(rlb_step_plan_add_copies(&p, 0, l, e, e / 2, q[e],
+								  l == 0 && e == 0 ? 2 : 1,
+								  NULL), 0);
+	write_plans(path, &h, &p, 1, NULL);
+	memset(&got, 0, sizeof(got));
+	ck_assert_int_eq(rlb_plan_reader_open(&r, path, &err), 0);
+	ck_assert_uint_eq(rlb_plan_reader_header(r)->version_minor, 2);
+	ck_assert_int_eq(rlb_plan_reader_header(r)->copies, 1);
+	ck_assert_msg(rlb_plan_reader_next(r, &got, &err) == 1, "%s", err.msg);
+	plans_equal(&got, &p);
+	ck_assert_uint_eq(rlb_step_plan_copies(&got, 0), 2);
+	ck_assert_uint_eq(rlb_step_plan_copies(&got, 1), 1);
+	rlb_step_plan_release(&got);
+	rlb_plan_reader_free(r);
+	/* without the flag the writer refuses the copies */
+	h.copies = 0;
+	ck_assert_int_eq(rlb_plan_writer_open(&w, bad, &h, NULL, &err), 0);
+	ck_assert_int_eq(rlb_plan_writer_append(w, &p), RLB_EINVAL);
+	rlb_plan_writer_error(w, &err);
+	ck_assert_str_eq(err.msg, "step 0: instance 0 stands for 2 copies; a plan without the copies flag cannot record them");
+	rlb_plan_writer_abort(w);
+	rlb_step_plan_release(&p);
+	/* the copies flag on a LOCALITY plan */
+	tiny_header(&h);
+	tiny_steps(two);
+	write_plans(bad, &h, two, 2, NULL);
+	b = slurp(bad, &n);
+	rlb_put_u32(v, 1u << 4 | 1u << 1);
+	patch_header(b, 12, v, 4);
+	spit(bad, b, n);
+	ck_assert_int_eq(rlb_plan_reader_open(&r, bad, &err), RLB_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(err.msg, "the copies flag is set, the split rule is locality"));
+	free(b);
+	rlb_step_plan_release(&two[0]);
+	rlb_step_plan_release(&two[1]);
+	unlink(bad);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_check_inputs)
 {
 	struct rlb_plan_header h;
@@ -1520,6 +1650,7 @@ Suite *rlb_suite_plan(void)
 	tcase_add_test(tc, test_check_violations);
 	tcase_add_test(tc, test_split_locality_hand);
 	tcase_add_test(tc, test_split_even_hand);
+	tcase_add_test(tc, test_split_even_copies);
 	tcase_add_test(tc, test_split_matches_replicate);
 	tcase_add_test(tc, test_file_round_trip);
 	tcase_add_test(tc, test_file_wide_ids);
@@ -1529,6 +1660,7 @@ Suite *rlb_suite_plan(void)
 	tcase_add_test(tc, test_file_flipped_bytes);
 	tcase_add_test(tc, test_file_schedule);
 	tcase_add_test(tc, test_file_versions);
+	tcase_add_test(tc, test_file_copies);
 	tcase_add_test(tc, test_check_inputs);
 	tcase_add_test(tc, test_eplb_export_known);
 	tcase_add_test(tc, test_eplb_export_round_trip);

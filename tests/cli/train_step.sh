@@ -29,6 +29,11 @@ for p in static eplb eplb-oracle replicate relibra ideal dc; do
 	done
 done
 grep -qF '"policy": "eplb-oracle"' eplb-oracle.json || fail "policy not in the metrics"
+# The EPLB plans put several copies of an expert on one GPU ("GPUxN:quota"
+# in the dump), so --verify above covered their split over copies.
+run inspect --dump eplb-oracle.rlp
+expect_status 0
+grep -qE ' [0-9]+x[0-9]+:[0-9]+' out || fail "the eplb-oracle plan has no GPU with several copies of an expert"
 # 8 ranks, 4 layers: every (micro-batch, layer) has 8 cells.
 n=$(grep -c '"compute_cpu_s"' relibra.json)
 [ $((n % 32)) -eq 0 ] && [ "$n" -gt 0 ] || fail "$n cells is not a multiple of 8 ranks x 4 layers"
