@@ -49,22 +49,32 @@ endif
 
 # CUDA + NCCL: detected, never required.  BUILD_CUDA=0 forces a CPU-only
 # build; CUDA_ARCH replaces the target GPUs (e.g. CUDA_ARCH=-arch=sm_90).
+# NCCL is looked for under CUDA_HOME, else under /usr (the Debian and
+# NVIDIA apt packages: /usr/include, /usr/lib/<triplet>); NCCL_HOME
+# names another prefix.
+comma := ,
 HAVE_NVCC := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo yes || echo no)
-HAVE_NCCL := $(shell test -f $(CUDA_HOME)/include/nccl.h && \
-	test -n "$$(ls $(CUDA_HOME)/lib64/libnccl.so* 2>/dev/null)" && echo yes || echo no)
+NCCL_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(CUDA_HOME),/usr)
+NCCL_LIB := $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* \
+	$(NCCL_HOME)/lib/*/libnccl.so* $(NCCL_HOME)/lib/libnccl.so*))
+NCCL_LIBDIR := $(patsubst %/,%,$(dir $(NCCL_LIB)))
+HAVE_NCCL := $(if $(and $(wildcard $(NCCL_HOME)/include/nccl.h),$(NCCL_LIB)),yes,no)
 CUDA_SRCS := $(sort $(wildcard lib/*.cu))
 BUILD_CUDA := $(if $(and $(filter yes,$(HAVE_NVCC)),$(filter yes,$(HAVE_NCCL)),$(CUDA_SRCS)),1,0)
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O2 -g
 # cuBLAS is loaded at run time (dlopen) by the first CUDA backend.
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart -lstdc++ -ldl
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+	$(if $(filter-out $(CUDA_HOME)/lib64,$(NCCL_LIBDIR)),-L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR)) \
+	-lnccl -lcudart -lstdc++ -ldl
 
 ALL_CFLAGS := $(STD) $(WARN) $(CFLAGS) $(SAN) -Ilib -I$(BUILD) $(PKG_CFLAGS) \
 	-DRLB_BUILD_CUDA=$(BUILD_CUDA)
 ALL_LDFLAGS := $(LDFLAGS) $(SAN)
 LIBS := $(PKG_LIBS) $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)) -lm -lpthread
 ALL_NVCCFLAGS := -std=c++17 $(CUDA_ARCH) $(NVCCFLAGS) -Ilib -I$(BUILD) -DRLB_BUILD_CUDA=1 \
+	$(if $(filter-out $(CUDA_HOME) /usr,$(NCCL_HOME)),-I$(NCCL_HOME)/include) \
 	-Xcompiler -Wall,-Wextra,-Wshadow,-fno-exceptions $(if $(SAN),-Xcompiler -fno-omit-frame-pointer)
 
 LIB_SRCS := $(sort $(wildcard lib/*.c))
@@ -93,7 +103,7 @@ config-info:
 	@if ! pkg-config --exists $(PKGS); then \
 		echo "relibra: missing libraries ($(PKGS)); run 'make deps' or 'make check'" >&2; \
 		exit 1; fi
-	@echo "relibra: zstd $$(pkg-config --modversion libzstd), libyaml $$(pkg-config --modversion yaml-0.1), jansson $$(pkg-config --modversion jansson); MPI $$(pkg-config --modversion ompi-c 2>/dev/null || echo no); CUDA nvcc $(HAVE_NVCC), NCCL $(HAVE_NCCL) (CUDA_HOME=$(CUDA_HOME)); backends: cpu$(if $(filter 1,$(BUILD_CUDA)), cuda)"
+	@echo "relibra: zstd $$(pkg-config --modversion libzstd), libyaml $$(pkg-config --modversion yaml-0.1), jansson $$(pkg-config --modversion jansson); MPI $$(pkg-config --modversion ompi-c 2>/dev/null || echo no); CUDA nvcc $(HAVE_NVCC), NCCL $(HAVE_NCCL) (CUDA_HOME=$(CUDA_HOME), NCCL_HOME=$(NCCL_HOME)); backends: cpu$(if $(filter 1,$(BUILD_CUDA)), cuda)"
 
 deps:
 	@sh scripts/deps.sh build

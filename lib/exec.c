@@ -476,10 +476,12 @@ static int run_all(struct rlb_exec *ex, int static_run, struct rlb_err *err)
 static const char *const tensor_name[3] = { "w_gate", "w_up", "w_down" };
 
 /* max |a - b| / max |b| over one tensor (max |a - b| when b is all zero). */
-static double rel_diff(const float *a, const float *b, size_t n)
+void rlb_exec_tensor_diff(const float *a, const float *b, size_t n, double tol,
+			  double slack, double max_outliers,
+			  struct rlb_tensor_diff *out)
 {
-	double d = 0, m = 0;
-	size_t i;
+	double d = 0, m = 0, lim;
+	size_t i, over = 0;
 
 	for (i = 0; i < n; i++) {
 		double x = fabs((double)a[i] - b[i]);
@@ -489,7 +491,13 @@ static double rel_diff(const float *a, const float *b, size_t n)
 		if (fabs(b[i]) > m)
 			m = fabs(b[i]);
 	}
-	return m > 0 ? d / m : d;
+	lim = tol * m;
+	for (i = 0; i < n; i++)
+		over += !(fabs((double)a[i] - b[i]) <= lim);
+	out->max_rel = m > 0 ? d / m : d;
+	out->outliers = n ? (double)over / (double)n : 0;
+	out->ok = over == 0 ||
+		  (out->outliers <= max_outliers && d <= lim + slack);
 }
 
 /* Download every local home expert (the static layout) into saved. */
@@ -522,8 +530,9 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 {
 	struct rlb_exec_verify *v = &ex->verify;
 	size_t c, n = (size_t)ex->layers * ex->experts, part = (size_t)ex->hidden * ex->ffn;
-	double worst = 0, *red = NULL;
+	double worst = 0, outliers = 0, bad = 0, *red = NULL;
 	double where = INFINITY;
+	double slack = 2.0 * ex->o.adam.lr * (double)ex->nsteps;
 	float *cur = malloc(ex->np * sizeof(*cur));
 	uint32_t i, k;
 	int ret = cur ? 0 : rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -540,12 +549,19 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 			if (ret == 0)
 				ret = rk->be->ops->queue_sync(rk->be, rk->q, err);
 			for (k = 0; ret == 0 && k < 3; k++) {
-				double d = rel_diff(saved[c] + k * part, cur + k * part, part);
+				struct rlb_tensor_diff td;
 
-				if (d > worst) {
-					worst = d;
+				rlb_exec_tensor_diff(cur + k * part, saved[c] + k * part,
+						     part, ex->o.verify_tol, slack,
+						     ex->o.verify_outliers, &td);
+				if (!(td.max_rel <= worst)) {
+					worst = td.max_rel;
 					where = (double)(c * 3 + k);
 				}
+				if (td.outliers > outliers)
+					outliers = td.outliers;
+				if (!td.ok)
+					bad = 1;
 			}
 		}
 	}
@@ -563,6 +579,20 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 		for (i = 0; i < ex->nlocal; i++)
 			red[i] = worst == v->max_rel_weight ? where : INFINITY;
 		ret = rlb_world_allreduce(ex->world, red, 1, RLB_REDUCE_MIN, err);
+	}
+	if (ret == 0) {
+		where = red[0];
+		for (i = 0; i < ex->nlocal; i++)
+			red[i] = outliers;
+		ret = rlb_world_allreduce(ex->world, red, 1, RLB_REDUCE_MAX, err);
+		v->weight_outliers = red[0];
+	}
+	if (ret == 0) {
+		for (i = 0; i < ex->nlocal; i++)
+			red[i] = bad;
+		ret = rlb_world_allreduce(ex->world, red, 1, RLB_REDUCE_MAX, err);
+		v->weights_ok = red[0] == 0;
+		red[0] = where;
 	}
 	if (ret == 0 && isfinite(red[0])) {
 		size_t t = (size_t)red[0];
@@ -609,8 +639,7 @@ static int verify(struct rlb_exec *ex, struct rlb_err *err)
 	}
 	if (ret == 0) {
 		v->done = 1;
-		v->ok = v->max_rel_weight <= ex->o.verify_tol &&
-			v->max_rel_loss <= ex->o.verify_tol;
+		v->ok = v->weights_ok && v->max_rel_loss <= ex->o.verify_tol;
 		/* The plan run's losses are the ones reported. */
 		memcpy(ex->losses, plan_loss, ex->nsteps * sizeof(*plan_loss));
 	}

@@ -38,6 +38,13 @@ struct rlb_exec_opts {
 	uint32_t last_step;
 	int verify;			/* also run the static plan and compare */
 	double verify_tol;		/* max relative difference allowed (1e-5) */
+	/*
+	 * Fraction of a tensor's elements that may exceed verify_tol, each by
+	 * at most Adam's sign flip (rlb_exec_tensor_diff); 0 (the default):
+	 * none.  For bf16 backends, where rounding can flip the sign of a
+	 * near-zero gradient.
+	 */
+	double verify_outliers;
 	struct rlb_adam adam;		/* t is set per step */
 	enum rlb_exec_init init;
 	/* injected fault: rank fault_rank fails at step fault_step */
@@ -77,11 +84,34 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 /* NULL is a no-op. */
 void rlb_exec_free(struct rlb_exec *ex);
 
+/*
+ * Agreement of two weight tensors a and b (b the reference) of n elements:
+ * max_rel = max |a - b| / max |b| (NaN counts as infinite); outliers = the
+ * fraction of elements with |a - b| > tol * max |b|; ok when outliers is 0,
+ * or at most max_outliers and no element differs by more than tol * max |b|
+ * + slack.  Adam moves an element by about lr per step whatever the size
+ * of its gradient, so a gradient whose sign bf16 rounding flips moves it
+ * up to 2 lr per step the other way: slack = 2 lr steps admits exactly
+ * that, and a wrong gradient, which flips about half the signs, still
+ * fails.
+ */
+struct rlb_tensor_diff {
+	double max_rel;
+	double outliers;
+	int ok;
+};
+
+void rlb_exec_tensor_diff(const float *a, const float *b, size_t n, double tol,
+			  double slack, double max_outliers,
+			  struct rlb_tensor_diff *out);
+
 /* The outcome of --verify. */
 struct rlb_exec_verify {
 	int done;			/* 1 when the comparison ran */
 	int ok;				/* every difference within the tolerance */
 	double max_rel_weight;		/* worst tensor's max |a - b| / max |b| */
+	double weight_outliers;		/* worst tensor's fraction beyond the tolerance */
+	int weights_ok;			/* every tensor agrees (rlb_exec_tensor_diff) */
 	char worst[96];			/* e.g. "layer 2 expert 5 w_down" */
 	double max_rel_loss;		/* worst step's |a - b| / |b| */
 	uint32_t worst_loss_step;

@@ -362,10 +362,11 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 				      "last", ex->nsteps ? ex->losses[ex->nsteps - 1] : 0));
 	if (ex->verify.done)
 		json_object_set_new(j, "verify",
-				    json_pack("{s:b, s:f, s:f, s:s, s:f, s:I}",
+				    json_pack("{s:b, s:f, s:f, s:f, s:s, s:f, s:I}",
 					      "ok", ex->verify.ok,
 					      "tolerance", ex->o.verify_tol,
 					      "max_rel_weight", ex->verify.max_rel_weight,
+					      "weight_outliers", ex->verify.weight_outliers,
 					      "worst_tensor", ex->verify.worst,
 					      "max_rel_loss", ex->verify.max_rel_loss,
 					      "worst_loss_step", (json_int_t)ex->verify.worst_loss_step));

@@ -5,13 +5,16 @@
  * (tcase "gpu", added only then): every op against the fp32 CPU reference
  * at bf16 tolerance, batched and single GEMMs, transfers between virtual
  * ranks, and whole train-step runs on configs/tiny-2x2.yaml, cuda against
- * cpu, final weights and losses within 1e-2.  scripts/gpu-check.sh and
+ * cpu: losses within 1e-2, final weights by rlb_exec_tensor_diff (within
+ * 1e-2 but for at most 1% of a tensor's elements, which Adam's sign flips
+ * under bf16 may move by 2 lr per step).  scripts/gpu-check.sh and
  * tests/cli/gpu.sh run the "gpu" case on a GPU machine.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -215,7 +218,7 @@ static void *dev_acts(struct gpu *g, const float *host, size_t n)
 	void *d;
 
 	ck_assert_int_eq(g->be->ops->alloc(g->be, (n ? n : 1) * 2, &d, &err), 0);
-	if (n)
+	if (n && host)	/* NULL: an output buffer, nothing to upload */
 		ck_assert_int_eq(g->be->ops->upload_act(g->be, g->q, d, host, n, &err), 0);
 	return d;
 }
@@ -561,7 +564,11 @@ START_TEST(gpu_train_step_vs_cpu)
 	char trace[512], plan[512];
 	size_t np, n, c;
 	float *wc, *wg;
-	double lc[2], lg[2], worst = 0;
+	double lc[2], lg[2], worst = 0, outliers = 0;
+	struct rlb_exec_opts o;
+	size_t bad = 0;
+
+	rlb_exec_opts_defaults(&o);	/* tiny_run's */
 
 	tiny_config(&cfg);
 	snprintf(trace, sizeof(trace), "%s/cuda-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
@@ -576,14 +583,22 @@ START_TEST(gpu_train_step_vs_cpu)
 	tiny_run(&cfg, trace, plan, RLB_BACKEND_CPU, wc, lc);
 	tiny_run(&cfg, trace, plan, RLB_BACKEND_CUDA, wg, lg);
 	for (c = 0; c < 3 * n; c++) {
-		double d = rel_diff(wg + c * (np / 3), wc + c * (np / 3), np / 3);
+		struct rlb_tensor_diff td;
 
-		if (d > worst)
-			worst = d;
+		/* tiny_run's 2 steps: a sign flip moves 2 lr per step */
+		rlb_exec_tensor_diff(wg + c * (np / 3), wc + c * (np / 3), np / 3,
+				     BF16_TOL, 2 * 2 * (double)o.adam.lr, 0.01, &td);
+		if (td.max_rel > worst)
+			worst = td.max_rel;
+		if (td.outliers > outliers)
+			outliers = td.outliers;
+		bad += !td.ok;
 	}
 	printf("cuda vs cpu on tiny-2x2: max relative weight difference %.3g, "
-	       "loss %.6g vs %.6g\n", worst, lg[1], lc[1]);
-	ck_assert_msg(worst <= BF16_TOL, "weights differ by %g", worst);
+	       "%.3g%% of a tensor's elements beyond 1e-2, loss %.6g vs %.6g\n",
+	       worst, 100 * outliers, lg[1], lc[1]);
+	ck_assert_msg(bad == 0, "%zu tensors differ (max relative difference %g, %g of the elements beyond 1e-2)",
+		      bad, worst, outliers);
 	ck_assert_double_le(fabs(lg[0] - lc[0]) / fabs(lc[0]), BF16_TOL);
 	ck_assert_double_le(fabs(lg[1] - lc[1]) / fabs(lc[1]), BF16_TOL);
 	free(wc);
@@ -592,6 +607,26 @@ START_TEST(gpu_train_step_vs_cpu)
 	unlink(plan);
 }
 END_TEST
+
+/*
+ * A usable GPU, asked in a child process: Check forks a child per test,
+ * and a CUDA context started in the parent before fork() is unusable in
+ * the children.
+ */
+static int gpu_present(void)
+{
+	int st = 0;
+	pid_t pid;
+
+	if (!rlb_backend_available(RLB_BACKEND_CUDA))
+		return 0;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(rlb_cuda_device_count() > 0 ? 0 : 1);
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	       WEXITSTATUS(st) == 0;
+}
 
 Suite *rlb_suite_cuda(void)
 {
@@ -603,7 +638,7 @@ Suite *rlb_suite_cuda(void)
 	tcase_add_test(plan, id_doubles);
 	tcase_add_test(plan, gemm_groups);
 	suite_add_tcase(s, plan);
-	if (rlb_backend_available(RLB_BACKEND_CUDA) && rlb_cuda_device_count() > 0) {
+	if (gpu_present()) {
 		TCase *gpu = tcase_create("gpu");
 
 		tcase_set_timeout(gpu, 120);

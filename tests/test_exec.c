@@ -22,6 +22,56 @@
 /* ------------------------------------------------------------------ */
 /* Virtual transport.                                                   */
 
+/*
+ * The agreement rule of --verify and the GPU check: exact copies agree;
+ * bf16-like noise within the tolerance agrees; a few Adam sign flips
+ * (2 lr per step) agree only where outliers are allowed; a larger change,
+ * many flips, or a NaN never do.
+ */
+START_TEST(test_tensor_diff)
+{
+	enum { N = 1000 };
+	static float a[N], b[N];
+	struct rlb_tensor_diff d;
+	const double tol = 1e-2, slack = 2 * 2 * 1e-3;
+	size_t i;
+
+	for (i = 0; i < N; i++)
+		b[i] = a[i] = 0.125f * (float)((int)(i % 17) - 8) / 8;
+	rlb_exec_tensor_diff(a, b, N, tol, slack, 0.01, &d);
+	ck_assert(d.ok && d.max_rel == 0 && d.outliers == 0);
+	/* noise of 0.5% of max |b| everywhere: within 1e-2 */
+	for (i = 0; i < N; i++)
+		a[i] = b[i] + (i % 2 ? 1 : -1) * 0.005f * 0.125f;
+	rlb_exec_tensor_diff(a, b, N, tol, 0, 0, &d);
+	ck_assert(d.ok && d.outliers == 0);
+	ck_assert_double_lt(fabs(d.max_rel - 0.005), 1e-6);
+	/* 5 sign flips of 4e-3 (0.5% of the elements, 3.2% of max |b|) */
+	for (i = 0; i < 5; i++)
+		a[i * 100] = b[i * 100] + 4e-3f;
+	rlb_exec_tensor_diff(a, b, N, tol, slack, 0.01, &d);
+	ck_assert(d.ok);
+	ck_assert_double_eq_tol(d.outliers, 0.005, 1e-12);
+	ck_assert_double_gt(d.max_rel, tol);
+	rlb_exec_tensor_diff(a, b, N, tol, slack, 0, &d);	/* the CPU's rule */
+	ck_assert(!d.ok);
+	/* one of them past the tolerance plus the slack */
+	a[0] = b[0] + 6e-3f;
+	rlb_exec_tensor_diff(a, b, N, tol, slack, 0.01, &d);
+	ck_assert(!d.ok);
+	a[0] = b[0];
+	/* 20 flips: 2% of the elements, more than a bf16 run flips */
+	for (i = 0; i < 20; i++)
+		a[i * 50 + 1] = b[i * 50 + 1] - 4e-3f;
+	rlb_exec_tensor_diff(a, b, N, tol, slack, 0.01, &d);
+	ck_assert(!d.ok);
+	memcpy(a, b, sizeof(a));
+	a[7] = NAN;
+	rlb_exec_tensor_diff(a, b, N, tol, slack, 0.01, &d);
+	ck_assert(!d.ok && isinf(d.max_rel));
+}
+END_TEST
+
 START_TEST(test_virtual_matching)
 {
 	struct rlb_world *w;
@@ -518,6 +568,7 @@ Suite *rlb_suite_exec(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_tensor_diff);
 	tcase_add_test(tc, test_virtual_matching);
 	tcase_add_test(tc, test_virtual_errors);
 	tcase_add_test(tc, test_virtual_collectives);
