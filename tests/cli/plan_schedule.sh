@@ -32,6 +32,21 @@ cmp -s out rule.json || fail "the plan's schedule differs from the file it was m
 run inspect --schedule a.rlp
 expect_status 1
 expect_err "relibra inspect: plan 'a.rlp' carries no schedule (pack in-order: the trace and config rebuild it)"
+# An EPLB plan carries the schedule after its copies (format 1.2): the same
+# result as on the rule, the file's schedule back.
+run plan -c "$cfg" --policy eplb-oracle --no-timing -o e.rlp --json t.rrt
+expect_status 0
+sed -e '/"pack"/d' out > e.json
+run plan -c "$cfg" --policy eplb-oracle --no-timing -o ef.rlp --schedule rule.json --json t.rrt
+expect_status 0
+sed -e '/"pack"/d' -e '/"schedule"/d' out > ef.json
+cmp -s e.json ef.json || { diff e.json ef.json; fail "eplb-oracle: the schedule file changed the result"; }
+run inspect ef.rlp
+expect_status 0
+expect_out "plan 1.2: policy eplb-oracle, split even, pack file"
+run inspect --schedule ef.rlp
+expect_status 0
+cmp -s out rule.json || fail "the eplb plan's schedule differs from the file it was made on"
 
 # Data control: its own schedule, carried by the plan; the ideal stays the rule's.
 run plan -c "$cfg" --policy relibra --data-control --no-timing -o dc.rlp --summary dc.json t.rrt
