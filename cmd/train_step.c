@@ -318,13 +318,38 @@ int cmd_train_step(int argc, char **argv)
 		goto out;
 	}
 	env = getenv("RELIBRA_TIMEOUT");
-	if (env && *env)
-		rlb_world_set_timeout(w, strtod(env, NULL));
+	if (env && *env) {
+		double t;
+
+		if (rlb_parse_double(env, 0, 1e9, &t, "RELIBRA_TIMEOUT", &err) != 0) {
+			if (!quiet)
+				cmd_errorf(NAME, "%s (seconds; 0: no limit)", err.msg);
+			goto out;
+		}
+		rlb_world_set_timeout(w, t);
+	}
+	if (eo.fault && eo.fault_rank >= (uint32_t)cfg.parallel.ep_size) {
+		if (!quiet)
+			cmd_errorf(NAME, "RELIBRA_FAULT: rank %u is not below the %d ranks",
+				   eo.fault_rank, cfg.parallel.ep_size);
+		goto out;
+	}
 	if (rlb_world_first(w) == 0) {
 		eo.progress = cmd_progress;
 		eo.progress_ctx = NAME;
 	}
 	ret = rlb_exec_new(&ex, w, &cfg, o.trace, o.plan, &eo, &err);
+	if (ret == RLB_EMPI) {
+		/*
+		 * The transport failed or timed out before the ranks agreed:
+		 * one may be stuck (in I/O, say), so MPI_Finalize would wait
+		 * for it.  End the job.
+		 */
+		cmd_errorf(NAME, "rank %u: %s", rlb_world_first(w), err.msg);
+		fflush(stderr);
+		rlb_world_abort(w, EXIT_FAIL);
+		goto out;
+	}
 	if (ret) {
 		if (rlb_world_first(w) == 0) {
 			cmd_error(NAME, &err);

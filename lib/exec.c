@@ -6,6 +6,7 @@
  * compares weights and losses.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +250,116 @@ static int ranks_init(struct rlb_exec *ex, struct rlb_err *err)
 	return ret;
 }
 
+/* ------------------------------------------------------------------ */
+/* The same inputs on every rank.                                       */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	while (n--) {
+		h ^= *b++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+#define FNV0 0xcbf29ce484222325ULL
+enum { D_CONFIG, D_TRACE, D_PLAN, D_OPTIONS, D_COUNT };
+
+/*
+ * Digests of what must be the same on every rank: the effective config
+ * (as YAML), the trace (header identity, and each selected step's
+ * sequence lengths), the plan (its header and step index) and the run's
+ * options.  Each rank checks them after opening its own files, so a rank
+ * given another file or config is found here, before any transfer
+ * assumes the same shapes everywhere.
+ */
+static int input_digests(const struct rlb_exec *ex, uint64_t *d,
+			 struct rlb_err *err)
+{
+	const struct rlb_plan_step_info *info;
+	struct rlb_seq_meta *m = NULL;
+	const struct rlb_exec_opts *o = &ex->o;
+	char *yaml = NULL;
+	size_t len = 0, n, i, k;
+	uint64_t th;
+	FILE *fp;
+	int ret = 0;
+
+	fp = open_memstream(&yaml, &len);
+	if (!fp)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = rlb_config_write_yaml(ex->cfg, fp, err);
+	if (fclose(fp) != 0 && ret == 0)
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	d[D_CONFIG] = fnv(FNV0, yaml, ret == 0 ? len : 0);
+	free(yaml);
+	th = rlb_plan_trace_hash(rlb_trace_reader_header(ex->tr));
+	d[D_TRACE] = fnv(FNV0, &th, sizeof(th));
+	for (k = 0; ret == 0 && k < ex->nsteps; k++) {
+		ret = rlb_trace_reader_step_seqs(ex->tr, ex->steps[k], &m, &n, err);
+		for (i = 0; ret == 0 && i < n; i++)
+			d[D_TRACE] = fnv(d[D_TRACE], &m[i].tokens, sizeof(m[i].tokens));
+		free(m);
+		m = NULL;
+	}
+	d[D_PLAN] = fnv(FNV0, &ex->ph.policy, sizeof(ex->ph.policy));
+	d[D_PLAN] = fnv(d[D_PLAN], &ex->ph.trace_hash, sizeof(ex->ph.trace_hash));
+	d[D_PLAN] = fnv(d[D_PLAN], &ex->ph.copies, sizeof(ex->ph.copies));
+	n = rlb_plan_reader_steps(ex->pr, &info);
+	for (i = 0; i < n; i++)
+		d[D_PLAN] = fnv(d[D_PLAN], &info[i], sizeof(info[i]));
+	d[D_OPTIONS] = fnv(FNV0, &o->backend, sizeof(o->backend));
+	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->seed, sizeof(o->seed));
+	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->verify, sizeof(o->verify));
+	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->init, sizeof(o->init));
+	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->adam, sizeof(o->adam));
+	d[D_OPTIONS] = fnv(d[D_OPTIONS], ex->steps, ex->nsteps * sizeof(*ex->steps));
+	return ret;
+}
+
+/*
+ * Compare this process's digests with rank 0's (2 x 32 bits each, exact
+ * as doubles; every other rank adds -1 to a MAX reduction).  RLB_EMISMATCH
+ * naming the first input that differs; transport errors as themselves.
+ */
+static int same_inputs(struct rlb_exec *ex, struct rlb_err *mine,
+		       struct rlb_err *err)
+{
+	static const char *const what[D_COUNT] = {
+		"the config", "the trace", "the plan", "the train-step options",
+	};
+	uint64_t d[D_COUNT] = { 0 };
+	double *v;
+	uint32_t i, k;
+	int ret;
+
+	v = malloc((size_t)ex->nlocal * 2 * D_COUNT * sizeof(*v));
+	if (!v)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = input_digests(ex, d, mine);
+	for (i = 0; i < ex->nlocal; i++)
+		for (k = 0; k < D_COUNT; k++) {
+			int zero = ex->first + i == 0;
+
+			v[(i * D_COUNT + k) * 2] = zero ? (double)(d[k] >> 32) : -1;
+			v[(i * D_COUNT + k) * 2 + 1] = zero ? (double)(d[k] & 0xffffffffu) : -1;
+		}
+	if (rlb_world_allreduce(ex->world, v, 2 * D_COUNT, RLB_REDUCE_MAX, err)) {
+		free(v);
+		return err->code;
+	}
+	for (k = 0; ret == 0 && k < D_COUNT; k++)
+		if ((uint64_t)v[2 * k] != d[k] >> 32 ||
+		    (uint64_t)v[2 * k + 1] != (d[k] & 0xffffffffu))
+			ret = rlb_err_set(mine, RLB_EMISMATCH,
+					  "rank %u: %s differs from rank 0's (every rank must be given the same)",
+					  ex->first, what[k]);
+	free(v);
+	return 0;
+}
+
 int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 		 const struct rlb_config *cfg, const char *trace_path,
 		 const char *plan_path, const struct rlb_exec_opts *o,
@@ -287,6 +398,13 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 	for (i = 0; i < ex->nlocal; i++)
 		errs[i] = mine;
 	ret = rlb_world_agree(w, errs, &mine, NULL, err);
+	if (ret == 0) {
+		ret = same_inputs(ex, &mine, err);
+		for (i = 0; ret == 0 && i < ex->nlocal; i++)
+			errs[i] = mine;
+		if (ret == 0)
+			ret = rlb_world_agree(w, errs, &mine, NULL, err);
+	}
 	free(errs);
 	if (ret) {
 		if (err && mine.code)

@@ -51,6 +51,46 @@ mpi 2 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
 n=$(grep -c 'relibra train-step: the job has 2 ranks, parallel.ep_size is 4' err)
 [ "$n" -eq 1 ] || { cat err; fail "expected the message once, got $n"; }
 
+# One rank given another config (a model of another width) or another
+# trace and plan: refused before any transfer, naming the rank.
+sed 's/hidden: 64/hidden: 32/' "$cfg" > h32.yaml
+cat > per-rank.sh <<EOF
+#!/bin/sh
+# rank 2 gets \$ALT_CFG, \$ALT_TRACE and \$ALT_PLAN where given
+cfg=\$1 trace=\$2 plan=\$3
+if [ "\$OMPI_COMM_WORLD_RANK" = 2 ]; then
+	cfg=\${ALT_CFG:-\$cfg} trace=\${ALT_TRACE:-\$trace} plan=\${ALT_PLAN:-\$plan}
+fi
+exec "$RELIBRA" train-step -c "\$cfg" --trace "\$trace" --plan "\$plan" -o m.json
+EOF
+ALT_CFG=h32.yaml
+export ALT_CFG
+mpi 4 -x ALT_CFG sh per-rank.sh "$cfg" t.rrt relibra.rlp
+unset ALT_CFG
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "per-rank config: status $status"
+expect_err "relibra train-step: rank 2: the config differs from rank 0's (every rank must be given the same)"
+run capture -c "$cfg" --set workload.steps=2 --set workload.prompts_per_step=4 --synthetic --seed 7 -o t7.rrt
+expect_status 0
+run plan -c "$cfg" --policy relibra -o r7.rlp t7.rrt
+expect_status 0
+ALT_TRACE=t7.rrt ALT_PLAN=r7.rlp
+export ALT_TRACE ALT_PLAN
+mpi 4 -x ALT_TRACE -x ALT_PLAN sh per-rank.sh "$cfg" t.rrt relibra.rlp
+unset ALT_TRACE ALT_PLAN
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "per-rank trace: status $status"
+expect_err "relibra train-step: rank 2: the trace differs from rank 0's"
+[ ! -e m.json ] && [ ! -e m.json.tmp ] || fail "a refused job left m.json or m.json.tmp"
+
+# A rank stuck before the ranks agree (its trace a FIFO that nobody
+# writes: open() blocks): the others time out and end the job.
+mkfifo stuck.rrt
+ALT_TRACE=stuck.rrt RELIBRA_TIMEOUT=3
+export ALT_TRACE RELIBRA_TIMEOUT
+mpi 4 -x ALT_TRACE -x RELIBRA_TIMEOUT sh per-rank.sh "$cfg" t.rrt relibra.rlp
+unset ALT_TRACE RELIBRA_TIMEOUT
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "stuck rank: status $status (124: hung)"
+expect_err "agreement: timed out after 3 s"
+
 # A rank that fails at step 1 ends the job.
 RELIBRA_FAULT=rank:2:step:1
 export RELIBRA_FAULT
