@@ -4,7 +4,6 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,29 +30,6 @@ static const char usage[] =
 	"      --group-size N   number groups in order, N samples each (with --group: from N)\n"
 	"      --level N        zstd compression level, 1-22 (default 3)\n"
 	"  -h, --help           show this help\n";
-
-/* The temporary output, removed if a signal ends the capture. */
-static char tmp_path[RLB_PATH_MAX + 8];
-
-static void on_signal(int sig)
-{
-	if (tmp_path[0])
-		unlink(tmp_path);
-	_exit(128 + sig);
-}
-
-static void catch_signals(const char *out)
-{
-	struct sigaction sa;
-
-	snprintf(tmp_path, sizeof(tmp_path), "%s.tmp", out);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-}
 
 static int parse_num(const char *opt, const char *s, int64_t min, int64_t max,
 		     int64_t *out)
@@ -252,7 +228,6 @@ int cmd_capture(int argc, char **argv)
 		cmd_error("capture", &err);
 		goto out;
 	}
-	catch_signals(out);
 	if (synth)
 		c = rlb_synth_generate(&cfg, (uint64_t)seed, uniform, w, cmd_progress,
 				       "capture", &err);

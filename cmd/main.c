@@ -1,6 +1,7 @@
 /*
  * main.c - relibra's entry point: global options and the command table.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +54,30 @@ static const struct command *find(const char *name)
 	return NULL;
 }
 
+/*
+ * A stopped run (Ctrl-C, kill, mpirun ending the job) removes its
+ * half-written outputs (every open PATH.tmp), then dies of the signal.
+ */
+static void on_signal(int sig)
+{
+	rlb_atomic_remove_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void catch_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa;
+	size_t i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const struct command *c;
@@ -96,5 +121,6 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	catch_signals();
 	return c->fn(argc - 1, argv + 1);
 }

@@ -12,12 +12,46 @@
 
 #include "util.h"
 
+/* The open temporary files, for rlb_atomic_remove_all. */
+static char *volatile listed[RLB_ATOMIC_LISTED];
+
+static void list_tmp(struct rlb_atomic_file *af)
+{
+	int i;
+
+	for (i = 0; i < RLB_ATOMIC_LISTED && listed[i]; i++)
+		;
+	af->slot = i < RLB_ATOMIC_LISTED ? i : -1;
+	if (af->slot >= 0)
+		listed[i] = af->tmp_path;
+}
+
+static void unlist_tmp(struct rlb_atomic_file *af)
+{
+	if (af->slot >= 0 && af->slot < RLB_ATOMIC_LISTED)
+		listed[af->slot] = NULL;
+	af->slot = -1;
+}
+
+void rlb_atomic_remove_all(void)
+{
+	int i;
+
+	for (i = 0; i < RLB_ATOMIC_LISTED; i++) {
+		char *p = listed[i];
+
+		if (p)
+			unlink(p);
+	}
+}
+
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err)
 {
 	size_t n = strlen(path);
 
 	memset(af, 0, sizeof(*af));
+	af->slot = -1;
 	if (strcmp(path, "-") == 0) {
 		af->fp = stdout;
 		af->path = strdup(path);
@@ -33,6 +67,7 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 	}
 	memcpy(af->tmp_path, path, n);
 	memcpy(af->tmp_path + n, ".tmp", 5);
+	list_tmp(af);
 	af->fp = fopen(af->tmp_path, "wb");
 	if (!af->fp) {
 		rlb_err_errno(err, RLB_EIO, "cannot create '%s'", af->tmp_path);
@@ -75,6 +110,8 @@ void rlb_atomic_abort(struct rlb_atomic_file *af)
 		fclose(af->fp);
 		unlink(af->tmp_path);
 	}
+	if (af->tmp_path)
+		unlist_tmp(af);
 	free(af->path);
 	free(af->tmp_path);
 	memset(af, 0, sizeof(*af));

@@ -19,15 +19,29 @@ struct rlb_atomic_file {
 	FILE *fp;
 	char *path;
 	char *tmp_path;		/* NULL for stdout */
+	int slot;		/* in the signal cleanup's list, -1 when not */
 };
 
-/* Open PATH.tmp for writing ("wb").  On failure nothing is left behind. */
+/*
+ * Open PATH.tmp for writing ("wb").  On failure nothing is left behind.
+ * PATH.tmp is listed for rlb_atomic_remove_all until commit or abort.
+ */
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err);
 /* Flush, fsync, close and rename into place; releases af either way. */
 int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err);
 /* Close and remove the temporary file; releases af.  Safe on a zeroed af. */
 void rlb_atomic_abort(struct rlb_atomic_file *af);
+
+/*
+ * Remove every PATH.tmp still open (async-signal-safe: for a handler of
+ * SIGINT or SIGTERM, so that a stopped run leaves no half-written
+ * output).  At most RLB_ATOMIC_LISTED are listed at once (more are still
+ * written, only not removed by a signal).  Listing is not thread-safe:
+ * open and release atomic files from one thread.
+ */
+#define RLB_ATOMIC_LISTED 16
+void rlb_atomic_remove_all(void);
 
 /*
  * Parse a whole string as a number within [min, max].  Returns 0, or

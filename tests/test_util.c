@@ -104,6 +104,42 @@ START_TEST(test_atomic_file)
 }
 END_TEST
 
+/*
+ * What a signal handler removes (rlb_atomic_remove_all): the open
+ * temporaries, not a committed file, not an aborted one's slot.
+ */
+START_TEST(test_atomic_remove_all)
+{
+	struct rlb_atomic_file a, b, c;
+	struct rlb_err err = {0};
+	char pa[512], pb[512], pc[512], ta[600], tb[600];
+	struct stat st;
+
+	snprintf(pa, sizeof(pa), "%s/ra.txt", rlb_test_tmpdir());
+	snprintf(pb, sizeof(pb), "%s/rb.txt", rlb_test_tmpdir());
+	snprintf(pc, sizeof(pc), "%s/rc.txt", rlb_test_tmpdir());
+	snprintf(ta, sizeof(ta), "%s.tmp", pa);
+	snprintf(tb, sizeof(tb), "%s.tmp", pb);
+	ck_assert_int_eq(rlb_atomic_open(&a, pa, &err), 0);
+	ck_assert_int_eq(rlb_atomic_open(&b, pb, &err), 0);
+	ck_assert_int_eq(rlb_atomic_open(&c, pc, &err), 0);
+	ck_assert_int_eq(rlb_atomic_commit(&c, &err), 0);
+	rlb_atomic_remove_all();
+	ck_assert_int_ne(stat(ta, &st), 0);
+	ck_assert_int_ne(stat(tb, &st), 0);
+	ck_assert_int_eq(stat(pc, &st), 0);
+	rlb_atomic_abort(&a);
+	rlb_atomic_abort(&b);
+	/* the slots are free again: a new file is listed and removed */
+	ck_assert_int_eq(rlb_atomic_open(&a, pa, &err), 0);
+	ck_assert_int_eq(stat(ta, &st), 0);
+	rlb_atomic_remove_all();
+	ck_assert_int_ne(stat(ta, &st), 0);
+	rlb_atomic_abort(&a);
+	unlink(pc);
+}
+END_TEST
+
 Suite *rlb_suite_util(void)
 {
 	Suite *s = suite_create("util");
@@ -113,6 +149,7 @@ Suite *rlb_suite_util(void)
 	tcase_add_test(tc, test_parse_numbers);
 	tcase_add_test(tc, test_le_helpers);
 	tcase_add_test(tc, test_atomic_file);
+	tcase_add_test(tc, test_atomic_remove_all);
 	suite_add_tcase(s, tc);
 	return s;
 }
