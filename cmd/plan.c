@@ -455,6 +455,12 @@ int cmd_plan(int argc, char **argv)
 		cmd_error(NAME, &err);
 		goto done;
 	}
+	/* before a plan header is made of them */
+	if (rlb_planner_check_shape(rlb_trace_reader_header(r), &cfg, &err) != 0) {
+		cmd_errorf(NAME, "%s (config '%s', trace '%s')", err.msg,
+			   o.cfg.path, o.trace);
+		goto done;
+	}
 	if (o.out) {
 		struct rlb_plan_writer_opts wo = { .no_timing = o.no_timing };
 

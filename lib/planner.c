@@ -203,9 +203,8 @@ out:
 	return ret;
 }
 
-/* The config's model shape must be the trace's. */
-static int check_shape(const struct rlb_trace_header *h,
-		       const struct rlb_config *cfg, struct rlb_err *err)
+int rlb_planner_check_shape(const struct rlb_trace_header *h,
+			    const struct rlb_config *cfg, struct rlb_err *err)
 {
 	static const char *const names[] = {
 		"model.experts", "model.topk", "model.moe_layers",
@@ -243,7 +242,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	size_t nsteps, i, done = 0, todo = 0;
 	int ret;
 
-	ret = check_shape(rlb_trace_reader_header(r), cfg, err);
+	ret = rlb_planner_check_shape(rlb_trace_reader_header(r), cfg, err);
 	if (ret)
 		return ret;
 	ret = rlb_trace_reader_steps(r, &steps, &nsteps, err);

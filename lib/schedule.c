@@ -400,8 +400,9 @@ int rlb_schedule_from_chunks(struct rlb_schedule *s, uint32_t step,
 	/* Walk the sequences and the sorted chunks together: next is the first token not yet covered. */
 	for (c = 0; c <= nchunks; c++) {
 		const struct rlb_chunk *ch = c < nchunks ? &s->chunks[c] : NULL;
-		uint32_t want = ch ? ch->seq : (uint32_t)nseqs;
+		uint32_t want = ch && ch->seq < nseqs ? ch->seq : (uint32_t)nseqs;
 
+		/* the sequences before this chunk's (all, past the last one) */
 		while (seq < want) {
 			if (next < seq_tokens[seq]) {
 				ret = rlb_err_set(err, RLB_EINVAL,

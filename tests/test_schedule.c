@@ -523,6 +523,11 @@ START_TEST(test_from_chunks)
 		  "schedule: step 7: sequence 0: chunk 0+6 is outside its 5 tokens" },
 		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 3, 0, 3, 0, 0 } }, 3,
 		  "schedule: step 7: sequence 3 does not exist (the step has 3)" },
+		/* further past the end (the lengths must not be read there) */
+		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 4, 0, 1, 0, 0 } }, 3,
+		  "schedule: step 7: sequence 4 does not exist (the step has 3)" },
+		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 4000000000u, 0, 1, 0, 0 } }, 3,
+		  "schedule: step 7: sequence 4000000000 does not exist (the step has 3)" },
 		{ { { 0, 0, 5, 0, 2 }, { 2, 0, 3, 0, 0 } }, 2,
 		  "schedule: step 7: sequence 0: rank 2, micro-batch 0 out of range (EP size 2)" },
 	};

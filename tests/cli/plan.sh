@@ -118,6 +118,11 @@ expect_err "missing.rrt"
 run plan -c "$cfg" --set model.experts=32 --set model.topk=2 t.rrt
 expect_status 1
 expect_err "'model.experts' is 32 in the config, 16 in the trace"
+# The same with -o: the shapes are compared before a plan header is made.
+run plan -c "$cfg" --set model.experts=32 --set model.topk=2 -o mm.rlp t.rrt
+expect_status 1
+expect_err "relibra plan: the config does not match the trace: 'model.experts' is 32 in the config, 16 in the trace (config '$cfg', trace 't.rrt')"
+[ ! -e mm.rlp ] && [ ! -e mm.rlp.tmp ] || fail "a refused plan left output"
 printf 'not a trace' > junk.rrt
 run plan -c "$cfg" -o junk.rlp junk.rrt
 expect_status 1
