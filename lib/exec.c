@@ -253,18 +253,6 @@ static int ranks_init(struct rlb_exec *ex, struct rlb_err *err)
 /* ------------------------------------------------------------------ */
 /* The same inputs on every rank.                                       */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	while (n--) {
-		h ^= *b++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-#define FNV0 0xcbf29ce484222325ULL
 enum { D_CONFIG, D_TRACE, D_PLAN, D_OPTIONS, D_COUNT };
 
 /*
@@ -293,29 +281,29 @@ static int input_digests(const struct rlb_exec *ex, uint64_t *d,
 	ret = rlb_config_write_yaml(ex->cfg, fp, err);
 	if (fclose(fp) != 0 && ret == 0)
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	d[D_CONFIG] = fnv(FNV0, yaml, ret == 0 ? len : 0);
+	d[D_CONFIG] = rlb_fnv1a(RLB_FNV1A_INIT, yaml, ret == 0 ? len : 0);
 	free(yaml);
 	th = rlb_plan_trace_hash(rlb_trace_reader_header(ex->tr));
-	d[D_TRACE] = fnv(FNV0, &th, sizeof(th));
+	d[D_TRACE] = rlb_fnv1a(RLB_FNV1A_INIT, &th, sizeof(th));
 	for (k = 0; ret == 0 && k < ex->nsteps; k++) {
 		ret = rlb_trace_reader_step_seqs(ex->tr, ex->steps[k], &m, &n, err);
 		for (i = 0; ret == 0 && i < n; i++)
-			d[D_TRACE] = fnv(d[D_TRACE], &m[i].tokens, sizeof(m[i].tokens));
+			d[D_TRACE] = rlb_fnv1a(d[D_TRACE], &m[i].tokens, sizeof(m[i].tokens));
 		free(m);
 		m = NULL;
 	}
-	d[D_PLAN] = fnv(FNV0, &ex->ph.policy, sizeof(ex->ph.policy));
-	d[D_PLAN] = fnv(d[D_PLAN], &ex->ph.trace_hash, sizeof(ex->ph.trace_hash));
-	d[D_PLAN] = fnv(d[D_PLAN], &ex->ph.copies, sizeof(ex->ph.copies));
+	d[D_PLAN] = rlb_fnv1a(RLB_FNV1A_INIT, &ex->ph.policy, sizeof(ex->ph.policy));
+	d[D_PLAN] = rlb_fnv1a(d[D_PLAN], &ex->ph.trace_hash, sizeof(ex->ph.trace_hash));
+	d[D_PLAN] = rlb_fnv1a(d[D_PLAN], &ex->ph.copies, sizeof(ex->ph.copies));
 	n = rlb_plan_reader_steps(ex->pr, &info);
 	for (i = 0; i < n; i++)
-		d[D_PLAN] = fnv(d[D_PLAN], &info[i], sizeof(info[i]));
-	d[D_OPTIONS] = fnv(FNV0, &o->backend, sizeof(o->backend));
-	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->seed, sizeof(o->seed));
-	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->verify, sizeof(o->verify));
-	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->init, sizeof(o->init));
-	d[D_OPTIONS] = fnv(d[D_OPTIONS], &o->adam, sizeof(o->adam));
-	d[D_OPTIONS] = fnv(d[D_OPTIONS], ex->steps, ex->nsteps * sizeof(*ex->steps));
+		d[D_PLAN] = rlb_fnv1a(d[D_PLAN], &info[i], sizeof(info[i]));
+	d[D_OPTIONS] = rlb_fnv1a(RLB_FNV1A_INIT, &o->backend, sizeof(o->backend));
+	d[D_OPTIONS] = rlb_fnv1a(d[D_OPTIONS], &o->seed, sizeof(o->seed));
+	d[D_OPTIONS] = rlb_fnv1a(d[D_OPTIONS], &o->verify, sizeof(o->verify));
+	d[D_OPTIONS] = rlb_fnv1a(d[D_OPTIONS], &o->init, sizeof(o->init));
+	d[D_OPTIONS] = rlb_fnv1a(d[D_OPTIONS], &o->adam, sizeof(o->adam));
+	d[D_OPTIONS] = rlb_fnv1a(d[D_OPTIONS], ex->steps, ex->nsteps * sizeof(*ex->steps));
 	return ret;
 }
 
@@ -333,7 +321,7 @@ static int same_inputs(struct rlb_exec *ex, struct rlb_err *mine,
 	uint64_t d[D_COUNT] = { 0 };
 	double *v;
 	uint32_t i, k;
-	int ret;
+	int ret, rc;
 
 	v = malloc((size_t)ex->nlocal * 2 * D_COUNT * sizeof(*v));
 	if (!v)
@@ -346,9 +334,10 @@ static int same_inputs(struct rlb_exec *ex, struct rlb_err *mine,
 			v[(i * D_COUNT + k) * 2] = zero ? (double)(d[k] >> 32) : -1;
 			v[(i * D_COUNT + k) * 2 + 1] = zero ? (double)(d[k] & 0xffffffffu) : -1;
 		}
-	if (rlb_world_allreduce(ex->world, v, 2 * D_COUNT, RLB_REDUCE_MAX, err)) {
+	rc = rlb_world_allreduce(ex->world, v, 2 * D_COUNT, RLB_REDUCE_MAX, err);
+	if (rc) {
 		free(v);
-		return err->code;
+		return rc;
 	}
 	for (k = 0; ret == 0 && k < D_COUNT; k++)
 		if ((uint64_t)v[2 * k] != d[k] >> 32 ||

@@ -83,15 +83,6 @@ static uint32_t index_entry_bytes(const struct rlb_plan_header *h)
 /* ------------------------------------------------------------------ */
 /* Trace identity, header fields                                        */
 
-static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
-{
-	while (n--) {
-		h ^= *p++;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 /* A name as a zero-padded field of size bytes. */
 static void put_name(uint8_t *p, const char *s, size_t size)
 {
@@ -113,7 +104,7 @@ uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th)
 	rlb_put_u64(b + 20, th->seed);
 	put_name(b + 28, th->model, 64);
 	put_name(b + 92, th->source, 32);
-	return fnv1a(0xcbf29ce484222325ULL, b, sizeof(b));
+	return rlb_fnv1a(RLB_FNV1A_INIT, b, sizeof(b));
 }
 
 void rlb_plan_header_init(struct rlb_plan_header *h,

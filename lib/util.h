@@ -43,6 +43,10 @@ void rlb_atomic_abort(struct rlb_atomic_file *af);
 #define RLB_ATOMIC_LISTED 16
 void rlb_atomic_remove_all(void);
 
+/* 64-bit FNV-1a of p[0..n), continuing from h (RLB_FNV1A_INIT to start). */
+#define RLB_FNV1A_INIT 0xcbf29ce484222325ULL
+uint64_t rlb_fnv1a(uint64_t h, const void *p, size_t n);
+
 /*
  * Parse a whole string as a number within [min, max].  Returns 0, or
  * RLB_EPARSE (not a number, trailing junk) / RLB_ERANGE with a message
