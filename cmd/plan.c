@@ -261,8 +261,17 @@ static int run_eplb_weights(const struct opts *o)
 	int ret = EXIT_FAIL;
 
 	memset(&res, 0, sizeof(res));
-	if (rlb_eplb_weights_load(o->eplb_weights, &w, &layers, &experts, &err) ||
-	    rlb_eplb_rebalance(w, layers, experts, &p, &res, &err) ||
+	if (rlb_eplb_weights_load(o->eplb_weights, &w, &layers, &experts, &err)) {
+		cmd_error(NAME, &err);
+		goto out;
+	}
+	/* options that do not fit the file's shape: a usage error */
+	if (rlb_eplb_check(layers, experts, &p, &err)) {
+		ret = cmd_usage_error(NAME, usage, "--slots, --groups, --nodes, --gpus for the %zu experts of '%s': %s",
+				      experts, o->eplb_weights, err.msg);
+		goto out;
+	}
+	if (rlb_eplb_rebalance(w, layers, experts, &p, &res, &err) ||
 	    !(text = rlb_eplb_result_to_string(&res, &err))) {
 		cmd_error(NAME, &err);
 		goto out;

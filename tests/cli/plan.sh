@@ -96,6 +96,13 @@ expect_status 1
 expect_err "relibra plan: "
 run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16
 expect_status 2
+# Options that cannot fit the file's 12 experts are a usage error.
+run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16 --groups 5 --nodes 2 --gpus 8
+expect_status 2
+expect_err "relibra plan: --slots, --groups, --nodes, --gpus for the 12 experts of '$FIXTURES/eplb/reference.json': experts (12) must be a multiple of groups (5)"
+run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 12 --groups 4 --nodes 2 --gpus 8
+expect_status 2
+expect_err "slots (12) must be a positive multiple of gpus (8)"
 
 # Usage errors and bad inputs.
 run plan -c "$cfg"
