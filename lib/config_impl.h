@@ -31,7 +31,6 @@ enum key_type {
 };
 
 #define KF_REQUIRED 1u	/* 0 means "not given": an error */
-#define KF_OPEN_MIN 2u	/* the value must be greater than min */
 
 /*
  * One configuration key: its name inside the section, type, place in

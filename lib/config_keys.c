@@ -28,9 +28,6 @@
 	  .flags = KF_REQUIRED }
 #define KDBL(sec, f, lo, hi) \
 	{ .name = #f, .type = KT_DOUBLE, .offset = OFF(sec, f), .min = (lo), .max = (hi) }
-#define KPOS(sec, f, hi) \
-	{ .name = #f, .type = KT_DOUBLE, .offset = OFF(sec, f), .min = 0, .max = (hi), \
-	  .flags = KF_OPEN_MIN }
 #define KBOOL(sec, f) \
 	{ .name = #f, .type = KT_BOOL, .offset = OFF(sec, f), .min = 0, .max = 1 }
 #define KSTR(sec, f) \
@@ -72,13 +69,14 @@ static const struct key cluster_keys[] = {
 	KSTR(cluster, name),
 	KINT(cluster, nodes, 1, 4096),
 	KINT(cluster, gpus_per_node, 1, 64),
-	KPOS(cluster, peak_tflops, 1e6),
-	KPOS(cluster, hbm_gbps, 1e6),
-	KPOS(cluster, gemm_eff_max, 1),
+	/* rates and efficiency from 1e-6: near 0, no time would be finite */
+	KDBL(cluster, peak_tflops, 1e-6, 1e6),
+	KDBL(cluster, hbm_gbps, 1e-6, 1e6),
+	KDBL(cluster, gemm_eff_max, 1e-6, 1),
 	KDBL(cluster, gemm_eff_half_rows, 0, 1e6),
-	KPOS(cluster, nvlink_gbps, 1e6),
+	KDBL(cluster, nvlink_gbps, 1e-6, 1e6),
 	KDBL(cluster, nvlink_latency_us, 0, 1e6),
-	KPOS(cluster, rdma_gbps, 1e6),
+	KDBL(cluster, rdma_gbps, 1e-6, 1e6),
 	KDBL(cluster, rdma_latency_us, 0, 1e6),
 };
 
@@ -236,15 +234,13 @@ const char *rlb_cfg_range_text(const struct key *k, char *buf, size_t size)
 	}
 	rlb_cfg_fmt_double(k->min, lo, sizeof(lo));
 	rlb_cfg_fmt_double(k->max, hi, sizeof(hi));
-	snprintf(buf, size, "%s%s, %s]", k->flags & KF_OPEN_MIN ? "(" : "[", lo, hi);
+	snprintf(buf, size, "[%s, %s]", lo, hi);
 	return buf;
 }
 
 int rlb_cfg_in_range(const struct key *k, double v)
 {
-	if (isnan(v) || v > k->max)
-		return 0;
-	return k->flags & KF_OPEN_MIN ? v > k->min : v >= k->min;
+	return !isnan(v) && v >= k->min && v <= k->max;
 }
 
 int rlb_cfg_choice_index(const char *const *choices, const char *s)

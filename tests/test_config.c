@@ -376,7 +376,7 @@ static const struct {
 	{ "model.experts=0", "value 0 for 'model.experts' is out of range [1, 65536]" },
 	{ "model.experts=99999999999999999999",
 	  "value 99999999999999999999 for 'model.experts' is out of range [1, 65536]" },
-	{ "cluster.peak_tflops=0", "value 0 for 'cluster.peak_tflops' is out of range (0, 1000000]" },
+	{ "cluster.peak_tflops=0", "value 0 for 'cluster.peak_tflops' is out of range [1e-06, 1000000]" },
 	{ "cluster.peak_tflops=nan", "expected a number for 'cluster.peak_tflops', got 'nan'" },
 	{ "cluster.peak_tflops=1e999", "expected a number for 'cluster.peak_tflops', got '1e999'" },
 	{ "workload.segment_min=0", "value 0 for 'workload.segment_min' is out of range (at least 1)" },
@@ -457,7 +457,7 @@ static const struct {
 	  "    policy: eplb_oracle\n"
 	  "            ^" },
 	{ "range.yaml",
-	  ":4:17: value 1.5 for 'cluster.gemm_eff_max' is out of range (0, 1]\n"
+	  ":4:17: value 1.5 for 'cluster.gemm_eff_max' is out of range [1e-06, 1]\n"
 	  "    gemm_eff_max: 1.5\n"
 	  "                  ^" },
 	{ "missing.yaml",
@@ -697,7 +697,7 @@ START_TEST(test_validate_programmatic)
 	cfg.cluster.nvlink_gbps = -1;
 	strcpy(cfg.path, "x.yaml");
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
-	ck_assert_str_eq(err.msg, "x.yaml: value -1 for 'cluster.nvlink_gbps' is out of range (0, 1000000]");
+	ck_assert_str_eq(err.msg, "x.yaml: value -1 for 'cluster.nvlink_gbps' is out of range [1e-06, 1000000]");
 	cfg.cluster.nvlink_gbps = 340;
 	cfg.model.shared_experts = 1;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
