@@ -158,7 +158,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 	return cmd_usage_error(NAME, usage, "%s", err.msg);
 }
 
-/* RELIBRA_FAULT=rank:R:step:S */
+/* RELIBRA_FAULT=rank:R:step:S[:hang] */
 static int parse_fault(const char *s, struct rlb_exec_opts *eo)
 {
 	unsigned long r, st;
@@ -171,9 +171,10 @@ static int parse_fault(const char *s, struct rlb_exec_opts *eo)
 		return -1;
 	s = end + 6;
 	st = strtoul(s, &end, 10);
-	if (end == s || *end || r > UINT32_MAX || st > UINT32_MAX)
+	if (end == s || (*end && strcmp(end, ":hang")) || r > UINT32_MAX ||
+	    st > UINT32_MAX)
 		return -1;
-	eo->fault = 1;
+	eo->fault = *end ? RLB_FAULT_HANG : RLB_FAULT_FAIL;
 	eo->fault_rank = (uint32_t)r;
 	eo->fault_step = (uint32_t)st;
 	return 0;
@@ -262,6 +263,47 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	return EXIT_OK;
 }
 
+/*
+ * Every rank loads the config once MPI is up (so that RELIBRA_TIMEOUT
+ * bounds a rank stuck reading it) and the ranks agree on the outcome:
+ * rank 0 reports its own error or names the lowest failing rank with
+ * its.  0, or -1 once reported (a transport failure ends the job).
+ */
+static int load_config(const struct opts *o, struct rlb_world *w,
+		       struct rlb_config *cfg)
+{
+	struct rlb_err *errs, err = {0}, first = {0};
+	uint32_t i, bad = UINT32_MAX, local = rlb_world_local(w), me = rlb_world_first(w);
+	int ret;
+
+	errs = calloc(local, sizeof(*errs));
+	if (!errs) {
+		cmd_errorf(NAME, "rank %u: out of memory", me);
+		rlb_world_abort(w, EXIT_FAIL);
+		return -1;
+	}
+	if (me == 0 && cmd_config_load(NAME, &o->cfg, cfg) != 0)
+		errs[0].code = RLB_EINVAL;	/* reported */
+	else if (me != 0)
+		rlb_config_load(cfg, o->cfg.path, o->cfg.sets, o->cfg.nsets, &errs[0]);
+	for (i = 1; i < local; i++)
+		errs[i] = errs[0];
+	ret = rlb_world_agree(w, errs, &first, &bad, &err);
+	free(errs);
+	if (ret == 0)
+		return 0;
+	if (bad == UINT32_MAX) {
+		/* The transport failed: a rank may be stuck; end the job. */
+		cmd_errorf(NAME, "rank %u: %s", me, err.msg);
+		fflush(stderr);
+		rlb_world_abort(w, EXIT_FAIL);
+	} else if (me == 0 && bad != 0) {
+		cmd_errorf(NAME, "rank %u: %s", bad,
+			   first.msg[0] ? first.msg : rlb_strerror(first.code));
+	}
+	return -1;
+}
+
 int cmd_train_step(int argc, char **argv)
 {
 	struct rlb_world *w = NULL;
@@ -295,13 +337,9 @@ int cmd_train_step(int argc, char **argv)
 	env = getenv("RELIBRA_FAULT");
 	if (env && *env && parse_fault(env, &eo)) {
 		if (!quiet)
-			cmd_errorf(NAME, "RELIBRA_FAULT: expected rank:R:step:S, not '%s'", env);
+			cmd_errorf(NAME, "RELIBRA_FAULT: expected rank:R:step:S or rank:R:step:S:hang, not '%s'", env);
 		goto out;
 	}
-	/* Only rank 0 reports the problems that every rank finds alike. */
-	if (quiet ? rlb_config_load(&cfg, o.cfg.path, o.cfg.sets, o.cfg.nsets, &err) != 0 :
-		    cmd_config_load(NAME, &o.cfg, &cfg) != 0)
-		goto out;
 	if (lrank >= 0 && rlb_world_mpi_available() && !o.virtual_ranks)
 		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
 	else if (lrank > 0 || (lrank == 0 && getenv("OMPI_COMM_WORLD_SIZE") &&
@@ -328,6 +366,8 @@ int cmd_train_step(int argc, char **argv)
 		}
 		rlb_world_set_timeout(w, t);
 	}
+	if (load_config(&o, w, &cfg) != 0)
+		goto out;
 	if (eo.fault && eo.fault_rank >= (uint32_t)cfg.parallel.ep_size) {
 		if (!quiet)
 			cmd_errorf(NAME, "RELIBRA_FAULT: rank %u is not below the %d ranks",

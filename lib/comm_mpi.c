@@ -23,12 +23,24 @@
 #include <mpi.h>
 
 #define MPI_CHUNK_BYTES ((size_t)1 << 30)	/* largest single message */
+#define TAG_DATA 0		/* grouped transfers */
+#define TAG_AGREE 1		/* m_agree's messages */
+#define NAMED_MAX 8		/* ranks a timeout names */
+/* How much longer than the timeout a rank waits for rank 0's verdict, so
+ * that rank 0, which names the missing ranks, speaks first. */
+#define VERDICT_GRACE_S 5.0
+
+/* The transfers posted in one communicator's open group. */
+struct group {
+	MPI_Request *req;
+	uint32_t *peer;			/* EP rank each request waits on */
+	size_t n, cap, peer_cap;
+	int open;
+};
 
 struct mworld {
 	MPI_Comm comm[RLB_COMM_KINDS];
-	MPI_Request *req;
-	size_t nreq, cap;
-	int in_group[RLB_COMM_KINDS];
+	struct group group[RLB_COMM_KINDS];
 };
 
 static int mpi_fail(struct rlb_err *err, int rc, const char *what)
@@ -42,11 +54,55 @@ static int mpi_fail(struct rlb_err *err, int rc, const char *what)
 	return rlb_err_set(err, RLB_EMPI, "%s: %s", what, msg);
 }
 
-/* Wait for N requests, polling, for at most the world's timeout. */
-static int wait_all(struct rlb_world *w, MPI_Request *req, int n,
-		    const char *what, struct rlb_err *err)
+/*
+ * A wait timed out: name the ranks whose transfers are still pending (in
+ * rank order, at most NAMED_MAX), or, for a collective (PEER NULL), say
+ * that some rank has not reached it.
+ */
+static int timed_out(struct rlb_world *w, MPI_Request *req, const uint32_t *peer,
+		     int n, double limit_s, const char *what, struct rlb_err *err)
 {
-	uint64_t start = rlb_now_ns(), limit_ns = (uint64_t)(w->timeout_s * 1e9);
+	char list[RLB_ERR_MSG_MAX / 2] = "";
+	unsigned char *pending;
+	size_t len = 0;
+	uint32_t r, named = 0, more = 0;
+	int i, flag;
+
+	if (!peer || !(pending = calloc(w->size, 1)))
+		return rlb_err_set(err, RLB_EMPI, "%s: timed out after %.0f s (a rank has not reached it)",
+				   what, limit_s);
+	for (i = 0; i < n; i++)
+		if (MPI_Test(&req[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag)
+			pending[peer[i]] = 1;
+	for (r = 0; r < w->size; r++) {
+		if (!pending[r])
+			continue;
+		if (named == NAMED_MAX) {
+			more++;
+			continue;
+		}
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%u",
+					named ? ", " : "", r);
+		if (len >= sizeof(list))
+			len = sizeof(list) - 1;
+		named++;
+	}
+	free(pending);
+	if (more)
+		return rlb_err_set(err, RLB_EMPI, "%s: timed out after %.0f s waiting for ranks %s and %u more",
+				   what, limit_s, list, more);
+	return rlb_err_set(err, RLB_EMPI, "%s: timed out after %.0f s waiting for rank%s %s",
+			   what, limit_s, named > 1 ? "s" : "", list);
+}
+
+/*
+ * Wait for N requests, polling, for at most LIMIT_S seconds (0: no
+ * limit).  PEER[i] is the rank request i waits on (NULL for a collective).
+ */
+static int wait_all(struct rlb_world *w, MPI_Request *req, const uint32_t *peer,
+		    int n, double limit_s, const char *what, struct rlb_err *err)
+{
+	uint64_t start = rlb_now_ns(), limit_ns = (uint64_t)(limit_s * 1e9);
 	struct timespec nap = { 0, 0 };
 	int done = 0, rc;
 
@@ -57,14 +113,28 @@ static int wait_all(struct rlb_world *w, MPI_Request *req, int n,
 		if (done)
 			return 0;
 		if (limit_ns && rlb_now_ns() - start > limit_ns)
-			return rlb_err_set(err, RLB_EMPI, "%s: timed out after %.0f s",
-					   what, w->timeout_s);
+			return timed_out(w, req, peer, n, limit_s, what, err);
 		/* Back off from busy polling to 1 ms naps. */
 		if (nap.tv_nsec < 1000000)
 			nap.tv_nsec = nap.tv_nsec ? nap.tv_nsec * 2 : 1000;
 		nanosleep(&nap, NULL);
 	}
 	return 0;
+}
+
+/*
+ * After a failed wait: withdraw what is still pending, so that no
+ * transfer touches the buffers once the caller frees them.
+ */
+static void cancel_pending(MPI_Request *req, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (req[i] != MPI_REQUEST_NULL) {
+			(void)MPI_Cancel(&req[i]);
+			(void)MPI_Request_free(&req[i]);
+		}
 }
 
 static int m_set_node_size(struct rlb_world *w, uint32_t gpus_per_node,
@@ -79,7 +149,9 @@ static int m_set_node_size(struct rlb_world *w, uint32_t gpus_per_node,
 			    (int)w->first, &m->comm[RLB_COMM_NODE]);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Comm_split");
-	MPI_Comm_set_errhandler(m->comm[RLB_COMM_NODE], MPI_ERRORS_RETURN);
+	rc = MPI_Comm_set_errhandler(m->comm[RLB_COMM_NODE], MPI_ERRORS_RETURN);
+	if (rc != MPI_SUCCESS)
+		return mpi_fail(err, rc, "MPI_Comm_set_errhandler");
 	w->gpus_per_node = gpus_per_node;
 	return 0;
 }
@@ -90,9 +162,9 @@ static int m_group_start(struct rlb_world *w, uint32_t local,
 	struct mworld *m = w->priv;
 
 	(void)local;
-	if (m->in_group[c])
+	if (m->group[c].open)
 		return rlb_err_set(err, RLB_EINVAL, "group already started");
-	m->in_group[c] = 1;
+	m->group[c].open = 1;
 	return 0;
 }
 
@@ -101,6 +173,7 @@ static int m_post(struct rlb_world *w, enum rlb_comm_kind c, uint32_t peer,
 		  void *buf, size_t bytes, int is_send, struct rlb_err *err)
 {
 	struct mworld *m = w->priv;
+	struct group *g = &m->group[c];
 	MPI_Comm comm = m->comm[c];
 	int dest = (int)peer, rc;
 	size_t off;
@@ -113,17 +186,18 @@ static int m_post(struct rlb_world *w, enum rlb_comm_kind c, uint32_t peer,
 	for (off = 0; off < bytes; off += MPI_CHUNK_BYTES) {
 		size_t len = bytes - off < MPI_CHUNK_BYTES ? bytes - off : MPI_CHUNK_BYTES;
 
-		if (rlb_grow(&m->req, &m->cap, m->nreq + 1, sizeof(*m->req)))
+		if (rlb_grow(&g->req, &g->cap, g->n + 1, sizeof(*g->req)) ||
+		    rlb_grow(&g->peer, &g->peer_cap, g->n + 1, sizeof(*g->peer)))
 			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		if (is_send)
-			rc = MPI_Isend((char *)buf + off, (int)len, MPI_BYTE, dest, 0,
-				       comm, &m->req[m->nreq]);
+			rc = MPI_Isend((char *)buf + off, (int)len, MPI_BYTE, dest, TAG_DATA,
+				       comm, &g->req[g->n]);
 		else
-			rc = MPI_Irecv((char *)buf + off, (int)len, MPI_BYTE, dest, 0,
-				       comm, &m->req[m->nreq]);
+			rc = MPI_Irecv((char *)buf + off, (int)len, MPI_BYTE, dest, TAG_DATA,
+				       comm, &g->req[g->n]);
 		if (rc != MPI_SUCCESS)
 			return mpi_fail(err, rc, is_send ? "MPI_Isend" : "MPI_Irecv");
-		m->nreq++;
+		g->peer[g->n++] = peer;
 	}
 	return 0;
 }
@@ -146,18 +220,20 @@ static int m_recv(struct rlb_world *w, uint32_t local, enum rlb_comm_kind c,
 static int m_group_end(struct rlb_world *w, uint32_t local,
 		       enum rlb_comm_kind c, struct rlb_err *err)
 {
-	struct mworld *m = w->priv;
+	struct group *g = &((struct mworld *)w->priv)->group[c];
 	int ret;
 
 	(void)local;
-	if (!m->in_group[c])
+	if (!g->open)
 		return rlb_err_set(err, RLB_EINVAL, "group not started");
-	m->in_group[c] = 0;
-	if (m->nreq > INT_MAX)
+	g->open = 0;
+	if (g->n > INT_MAX)
 		return rlb_err_set(err, RLB_ERANGE, "too many transfers in one group");
-	ret = wait_all(w, m->req, (int)m->nreq,
+	ret = wait_all(w, g->req, g->peer, (int)g->n, w->timeout_s,
 		       c == RLB_COMM_EP ? "EP transfers" : "node transfers", err);
-	m->nreq = 0;
+	if (ret)
+		cancel_pending(g->req, (int)g->n);
+	g->n = 0;
 	return ret;
 }
 
@@ -180,7 +256,7 @@ static int m_allreduce(struct rlb_world *w, double *v, size_t n,
 	rc = MPI_Iallgather(v, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE,
 			    m->comm[RLB_COMM_EP], &req);
 	ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Iallgather") :
-	      wait_all(w, &req, 1, "allreduce", err);
+	      wait_all(w, &req, NULL, 1, w->timeout_s, "allreduce", err);
 	if (ret == 0)
 		rlb_world_reduce_rows(all, w->size, n, op, v);
 	free(all);
@@ -200,44 +276,90 @@ static int m_gather(struct rlb_world *w, const void *send, size_t bytes,
 			 m->comm[RLB_COMM_EP], &req);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Igather");
-	return wait_all(w, &req, 1, "gather", err);
+	return wait_all(w, &req, NULL, 1, w->timeout_s, "gather", err);
 }
 
+/* What rank 0 sends back from an agreement. */
+struct verdict {
+	uint32_t bad;			/* lowest failing rank; size: none */
+	struct rlb_err first;		/* its report */
+};
+
+/*
+ * Point to point through rank 0, so that a rank that never arrives is
+ * named: every rank sends its report to rank 0, which answers with the
+ * lowest failing rank's.  The other ranks wait VERDICT_GRACE_S longer
+ * than the timeout, so that rank 0 reports a missing rank first.
+ */
 static int m_agree(struct rlb_world *w, const struct rlb_err *errs,
 		   struct rlb_err *out, uint32_t *rank, struct rlb_err *err)
 {
 	struct mworld *m = w->priv;
-	struct rlb_err first;
-	MPI_Request req;
-	int *codes, rc, ret, code = errs[0].code;
-	uint32_t i, bad = w->size;
+	MPI_Comm comm = m->comm[RLB_COMM_EP];
+	struct rlb_err *all = NULL;
+	struct verdict v = { w->size, { 0, "" } };
+	MPI_Request *req;
+	uint32_t *peer, r, n = w->first == 0 ? w->size - 1 : 2;
+	int rc = MPI_SUCCESS, ret = 0;
+	double limit = w->timeout_s;
 
-	codes = malloc(w->size * sizeof(*codes));
-	if (!codes)
+	req = calloc(n ? n : 1, sizeof(*req));
+	peer = calloc(n ? n : 1, sizeof(*peer));
+	if (w->first == 0)
+		all = calloc(w->size, sizeof(*all));
+	if (!req || !peer || (w->first == 0 && !all)) {
+		free(req);
+		free(peer);
+		free(all);
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	rc = MPI_Iallgather(&code, 1, MPI_INT, codes, 1, MPI_INT,
-			    m->comm[RLB_COMM_EP], &req);
-	ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Iallgather") :
-	      wait_all(w, &req, 1, "agreement", err);
-	for (i = 0; ret == 0 && i < w->size && bad == w->size; i++)
-		if (codes[i])
-			bad = i;
-	free(codes);
-	if (ret || bad == w->size)
-		return ret;
-	first = errs[0];
-	rc = MPI_Ibcast(&first, (int)sizeof(first), MPI_BYTE, (int)bad,
-			m->comm[RLB_COMM_EP], &req);
-	ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Ibcast") :
-	      wait_all(w, &req, 1, "agreement", err);
+	}
+	for (r = 0; r < n; r++)
+		req[r] = MPI_REQUEST_NULL;
+	if (w->first == 0) {
+		all[0] = errs[0];
+		for (r = 1; r < w->size && rc == MPI_SUCCESS; r++) {
+			peer[r - 1] = r;
+			rc = MPI_Irecv(&all[r], (int)sizeof(*all), MPI_BYTE, (int)r,
+				       TAG_AGREE, comm, &req[r - 1]);
+		}
+		ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Irecv") :
+		      wait_all(w, req, peer, (int)n, limit, "agreement", err);
+		for (r = 0; ret == 0 && r < w->size && v.bad == w->size; r++)
+			if (all[r].code) {
+				v.bad = r;
+				v.first = all[r];
+			}
+		for (r = 1; ret == 0 && r < w->size && rc == MPI_SUCCESS; r++)
+			rc = MPI_Isend(&v, (int)sizeof(v), MPI_BYTE, (int)r,
+				       TAG_AGREE, comm, &req[r - 1]);
+		if (ret == 0)
+			ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Isend") :
+			      wait_all(w, req, peer, (int)n, limit, "agreement", err);
+	} else {
+		peer[0] = peer[1] = 0;
+		if (limit > 0)
+			limit += VERDICT_GRACE_S;
+		rc = MPI_Isend(&errs[0], (int)sizeof(errs[0]), MPI_BYTE, 0, TAG_AGREE,
+			       comm, &req[0]);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Irecv(&v, (int)sizeof(v), MPI_BYTE, 0, TAG_AGREE, comm,
+				       &req[1]);
+		ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "agreement") :
+		      wait_all(w, req, peer, 2, limit, "agreement", err);
+	}
 	if (ret)
+		cancel_pending(req, (int)n);
+	free(req);
+	free(peer);
+	free(all);
+	if (ret || v.bad >= w->size)
 		return ret;
-	first.msg[sizeof(first.msg) - 1] = '\0';
+	v.first.msg[sizeof(v.first.msg) - 1] = '\0';
 	if (out)
-		*out = first;
+		*out = v.first;
 	if (rank)
-		*rank = bad;
-	return first.code ? first.code : RLB_EMPI;
+		*rank = v.bad;
+	return v.first.code ? v.first.code : RLB_EMPI;
 }
 
 static int m_barrier(struct rlb_world *w, struct rlb_err *err)
@@ -248,7 +370,7 @@ static int m_barrier(struct rlb_world *w, struct rlb_err *err)
 
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Ibarrier");
-	return wait_all(w, &req, 1, "barrier", err);
+	return wait_all(w, &req, NULL, 1, w->timeout_s, "barrier", err);
 }
 
 static void m_abort(struct rlb_world *w, int status)
@@ -263,10 +385,12 @@ static void m_destroy(struct rlb_world *w)
 	int c;
 
 	if (m) {
-		for (c = 0; c < RLB_COMM_KINDS; c++)
+		for (c = 0; c < RLB_COMM_KINDS; c++) {
 			if (m->comm[c] != MPI_COMM_NULL)
-				MPI_Comm_free(&m->comm[c]);
-		free(m->req);
+				(void)MPI_Comm_free(&m->comm[c]);
+			free(m->group[c].req);
+			free(m->group[c].peer);
+		}
 		free(m);
 	}
 	free(w);
@@ -304,7 +428,16 @@ int rlb_world_mpi_new(struct rlb_world **out, int *argc, char ***argv,
 	rc = MPI_Init(argc, argv);
 	if (rc != MPI_SUCCESS)
 		return rlb_err_set(err, RLB_EMPI, "MPI_Init failed (error %d)", rc);
-	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	rc = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (rc != MPI_SUCCESS) {
+		mpi_fail(err, rc, "MPI_Init");
+		MPI_Finalize();
+		return RLB_EMPI;
+	}
 	w = calloc(1, sizeof(*w));
 	m = calloc(1, sizeof(*m));
 	if (!w || !m) {
@@ -318,8 +451,6 @@ int rlb_world_mpi_new(struct rlb_world **out, int *argc, char ***argv,
 	w->ops = &mpi_ops;
 	w->priv = m;
 	w->timeout_s = 300;
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	w->size = (uint32_t)size;
 	w->local = 1;
 	w->first = (uint32_t)rank;
@@ -329,7 +460,11 @@ int rlb_world_mpi_new(struct rlb_world **out, int *argc, char ***argv,
 		m_destroy(w);
 		return mpi_fail(err, rc, "MPI_Comm_dup");
 	}
-	MPI_Comm_set_errhandler(m->comm[RLB_COMM_EP], MPI_ERRORS_RETURN);
+	rc = MPI_Comm_set_errhandler(m->comm[RLB_COMM_EP], MPI_ERRORS_RETURN);
+	if (rc != MPI_SUCCESS) {
+		m_destroy(w);
+		return mpi_fail(err, rc, "MPI_Comm_set_errhandler");
+	}
 	*out = w;
 	return 0;
 }

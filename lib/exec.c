@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec_internal.h"
 #include "util.h"
@@ -529,6 +530,8 @@ static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 	if (ex->o.fault && !ex->static_run && step == ex->o.fault_step &&
 	    ex->o.fault_rank >= ex->first && ex->o.fault_rank - ex->first < ex->nlocal) {
 		ex->failed_rank = ex->o.fault_rank;
+		while (ex->o.fault == RLB_FAULT_HANG)
+			pause();
 		return rlb_err_set(err, RLB_EINVAL, "injected fault at step %u", step);
 	}
 	ex->failed_rank = ex->first;

@@ -47,8 +47,12 @@ struct rlb_exec_opts {
 	double verify_outliers;
 	struct rlb_adam adam;		/* t is set per step */
 	enum rlb_exec_init init;
-	/* injected fault: rank fault_rank fails at step fault_step */
-	int fault;
+	/*
+	 * injected fault at the start of step fault_step on rank fault_rank:
+	 * RLB_FAULT_FAIL fails there, RLB_FAULT_HANG stops there for good
+	 * (for the other ranks' timeout)
+	 */
+	enum { RLB_FAULT_NONE, RLB_FAULT_FAIL, RLB_FAULT_HANG } fault;
 	uint32_t fault_rank;
 	uint32_t fault_step;
 	rlb_progress_fn progress;	/* optional, called on the process of rank 0 */

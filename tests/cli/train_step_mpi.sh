@@ -81,15 +81,39 @@ unset ALT_TRACE ALT_PLAN
 expect_err "relibra train-step: rank 2: the trace differs from rank 0's"
 [ ! -e m.json ] && [ ! -e m.json.tmp ] || fail "a refused job left m.json or m.json.tmp"
 
-# A rank stuck before the ranks agree (its trace a FIFO that nobody
-# writes: open() blocks): the others time out and end the job.
-mkfifo stuck.rrt
-ALT_TRACE=stuck.rrt RELIBRA_TIMEOUT=3
-export ALT_TRACE RELIBRA_TIMEOUT
-mpi 4 -x ALT_TRACE -x RELIBRA_TIMEOUT sh per-rank.sh "$cfg" t.rrt relibra.rlp
-unset ALT_TRACE RELIBRA_TIMEOUT
-[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "stuck rank: status $status (124: hung)"
-expect_err "agreement: timed out after 3 s"
+# A config that one rank cannot read: rank 0 names it, once, and every
+# rank exits (status 1, not an abort).
+ALT_CFG=missing.yaml
+export ALT_CFG
+mpi 4 -x ALT_CFG sh per-rank.sh "$cfg" t.rrt relibra.rlp
+unset ALT_CFG
+[ "$status" -eq 1 ] || { cat err; fail "unreadable config on rank 2: status $status"; }
+n=$(grep -c '^relibra train-step: rank 2: .*missing.yaml' err)
+[ "$n" -eq 1 ] || { cat err; fail "expected one message naming rank 2, got $n"; }
+
+# A rank stuck before the ranks agree (its config or its trace a FIFO
+# that nobody writes: open() blocks): rank 0 times out, names it and ends
+# the job.
+mkfifo stuck.yaml stuck.rrt
+RELIBRA_TIMEOUT=3
+export RELIBRA_TIMEOUT
+for alt in ALT_CFG=stuck.yaml ALT_TRACE=stuck.rrt; do
+	export "$alt"
+	mpi 4 -x "${alt%%=*}" -x RELIBRA_TIMEOUT sh per-rank.sh "$cfg" t.rrt relibra.rlp
+	unset "${alt%%=*}"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "stuck rank ($alt): status $status (124: hung)"
+	expect_err "relibra train-step: rank 0: agreement: timed out after 3 s waiting for rank 2"
+done
+
+# A rank that stops in the middle of training: the ranks waiting for its
+# transfers time out naming it.
+RELIBRA_FAULT=rank:2:step:1:hang
+export RELIBRA_FAULT
+mpi 4 -x RELIBRA_FAULT -x RELIBRA_TIMEOUT "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+unset RELIBRA_FAULT RELIBRA_TIMEOUT
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "hung rank: status $status (124: hung)"
+grep -Eq 'transfers: timed out after 3 s waiting for ranks? ([0-9]+, )*2($|,| and)' err ||
+	{ cat err; fail "the timeout does not name rank 2"; }
 
 # A rank that fails at step 1 ends the job.
 RELIBRA_FAULT=rank:2:step:1
