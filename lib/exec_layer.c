@@ -429,23 +429,48 @@ static int run_jobs(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 	return ret;
 }
 
-static int forward_layer(struct rlb_exec *ex, uint32_t mb, uint32_t L,
-			 struct rlb_err *err)
+/*
+ * The layer's input (OUT 0) or output (OUT 1) on rank RK: the hidden
+ * states h[L] and h[L + 1] forward, the gradients dh[cur] and dh[!cur]
+ * backward.
+ */
+static void *layer_io(const struct rlb_exec *ex, const struct exec_rank *rk,
+		      uint32_t mb, uint32_t L, int backward, uint32_t cur, int out)
+{
+	size_t ntok = rk->mb_first[mb + 1] - rk->mb_first[mb];
+	size_t hb = ntok * ex->hidden * rk->be->act_bytes;
+
+	if (backward)
+		return rk->dh[out ? !cur : cur].p;
+	return exec_at(rk->h.p, (L + out) * hb);
+}
+
+/*
+ * One MoE layer of a micro-batch, forward or backward; the gradient takes
+ * the tokens' way: gather the rows each instance gets, dispatch, run the
+ * experts, send the results back, combine them onto the residual.
+ * Forward gates on the way back and fetches the next layer's replicas
+ * first; backward gates on the way out (d gate * dy) and then reduces the
+ * replicas' gradients to their homes.  Rows land in r->x forward (kept
+ * for backward) and in ebuf backward.
+ */
+static int moe_layer(struct rlb_exec *ex, uint32_t mb, uint32_t L, int backward,
+		     uint32_t cur, struct rlb_err *err)
 {
 	uint32_t i;
 	int ret = 0;
 
-	if (L + 1 < ex->layers)
+	if (!backward && L + 1 < ex->layers)
 		ret = fetch_replicas(ex, mb, L + 1, err);
 	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
 		struct exec_rank *rk = &ex->rk[i];
 		struct exec_route *r = &rk->route[L];
-		size_t ntok = rk->mb_first[mb + 1] - rk->mb_first[mb];
-		size_t hb = ntok * ex->hidden * rk->be->act_bytes;
 
 		ret = exec_failed(ex, rk, rk->be->ops->gather(rk->be, rk->q, r->nrows, ex->hidden,
-						       r->d_send_idx.p, NULL,
-						       exec_at(rk->h.p, L * hb), rk->sendbuf.p, err));
+						       r->d_send_idx.p,
+						       backward ? r->d_send_gate.p : NULL,
+						       layer_io(ex, rk, mb, L, backward, cur, 0),
+						       rk->sendbuf.p, err));
 	}
 	if (ret == 0)
 		ret = a2a(ex, mb, L, A2A_DISPATCH, err);
@@ -454,15 +479,18 @@ static int forward_layer(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 		struct rlb_backend *be = rk->be;
 		struct exec_route *r = &rk->route[L];
 
-		ret = be->ops->queue_wait(be, rk->q, rk->ev_copy[L], err);
+		if (!backward)	/* this layer's replica weights */
+			ret = be->ops->queue_wait(be, rk->q, rk->ev_copy[L], err);
 		if (ret == 0)
 			ret = be->ops->gather(be, rk->q, r->nrecv, ex->hidden, r->d_perm.p,
-					      NULL, rk->recvbuf.p, r->x.p, err);
+					      NULL, rk->recvbuf.p,
+					      backward ? rk->ebuf.p : r->x.p, err);
 		if (ret == 0)
-			ret = run_jobs(ex, rk, mb, L, 0, err);
+			ret = run_jobs(ex, rk, mb, L, backward, err);
 		if (ret == 0)
 			ret = be->ops->gather(be, rk->q, r->nrecv, ex->hidden, r->d_unperm.p,
-					      NULL, rk->ebuf.p, rk->backbuf.p, err);
+					      NULL, backward ? rk->ebuf2.p : rk->ebuf.p,
+					      rk->backbuf.p, err);
 		exec_failed(ex, rk, ret);
 	}
 	if (ret == 0)
@@ -472,16 +500,18 @@ static int forward_layer(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 		struct rlb_backend *be = rk->be;
 		struct exec_route *r = &rk->route[L];
 		size_t ntok = rk->mb_first[mb + 1] - rk->mb_first[mb];
-		size_t hb = ntok * ex->hidden * be->act_bytes;
+		void *in = layer_io(ex, rk, mb, L, backward, cur, 0);
+		void *out = layer_io(ex, rk, mb, L, backward, cur, 1);
 
-		ret = be->ops->copy(be, rk->q, exec_at(rk->h.p, (L + 1) * hb),
-				    exec_at(rk->h.p, L * hb), hb, err);
+		ret = be->ops->copy(be, rk->q, out, in, ntok * ex->hidden * be->act_bytes, err);
 		if (ret == 0)
 			ret = be->ops->combine(be, rk->q, ntok, ex->topk, ex->hidden,
-					       r->d_tk_pos.p, r->d_tk_gate.p, rk->retbuf.p,
-					       exec_at(rk->h.p, (L + 1) * hb), err);
+					       r->d_tk_pos.p, backward ? NULL : r->d_tk_gate.p,
+					       rk->retbuf.p, out, err);
 		exec_failed(ex, rk, ret);
 	}
+	if (ret == 0 && backward)
+		ret = reduce_replicas(ex, mb, L, err);
 	return ret;
 }
 
@@ -522,57 +552,6 @@ static int loss(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
 	return ret;
 }
 
-static int backward_layer(struct rlb_exec *ex, uint32_t mb, uint32_t L,
-			  uint32_t cur, struct rlb_err *err)
-{
-	uint32_t i;
-	int ret = 0;
-
-	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
-		struct exec_rank *rk = &ex->rk[i];
-		struct exec_route *r = &rk->route[L];
-
-		ret = exec_failed(ex, rk, rk->be->ops->gather(rk->be, rk->q, r->nrows, ex->hidden,
-						       r->d_send_idx.p, r->d_send_gate.p,
-						       rk->dh[cur].p, rk->sendbuf.p, err));
-	}
-	if (ret == 0)
-		ret = a2a(ex, mb, L, A2A_DISPATCH, err);
-	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
-		struct exec_rank *rk = &ex->rk[i];
-		struct rlb_backend *be = rk->be;
-		struct exec_route *r = &rk->route[L];
-
-		ret = be->ops->gather(be, rk->q, r->nrecv, ex->hidden, r->d_perm.p,
-				      NULL, rk->recvbuf.p, rk->ebuf.p, err);
-		if (ret == 0)
-			ret = run_jobs(ex, rk, mb, L, 1, err);
-		if (ret == 0)
-			ret = be->ops->gather(be, rk->q, r->nrecv, ex->hidden, r->d_unperm.p,
-					      NULL, rk->ebuf2.p, rk->backbuf.p, err);
-		exec_failed(ex, rk, ret);
-	}
-	if (ret == 0)
-		ret = a2a(ex, mb, L, A2A_RETURN, err);
-	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
-		struct exec_rank *rk = &ex->rk[i];
-		struct rlb_backend *be = rk->be;
-		struct exec_route *r = &rk->route[L];
-		size_t ntok = rk->mb_first[mb + 1] - rk->mb_first[mb];
-		size_t hb = ntok * ex->hidden * be->act_bytes;
-
-		ret = be->ops->copy(be, rk->q, rk->dh[!cur].p, rk->dh[cur].p, hb, err);
-		if (ret == 0)
-			ret = be->ops->combine(be, rk->q, ntok, ex->topk, ex->hidden,
-					       r->d_tk_pos.p, NULL, rk->retbuf.p,
-					       rk->dh[!cur].p, err);
-		exec_failed(ex, rk, ret);
-	}
-	if (ret == 0)
-		ret = reduce_replicas(ex, mb, L, err);
-	return ret;
-}
-
 int exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
 {
 	uint32_t i, L, cur = 0;
@@ -593,11 +572,11 @@ int exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
 	if (ret == 0)
 		ret = fetch_replicas(ex, mb, 0, err);
 	for (L = 0; ret == 0 && L < ex->layers; L++)
-		ret = forward_layer(ex, mb, L, err);
+		ret = moe_layer(ex, mb, L, 0, 0, err);
 	if (ret == 0)
 		ret = loss(ex, mb, err);
 	for (L = ex->layers; ret == 0 && L-- > 0; cur = !cur)
-		ret = backward_layer(ex, mb, L, cur, err);
+		ret = moe_layer(ex, mb, L, 1, cur, err);
 	return ret;
 }
 
