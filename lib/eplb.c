@@ -151,22 +151,25 @@ static void sort_desc_stable(const double *w, size_t n, int32_t *order,
 		memcpy(order, src, n * sizeof(int32_t));
 }
 
-/* Pack a precedes pack b: lighter, or equally heavy with a lower index. */
-static int pack_before(const double *load, int32_t a, int32_t b)
+/*
+ * A min-heap of indices by KEY, lower index first on ties: the pick a
+ * linear "first minimum" scan makes.
+ */
+static int heap_before(const double *key, int32_t a, int32_t b)
 {
-	return load[a] < load[b] || (load[a] == load[b] && a < b);
+	return key[a] < key[b] || (key[a] == key[b] && a < b);
 }
 
-static void pack_sift_down(int32_t *heap, size_t n, const double *load,
-			   size_t i)
+static inline void heap_sift_down(int32_t *heap, size_t n, const double *key,
+				  size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
 		int32_t t;
 
-		if (l < n && pack_before(load, heap[l], heap[m]))
+		if (l < n && heap_before(key, heap[l], heap[m]))
 			m = l;
-		if (r < n && pack_before(load, heap[r], heap[m]))
+		if (r < n && heap_before(key, heap[r], heap[m]))
 			m = r;
 		if (m == i)
 			return;
@@ -210,33 +213,7 @@ static void balanced_packing(const double *w, size_t n, size_t packs,
 		ws->pack_load[p] += w[item];
 		if ((size_t)++ws->pack_items[p] == per)
 			ws->heap[0] = ws->heap[--heap_n];
-		pack_sift_down(ws->heap, heap_n, ws->pack_load, 0);
-	}
-}
-
-/* Expert a precedes expert b: higher load per copy, or equal and lower index. */
-static int repl_before(const double *key, int32_t a, int32_t b)
-{
-	return key[a] > key[b] || (key[a] == key[b] && a < b);
-}
-
-static void repl_sift_down(int32_t *heap, size_t n, const double *key,
-			   size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		int32_t t;
-
-		if (l < n && repl_before(key, heap[l], heap[m]))
-			m = l;
-		if (r < n && repl_before(key, heap[r], heap[m]))
-			m = r;
-		if (m == i)
-			return;
-		t = heap[i];
-		heap[i] = heap[m];
-		heap[m] = t;
-		i = m;
+		heap_sift_down(ws->heap, heap_n, ws->pack_load, 0);
 	}
 }
 
@@ -255,21 +232,21 @@ static void replicate_experts(const double *w, size_t nlog, size_t nphy,
 		phy2log[i] = (int32_t)i;
 		rank[i] = 0;
 		cnt[i] = 1;
-		ws->key[i] = w[i];
+		ws->key[i] = -w[i];	/* min-heap: minus the load per copy */
 		ws->heap[i] = (int32_t)i;
 	}
 	if (nphy == nlog)
 		return;
 	for (i = nlog / 2; i-- > 0;)
-		repl_sift_down(ws->heap, nlog, ws->key, i);
+		heap_sift_down(ws->heap, nlog, ws->key, i);
 	for (i = nlog; i < nphy; i++) {
 		int32_t e = ws->heap[0];
 
 		phy2log[i] = e;
 		rank[i] = cnt[e];
 		cnt[e]++;
-		ws->key[e] = w[e] / cnt[e];
-		repl_sift_down(ws->heap, nlog, ws->key, 0);
+		ws->key[e] = -(w[e] / cnt[e]);
+		heap_sift_down(ws->heap, nlog, ws->key, 0);
 	}
 }
 
