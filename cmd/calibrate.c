@@ -33,7 +33,10 @@ static const char usage[] =
 	"  -o, --output FILE    write the cluster section there (default: stdout)\n"
 	"  -h, --help           show this help\n";
 
-enum { OPT_SET = 256, OPT_EXPERTS, OPT_ROWS, OPT_REPEATS, OPT_DEVICE, OPT_GPUS, OPT_NAME };
+enum {
+	OPT_EXPERTS = CMD_OPT_SET + 1, OPT_ROWS, OPT_REPEATS, OPT_DEVICE, OPT_GPUS,
+	OPT_NAME,
+};
 
 struct opts {
 	struct cmd_config_opts cfg;
@@ -79,9 +82,7 @@ static int parse_rows(const char *s, uint32_t *lo, uint32_t *hi,
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, OPT_SET },
+		CMD_COMMON_LONGOPTS,
 		{ "experts", required_argument, NULL, OPT_EXPERTS },
 		{ "rows", required_argument, NULL, OPT_ROWS },
 		{ "repeats", required_argument, NULL, OPT_REPEATS },
@@ -101,18 +102,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		int ret = 0;
 
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			return 1;
-		case 'c':
-			o->cfg.path = optarg;
-			break;
-		case OPT_SET:
-			if (cmd_config_add_set(&o->cfg, optarg) < 0) {
-				cmd_errorf(NAME, "out of memory");
-				return -EXIT_FAIL;
-			}
-			break;
 		case OPT_EXPERTS:
 			ret = parse_u32(optarg, 1, 4096, &o->m.experts, "--experts", &err);
 			o->experts_given = 1;
@@ -136,23 +125,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'o':
 			o->out = optarg;
 			break;
-		case ':':
-			return -cmd_usage_error(NAME, usage, "option '%s' needs a value",
-						argv[optind - 1]);
 		default:
-			return -cmd_usage_error(NAME, usage, "unknown option '%s'",
-						argv[optind - 1]);
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, 0);
+			if (ret)
+				return ret;
+			break;
 		}
 		if (ret)
-			return -cmd_usage_error(NAME, usage, "%s", err.msg);
+			return cmd_usage_error(NAME, usage, "%s", err.msg);
 	}
 	if (optind < argc)
-		return -cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind]);
+		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind]);
 	if (!o->cfg.path && o->cfg.nsets == 0)
-		return -cmd_usage_error(NAME, usage, "-c CONFIG is required");
+		return cmd_usage_error(NAME, usage, "-c CONFIG is required");
 	if (o->name && strlen(o->name) >= RLB_NAME_MAX)
-		return -cmd_usage_error(NAME, usage, "--name is longer than %d bytes",
-					RLB_NAME_MAX - 1);
+		return cmd_usage_error(NAME, usage, "--name is longer than %d bytes",
+				       RLB_NAME_MAX - 1);
 	return 0;
 }
 
@@ -205,7 +193,7 @@ int cmd_calibrate(int argc, char **argv)
 	rlb_calib_opts_defaults(&o.m);
 	ret = parse_args(argc, argv, &o);
 	if (ret) {
-		rc = ret > 0 ? EXIT_OK : -ret;
+		rc = ret < 0 ? EXIT_OK : ret;
 		goto out;
 	}
 	if (cmd_config_load(NAME, &o.cfg, &cfg) < 0)

@@ -46,12 +46,11 @@ static int parse_num(const char *opt, const char *s, int64_t min, int64_t max,
 int cmd_capture(int argc, char **argv)
 {
 	enum {
-		OPT_SET = 256, OPT_SYNTH, OPT_SEED, OPT_UNIFORM, OPT_FROM, OPT_SORTED,
+		OPT_SYNTH = CMD_OPT_SET + 1, OPT_SEED, OPT_UNIFORM, OPT_FROM, OPT_SORTED,
 		OPT_GATES, OPT_STEP, OPT_GROUP, OPT_GROUP_SIZE, OPT_LEVEL,
 	};
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, OPT_SET },
+		CMD_COMMON_LONGOPTS,
 		{ "output", required_argument, NULL, 'o' },
 		{ "synthetic", no_argument, NULL, OPT_SYNTH },
 		{ "seed", required_argument, NULL, OPT_SEED },
@@ -63,7 +62,6 @@ int cmd_capture(int argc, char **argv)
 		{ "group", required_argument, NULL, OPT_GROUP },
 		{ "group-size", required_argument, NULL, OPT_GROUP_SIZE },
 		{ "level", required_argument, NULL, OPT_LEVEL },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cmd_config_opts o = { NULL, NULL, 0 };
@@ -75,7 +73,7 @@ int cmd_capture(int argc, char **argv)
 	struct rlb_config cfg;
 	struct rlb_err err = { 0, "" };
 	const char *out = NULL, *from = NULL, *input = NULL;
-	int c, synth = 0, uniform = 0, sorted = 0, have_seed = 0, rc = EXIT_FAIL;
+	int c, ret, synth = 0, uniform = 0, sorted = 0, have_seed = 0, rc = EXIT_FAIL;
 	int64_t v, seed = 1;
 
 	memset(&wo, 0, sizeof(wo));
@@ -84,19 +82,6 @@ int cmd_capture(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			rc = EXIT_OK;
-			goto out;
-		case 'c':
-			o.path = optarg;
-			break;
-		case OPT_SET:
-			if (cmd_config_add_set(&o, optarg) < 0) {
-				cmd_errorf("capture", "out of memory");
-				goto out;
-			}
-			break;
 		case 'o':
 			out = optarg;
 			break;
@@ -154,14 +139,13 @@ int cmd_capture(int argc, char **argv)
 			}
 			wo.level = (int)v;
 			break;
-		case ':':
-			rc = cmd_usage_error("capture", usage, "option '%s' needs a value",
-					     argv[optind - 1]);
-			goto out;
 		default:
-			rc = cmd_usage_error("capture", usage, "unknown option '%s'",
-					     argv[optind - 1]);
-			goto out;
+			ret = cmd_common_opt("capture", usage, c, argv, &o, 0);
+			if (ret) {
+				rc = ret < 0 ? EXIT_OK : ret;
+				goto out;
+			}
+			break;
 		}
 	}
 	if (from && optind < argc)

@@ -1,6 +1,6 @@
 /*
  * cmd.h - the subcommands of the relibra CLI and the helpers they share
- * (error printing, config options, progress line).
+ * (error printing, config options, JSON output files, progress line).
  */
 #ifndef RLB_CMD_H
 #define RLB_CMD_H
@@ -8,6 +8,8 @@
 #include <stddef.h>
 
 #include "relibra.h"
+
+struct json_t;			/* jansson's json_t */
 
 /* Exit statuses (man/relibra.1, EXIT STATUS). */
 enum {
@@ -47,12 +49,37 @@ int cmd_config_load(const char *name, const struct cmd_config_opts *o,
 		    struct rlb_config *cfg);
 void cmd_config_release(struct cmd_config_opts *o);
 
+/* getopt_long's value for --set; a subcommand numbers its own from here + 1. */
+enum { CMD_OPT_SET = 256 };
+
+/* -h, -c and --set: the first entries of every subcommand's longopts. */
+#define CMD_COMMON_LONGOPTS					\
+	{ "help", no_argument, NULL, 'h' },			\
+	{ "config", required_argument, NULL, 'c' },		\
+	{ "set", required_argument, NULL, CMD_OPT_SET }
+
+/*
+ * The default branch of a subcommand's getopt_long switch (optstring
+ * ":hc:..."): -h, -c, --set, a missing value and an unknown option.
+ * 0 after -c or --set; otherwise what parse_args returns: -1 after printing
+ * the usage (-h), EXIT_FAIL when out of memory, EXIT_USAGE after the usage
+ * error (printed unless quiet: train-step's ranks but the first).
+ */
+int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
+		   struct cmd_config_opts *o, int quiet);
+
 /*
  * Parse a --steps range "A:B", "A:", ":B" or "A" into [*lo, *hi]
  * (open ends: 0 and UINT32_MAX).  RLB_EPARSE / RLB_ERANGE with a message.
  */
 int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 		    struct rlb_err *err);
+
+/*
+ * Write j as indented JSON to path through path.tmp, so that a failure
+ * leaves nothing there: 0 or a negative RLB_E... code with err filled.
+ */
+int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err);
 
 /*
  * Progress callback for lib (rlb_progress_fn): a single updating line on

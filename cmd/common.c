@@ -1,12 +1,15 @@
 /*
  * common.c - helpers shared by the subcommands: error messages, the
- * config options, the progress line.
+ * options they all take, JSON output files, the progress line.
  */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "cmd.h"
 
@@ -74,6 +77,31 @@ void cmd_config_release(struct cmd_config_opts *o)
 	o->nsets = 0;
 }
 
+int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
+		   struct cmd_config_opts *o, int quiet)
+{
+	switch (c) {
+	case 'h':
+		fputs(usage, stdout);
+		return -1;
+	case 'c':
+		o->path = optarg;
+		return 0;
+	case CMD_OPT_SET:
+		if (cmd_config_add_set(o, optarg) != 0) {
+			cmd_errorf(name, "out of memory");
+			return EXIT_FAIL;
+		}
+		return 0;
+	}
+	if (quiet)
+		return EXIT_USAGE;
+	if (c == ':')
+		return cmd_usage_error(name, usage, "option '%s' needs a value",
+				       argv[optind - 1]);
+	return cmd_usage_error(name, usage, "unknown option '%s'", argv[optind - 1]);
+}
+
 void cmd_progress(void *ctx, uint64_t done, uint64_t total, const char *unit)
 {
 	uint64_t now;
@@ -131,4 +159,19 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 	if (*lo > *hi)
 		return rlb_err_set(err, RLB_ERANGE, "--steps '%s': the range is empty", s);
 	return 0;
+}
+
+int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err)
+{
+	struct rlb_atomic_file af;
+	int ret = rlb_atomic_open(&af, path, err);
+
+	if (ret)
+		return ret;
+	if (json_dumpf(j, af.fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+	    fputc('\n', af.fp) == EOF) {
+		rlb_atomic_abort(&af);
+		return rlb_err_errno(err, RLB_EIO, "cannot write '%s'", path);
+	}
+	return rlb_atomic_commit(&af, err);
 }

@@ -33,47 +33,31 @@ static void list_presets(void)
 
 int cmd_config(int argc, char **argv)
 {
-	enum { OPT_SET = 256, OPT_PRESETS };
+	enum { OPT_PRESETS = CMD_OPT_SET + 1 };
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, OPT_SET },
+		CMD_COMMON_LONGOPTS,
 		{ "presets", no_argument, NULL, OPT_PRESETS },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cmd_config_opts o = { NULL, NULL, 0 };
 	struct rlb_config cfg;
 	struct rlb_err err = { 0, "" };
-	int c, presets = 0, rc = EXIT_FAIL;
+	int c, ret, presets = 0, rc = EXIT_FAIL;
 
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hc:", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			rc = EXIT_OK;
-			goto out;
-		case 'c':
-			o.path = optarg;
-			break;
-		case OPT_SET:
-			if (cmd_config_add_set(&o, optarg) < 0) {
-				cmd_errorf("config", "out of memory");
-				goto out;
-			}
-			break;
 		case OPT_PRESETS:
 			presets = 1;
 			break;
-		case ':':
-			rc = cmd_usage_error("config", usage, "option '%s' needs a value",
-					     argv[optind - 1]);
-			goto out;
 		default:
-			rc = cmd_usage_error("config", usage, "unknown option '%s'",
-					     argv[optind - 1]);
-			goto out;
+			ret = cmd_common_opt("config", usage, c, argv, &o, 0);
+			if (ret) {
+				rc = ret < 0 ? EXIT_OK : ret;
+				goto out;
+			}
+			break;
 		}
 	}
 	if (optind < argc) {

@@ -59,13 +59,11 @@ static int parse_steps(const char *s, struct opts *o)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
+		CMD_COMMON_LONGOPTS,
 		{ "json", no_argument, NULL, 'j' },
 		{ "stats", no_argument, NULL, 's' },
 		{ "dump", no_argument, NULL, 'd' },
 		{ "steps", required_argument, NULL, 'S' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, 'e' },
 		{ "pack", required_argument, NULL, 'p' },
 		{ "schedule", no_argument, NULL, 'k' },
 		{ "threads", required_argument, NULL, 't' },
@@ -78,9 +76,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":hc:", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
 		case 'j': o->json = 1; break;
 		case 's': o->stats = 1; break;
 		case 'd': o->dump = 1; break;
@@ -89,13 +84,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			ret = parse_steps(optarg, o);
 			if (ret)
 				return ret;
-			break;
-		case 'c': o->cfg.path = optarg; break;
-		case 'e':
-			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
-				cmd_errorf(NAME, "out of memory");
-				return EXIT_FAIL;
-			}
 			break;
 		case 'p':
 			if (rlb_pack_from_name(optarg, &o->pack, &err) != 0)
@@ -107,12 +95,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->have_threads = 1;
 			break;
-		case ':':
-			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
-					       argv[optind - 1]);
 		default:
-			return cmd_usage_error(NAME, usage, "unknown option '%s'",
-					       argv[optind - 1]);
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, 0);
+			if (ret)
+				return ret;
+			break;
 		}
 	}
 	if (optind != argc - 1)

@@ -48,7 +48,7 @@ static const char usage[] =
 	"                       matrix and print phy2log/log2phy/logcnt\n";
 
 enum {
-	OPT_SET = 256, OPT_POLICY, OPT_SUMMARY, OPT_JSON, OPT_NO_TIMING,
+	OPT_POLICY = CMD_OPT_SET + 1, OPT_SUMMARY, OPT_JSON, OPT_NO_TIMING,
 	OPT_SLOTS_R, OPT_NO_REORDER, OPT_NO_REPLICATE, OPT_EPLB_WINDOW,
 	OPT_STEPS, OPT_PACK, OPT_EPLB_EXPORT, OPT_FAIL_BELOW, OPT_EPLB_WEIGHTS,
 	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS, OPT_DATA_CONTROL, OPT_SCHEDULE, OPT_COLOCATE,
@@ -89,9 +89,7 @@ static int eplb_count(const char *arg, const char *name, uint64_t *v, int *have)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, OPT_SET },
+		CMD_COMMON_LONGOPTS,
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "output", required_argument, NULL, 'o' },
 		{ "summary", required_argument, NULL, OPT_SUMMARY },
@@ -118,7 +116,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	};
 	struct rlb_err err = {0};
 	uint64_t u;
-	int c;
+	int c, ret;
 
 	memset(o, 0, sizeof(*o));
 	o->replica_slots = -1;
@@ -129,18 +127,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
-		case 'c':
-			o->cfg.path = optarg;
-			break;
-		case OPT_SET:
-			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
-				cmd_errorf(NAME, "out of memory");
-				return EXIT_FAIL;
-			}
-			break;
 		case OPT_POLICY:
 			o->policy = optarg;
 			break;
@@ -218,12 +204,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (eplb_count(optarg, "--gpus", &o->gpus, &o->have_gpus))
 				return EXIT_USAGE;
 			break;
-		case ':':
-			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
-					       argv[optind - 1]);
 		default:
-			return cmd_usage_error(NAME, usage, "unknown option '%s'",
-					       argv[optind - 1]);
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, 0);
+			if (ret)
+				return ret;
+			break;
 		}
 	}
 	if (o->eplb_weights) {
@@ -296,22 +281,6 @@ static int export_step(void *ctx, const struct rlb_step_plan *p,
 		return err && err->code ? err->code : RLB_ENOMEM;
 	json_array_append_new(steps, j);
 	return 0;
-}
-
-static int write_json(const char *path, json_t *j, struct rlb_err *err)
-{
-	struct rlb_atomic_file af;
-	int ret;
-
-	ret = rlb_atomic_open(&af, path, err);
-	if (ret)
-		return ret;
-	if (json_dumpf(j, af.fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-	    fputc('\n', af.fp) == EOF) {
-		rlb_atomic_abort(&af);
-		return rlb_err_errno(err, RLB_EIO, "cannot write '%s'", path);
-	}
-	return rlb_atomic_commit(&af, err);
 }
 
 static void print_row(const char *what, const char *fmt, double a, double b,
@@ -507,7 +476,7 @@ int cmd_plan(int argc, char **argv)
 		json_t *doc = json_pack("{s:s, s:s, s:O}", "schema", "relibra.eplb-export/1",
 					"log2phy_order", "replica", "steps", exported);
 
-		if (!doc || write_json(o.eplb_export, doc, &err) != 0) {
+		if (!doc || cmd_write_json(o.eplb_export, doc, &err) != 0) {
 			json_decref(doc);
 			cmd_error(NAME, &err);
 			goto done;
@@ -525,7 +494,7 @@ int cmd_plan(int argc, char **argv)
 		cmd_errorf(NAME, "out of memory");
 		goto done;
 	}
-	if (o.summary && write_json(o.summary, result, &err) != 0) {
+	if (o.summary && cmd_write_json(o.summary, result, &err) != 0) {
 		cmd_error(NAME, &err);
 		goto done;
 	}

@@ -38,7 +38,7 @@ static const char usage[] =
 	"  --threads N          threads that simulate the plans (default 0: one per CPU)\n";
 
 enum {
-	OPT_SET = 256, OPT_TRACE, OPT_POLICIES, OPT_SWEEP, OPT_STEPS, OPT_PACK,
+	OPT_TRACE = CMD_OPT_SET + 1, OPT_POLICIES, OPT_SWEEP, OPT_STEPS, OPT_PACK,
 	OPT_FORMAT, OPT_HTML, OPT_SVG, OPT_LAYER, OPT_THREADS,
 };
 
@@ -85,9 +85,7 @@ static int parse_policies(struct opts *o)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, OPT_SET },
+		CMD_COMMON_LONGOPTS,
 		{ "trace", required_argument, NULL, OPT_TRACE },
 		{ "policies", required_argument, NULL, OPT_POLICIES },
 		{ "sweep", required_argument, NULL, OPT_SWEEP },
@@ -107,7 +105,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	};
 	struct rlb_err err = {0};
 	uint64_t u;
-	int c;
+	int c, ret;
 
 	memset(o, 0, sizeof(*o));
 	o->layer = -1;
@@ -118,18 +116,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
-		case 'c':
-			o->cfg.path = optarg;
-			break;
-		case OPT_SET:
-			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
-				cmd_errorf(NAME, "out of memory");
-				return EXIT_FAIL;
-			}
-			break;
 		case OPT_TRACE:
 			o->trace = optarg;
 			break;
@@ -169,12 +155,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (rlb_parse_u64(optarg, 0, RLB_POOL_MAX, &o->threads, "--threads", &err))
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			break;
-		case ':':
-			return cmd_usage_error(NAME, usage, "option '%s' needs a value",
-					       argv[optind - 1]);
 		default:
-			return cmd_usage_error(NAME, usage, "unknown option '%s'",
-					       argv[optind - 1]);
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, 0);
+			if (ret)
+				return ret;
+			break;
 		}
 	}
 	o->files = argv + optind;

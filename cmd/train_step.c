@@ -37,7 +37,7 @@ static const char usage[] =
 	"Launch one rank per GPU: mpirun -np EP_SIZE relibra train-step ...\n";
 
 enum {
-	OPT_SET = 256, OPT_TRACE, OPT_PLAN, OPT_BACKEND, OPT_STEPS, OPT_SEED,
+	OPT_TRACE = CMD_OPT_SET + 1, OPT_PLAN, OPT_BACKEND, OPT_STEPS, OPT_SEED,
 	OPT_VERIFY, OPT_VIRTUAL,
 };
 
@@ -68,9 +68,7 @@ static long launcher_rank(void)
 static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "set", required_argument, NULL, OPT_SET },
+		CMD_COMMON_LONGOPTS,
 		{ "trace", required_argument, NULL, OPT_TRACE },
 		{ "plan", required_argument, NULL, OPT_PLAN },
 		{ "backend", required_argument, NULL, OPT_BACKEND },
@@ -92,18 +90,6 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 	opterr = 0;
 	while (ret == 0 && (c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
-		case 'c':
-			o->cfg.path = optarg;
-			break;
-		case OPT_SET:
-			if (cmd_config_add_set(&o->cfg, optarg) != 0) {
-				cmd_errorf(NAME, "out of memory");
-				return EXIT_FAIL;
-			}
-			break;
 		case OPT_TRACE:
 			o->trace = optarg;
 			break;
@@ -132,15 +118,10 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 		case 'o':
 			o->out = optarg;
 			break;
-		case ':':
-			rlb_err_set(&err, RLB_EINVAL, "option '%s' needs a value",
-				    argv[optind - 1]);
-			ret = 1;
-			break;
 		default:
-			rlb_err_set(&err, RLB_EINVAL, "unknown option '%s'",
-				    argv[optind - 1]);
-			ret = 1;
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, quiet);
+			if (ret)
+				return ret;
 			break;
 		}
 	}
@@ -178,21 +159,6 @@ static int parse_fault(const char *s, struct rlb_exec_opts *eo)
 	eo->fault_rank = (uint32_t)r;
 	eo->fault_step = (uint32_t)st;
 	return 0;
-}
-
-static int write_json(const char *path, json_t *j, struct rlb_err *err)
-{
-	struct rlb_atomic_file af;
-	int ret = rlb_atomic_open(&af, path, err);
-
-	if (ret)
-		return ret;
-	if (json_dumpf(j, af.fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-	    fputc('\n', af.fp) == EOF) {
-		rlb_atomic_abort(&af);
-		return rlb_err_errno(err, RLB_EIO, "cannot write '%s'", path);
-	}
-	return rlb_atomic_commit(&af, err);
 }
 
 /* --verify's tolerance: fp32 on the CPU, bf16 on the GPU (the GPU check's 1e-2). */
@@ -243,7 +209,7 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 			cmd_errorf(NAME, "out of memory");
 			return EXIT_FAIL;
 		}
-		if (write_json(o->out, j, &err)) {
+		if (cmd_write_json(o->out, j, &err)) {
 			json_decref(j);
 			cmd_error(NAME, &err);
 			return EXIT_FAIL;
