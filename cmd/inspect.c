@@ -461,16 +461,16 @@ static json_t *json_stats(const struct rlb_trace_stats *st)
 	return j;
 }
 
-/* --stats: the statistics under cfg; prints them or adds them to j. */
+/* --stats: the statistics under cfg, counted on pool; printed or added to j. */
 static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
-		     const struct rlb_config *cfg, json_t *j)
+		     const struct rlb_config *cfg, struct rlb_pool *pool,
+		     json_t *j)
 {
 	struct rlb_trace_stats st;
 	struct rlb_err err = {0};
 	enum rlb_pack pack = o->have_pack ? o->pack : cfg->parallel.pack;
 	const uint32_t *steps;
 	size_t first, end;
-	struct rlb_pool *pool = NULL;
 	int ret;
 
 	memset(&st, 0, sizeof(st));
@@ -480,11 +480,8 @@ static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
 		cmd_errorf(NAME, "no steps in %" PRIu32 "..%" PRIu32, o->step_lo, o->step_hi);
 		return -1;
 	}
-	ret = rlb_pool_new(&pool, (unsigned)o->threads, &err);
-	if (ret == 0)
-		ret = rlb_trace_stats_compute(r, cfg, pack, o->step_lo, o->step_hi,
-					      pool, &st, &err);
-	rlb_pool_free(pool);
+	ret = rlb_trace_stats_compute(r, cfg, pack, o->step_lo, o->step_hi,
+				      pool, &st, &err);
 	if (ret != 0) {
 		cmd_error(NAME, &err);
 		rlb_trace_stats_release(&st);
@@ -628,6 +625,7 @@ int cmd_inspect(int argc, char **argv)
 {
 	struct opts o;
 	struct rlb_trace_reader *r = NULL;
+	struct rlb_pool *pool = NULL;
 	struct rlb_trace_info info;
 	struct rlb_config cfg;
 	struct rlb_err err = {0}, verr_msg = {0};
@@ -672,7 +670,15 @@ int cmd_inspect(int argc, char **argv)
 		cmd_config_release(&o.cfg);
 		return ret;
 	}
-	verr = rlb_trace_verify(o.path, &info, &verr_msg) != 0;
+	/* --stats counts on the pool; as many threads read ahead for the check */
+	if (o.stats && rlb_pool_new(&pool, (unsigned)o.threads, &err) != 0) {
+		cmd_error(NAME, &err);
+		rlb_trace_reader_free(r);
+		cmd_config_release(&o.cfg);
+		return EXIT_FAIL;
+	}
+	verr = rlb_trace_verify_threads(o.path, rlb_pool_threads(pool), &info,
+					&verr_msg) != 0;
 	if (o.json)
 		j = json_summary(&o, r, &info, verr, &verr_msg);
 	else if (!o.dump)
@@ -688,7 +694,7 @@ int cmd_inspect(int argc, char **argv)
 			status = EXIT_FAIL;
 	}
 	if (o.stats && status == EXIT_OK && !verr) {
-		if (run_stats(&o, r, &cfg, j) == 0)
+		if (run_stats(&o, r, &cfg, pool, j) == 0)
 			stats_ok = 1;
 		else
 			status = EXIT_FAIL;
@@ -710,6 +716,7 @@ int cmd_inspect(int argc, char **argv)
 		cmd_errorf(NAME, "trace '%s' is truncated (its writer did not finish)", o.path);
 		status = EXIT_FAIL;
 	}
+	rlb_pool_free(pool);
 	rlb_trace_reader_free(r);
 	cmd_config_release(&o.cfg);
 	return status;

@@ -262,6 +262,9 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	ret = rlb_sim_new(&static_sim, cfg, &so, err);
 	if (ret == 0 && o->threads != 1)
 		ret = rlb_pool_new(&pool, o->threads, err);
+	/* as many read ahead as count: the load passes wait on the reading */
+	if (ret == 0)
+		ret = rlb_trace_reader_set_threads(r, rlb_pool_threads(pool), err);
 	for (i = 0; ret == 0 && i < n; i++) {
 		ret = rlb_balancer_new(&run[i].balancer, cfg, &pol[i].opts, err);
 		if (ret == 0) {
@@ -312,6 +315,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		rlb_sim_free(run[i].sim);
 	}
 	rlb_sim_free(static_sim);
+	rlb_trace_reader_set_threads(r, 0, NULL);
 	rlb_pool_free(pool);
 	rlb_cooc_release(&cooc);
 	free(run);

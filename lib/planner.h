@@ -41,8 +41,10 @@ struct rlb_planner_opts {
 	rlb_progress_fn progress;	/* optional */
 	void *progress_ctx;
 	/*
-	 * Threads that count each step's traffic (lib/pool.h): 0 one per
-	 * online CPU, 1 the caller alone.  Results do not depend on it.
+	 * Threads that count each step's traffic (lib/pool.h) and as many
+	 * that read the trace ahead (rlb_trace_reader_set_threads, off
+	 * again on return): 0 one per online CPU, 1 the caller alone.
+	 * Results do not depend on it.
 	 */
 	unsigned threads;
 };

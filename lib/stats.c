@@ -578,11 +578,14 @@ int rlb_trace_stats_compute(struct rlb_trace_reader *r,
 	ret = rlb_stats_acc_new(&a, &p, err);
 	if (ret == 0)
 		ret = rlb_trace_reader_steps(r, &steps, &nsteps, err);
+	if (ret == 0)
+		ret = rlb_trace_reader_set_threads(r, rlb_pool_threads(pool), err);
 	for (k = 0; ret == 0 && k < nsteps; k++)
 		if (steps[k] >= step_lo && steps[k] <= step_hi)
 			ret = stats_step(a, r, steps[k], pool, err);
 	if (ret == 0)
 		ret = rlb_stats_acc_finish(a, st, err);
+	rlb_trace_reader_set_threads(r, 0, NULL);
 	rlb_stats_acc_free(a);
 	if (ret < 0)
 		rlb_trace_stats_release(st);

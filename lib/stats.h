@@ -79,8 +79,10 @@ struct rlb_trace_stats {
  * trace header.  Streams the trace step by step (rlb_step_stream; memory:
  * one step's per-(micro-batch, layer, expert) counts plus 16 bytes per
  * (micro-batch, layer)); with a pool (lib/pool.h; NULL: this thread
- * alone) its threads count each sequence in blocks of layers, with the
- * same result for any number of threads.  No step in the range gives
+ * alone) its threads count each sequence in blocks of layers and as
+ * many read the trace ahead (rlb_trace_reader_set_threads, off again on
+ * return), with the same result for any number of threads.  No step in
+ * the range gives
  * empty statistics.  st is initialised here; release it with
  * rlb_trace_stats_release.  Errors: those of the reader and of
  * rlb_step_stream, RLB_EINVAL (experts not divisible by the EP size, EP

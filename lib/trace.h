@@ -153,6 +153,25 @@ int rlb_trace_reader_seek_step(struct rlb_trace_reader *r, uint32_t step,
 int rlb_trace_reader_rewind(struct rlb_trace_reader *r, struct rlb_err *err);
 
 /*
+ * Read ahead on N threads: with N >= 2 (at most RLB_TRACE_MAX_THREADS),
+ * up to 2N data frames after the one rlb_trace_reader_next is in are read
+ * and decompressed in the background, each thread with its own buffers,
+ * so that decompression overlaps the work on the sequences.  Memory: the
+ * frames read ahead stay within 256 MiB (fewer frames and threads when
+ * the largest frame needs it; none when two do not fit), plus a
+ * compressed frame per thread.  Sequences, errors
+ * and the point where an error is returned stay those of N = 1.  A seek
+ * or rewind elsewhere than the next frame drops what was read ahead.
+ * N 0 or 1 stops the threads and reads on the caller's thread, as
+ * without a call.  The reader stays for one thread at a time.  Errors:
+ * RLB_ENOMEM (read-ahead is then off); threads that cannot be started
+ * are done without.
+ */
+#define RLB_TRACE_MAX_THREADS 64
+int rlb_trace_reader_set_threads(struct rlb_trace_reader *r, unsigned n,
+				 struct rlb_err *err);
+
+/*
  * Next sequence: returns 1 and fills *seq (arrays owned by the reader,
  * valid until the call after the next: the reader decodes into two sets
  * in turn, so one sequence can be worked on while the next is read), 0
@@ -187,5 +206,8 @@ struct rlb_trace_info {
  */
 int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
 		     struct rlb_err *err);
+/* The same, reading ahead on THREADS threads (rlb_trace_reader_set_threads). */
+int rlb_trace_verify_threads(const char *path, unsigned threads,
+			     struct rlb_trace_info *info, struct rlb_err *err);
 
 #endif

@@ -120,6 +120,12 @@ size_t rrt_header_encode(const struct rrt_shape *s, uint8_t *out,
 int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		      struct rlb_err *err);
 
+/*
+ * Frames the main cursor took from read-ahead threads since
+ * rlb_trace_reader_set_threads (0 without them); for tests.
+ */
+uint64_t rrt_reader_frames_ahead(const struct rlb_trace_reader *r);
+
 /* Id decoding kernels (trace.c); rrt_simd = 0 forces the plain C paths. */
 extern int rrt_simd;
 /* Largest byte of p[0..n). */

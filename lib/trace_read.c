@@ -1,10 +1,11 @@
 /*
  * trace_read.c - the trace reader: finds the frames (from the seek table
  * and step index, or by walking frame and block headers when the file
- * was cut), decodes data frames one at a time and yields sequences.
- * Every length is checked against the limits and the bytes present;
- * corrupt input is an error naming its byte offset.
+ * was cut), decodes data frames one at a time, or on read-ahead threads,
+ * and yields sequences.  Every length is checked against the limits and
+ * the bytes present; corrupt input is an error naming its byte offset.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,47 @@ struct cursor {
 	struct rlb_err err;
 };
 
+/*
+ * Read-ahead of the main cursor (rlb_trace_reader_set_threads): workers
+ * decompress the frames after the cursor's into a ring of slots, frame i
+ * in slots[i % nslots], while the cursor works on its own.  Frames
+ * [head, next) are handed out; the cursor takes head by swapping buffers
+ * with its slot.  Workers only read what open set (decode_frame); all
+ * reader and cursor state is changed by the consumer.
+ */
+struct ra_slot {
+	uint8_t *raw;
+	size_t rcap, rlen;
+	int done;		/* raw (or code and err) hold its frame */
+	int code;
+	struct rlb_err err;
+};
+
+struct ra_worker {
+	struct rlb_trace_reader *r;
+	pthread_t thread;
+	ZSTD_DCtx *dctx;
+	uint8_t *cbuf;
+	size_t ccap;
+};
+
+struct readahead {
+	pthread_mutex_t mutex;
+	pthread_cond_t work;	/* a frame to hand out, or stop */
+	pthread_cond_t done;	/* a frame decoded, or a worker idle */
+	size_t head;		/* the frame the cursor takes next */
+	size_t next;		/* the next to hand out */
+	size_t end;		/* none is handed out from here on */
+	unsigned busy;		/* workers decoding */
+	int stop;
+	uint64_t taken;		/* frames the cursor took from workers */
+	unsigned nslots, nworkers;
+	struct ra_slot *slots;
+	struct ra_worker *w;
+};
+
+static void ra_free(struct readahead *ra);
+
 struct rlb_trace_reader {
 	int fd;
 	char *path;
@@ -69,10 +111,11 @@ struct rlb_trace_reader {
 	float *gates[2];
 	size_t gates_cap[2];
 	int buf;			/* the set of the last decoded sequence */
+	struct readahead *ra;		/* NULL: the main cursor decodes itself */
 };
 
 /* Read n bytes at off; RLB_ETRUNC when the file ends first. */
-static int read_at(struct rlb_trace_reader *r, uint64_t off, void *buf,
+static int read_at(const struct rlb_trace_reader *r, uint64_t off, void *buf,
 		   size_t n, struct rlb_err *err)
 {
 	return rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
@@ -523,6 +566,7 @@ void rlb_trace_reader_free(struct rlb_trace_reader *r)
 {
 	if (!r)
 		return;
+	ra_free(r->ra);		/* its workers read the file: before close */
 	if (r->fd >= 0)
 		close(r->fd);
 	ZSTD_freeDCtx(r->dctx);
@@ -557,26 +601,35 @@ int rlb_trace_reader_truncated(const struct rlb_trace_reader *r)
 	return r->truncated;
 }
 
-/* Read and decompress frame i into the cursor. */
-static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
-		      struct rlb_err *err)
+/*
+ * Read frame i, check it against the seek table and decompress it with
+ * dctx into *raw (grown to fit, as is *cbuf for the compressed bytes):
+ * *rlen, or an error.  Reads nothing open did not set, so read-ahead
+ * workers run it beside the consumer.
+ */
+static int decode_frame(const struct rlb_trace_reader *r, size_t i,
+			ZSTD_DCtx *dctx, uint8_t **cbuf, size_t *ccap,
+			uint8_t **raw, size_t *rcap, size_t *rlen,
+			struct rlb_err *err)
 {
-	struct rframe *f = &r->frames[i];
+	const struct rframe *f = &r->frames[i];
 	struct fhdr fh;
 	const char *why = NULL;
+	uint8_t *cb;
 	size_t got;
 	int ret;
 
-	if (rlb_grow(&r->cbuf, &r->ccap, f->csize, 1) != 0 ||
-	    rlb_grow(&c->raw, &c->rcap, f->rsize, 1) != 0)
+	if (rlb_grow(cbuf, ccap, f->csize, 1) != 0 ||
+	    rlb_grow(raw, rcap, f->rsize, 1) != 0)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	ret = read_at(r, f->off, r->cbuf, f->csize, err);
+	cb = *cbuf;
+	ret = read_at(r, f->off, cb, f->csize, err);
 	if (ret != 0)
 		return ret;
-	if (rlb_get_u32(r->cbuf) != RRT_ZSTD_MAGIC)
+	if (rlb_get_u32(cb) != RRT_ZSTD_MAGIC)
 		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
-			      "not a zstd frame (magic 0x%08x)", rlb_get_u32(r->cbuf));
-	ret = parse_fhdr(r->cbuf, f->csize, &fh, &why);
+			      "not a zstd frame (magic 0x%08x)", rlb_get_u32(cb));
+	ret = parse_fhdr(cb, f->csize, &fh, &why);
 	if (ret != 0)
 		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off, "%s",
 			      ret > 0 ? "frame header cut" : why);
@@ -593,7 +646,7 @@ static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
 			if (pos + 3 > f->csize)
 				return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 					      "blocks run past the frame's end");
-			if (block_info(r->cbuf + pos, &last, &skip, &bb, &why) != 0)
+			if (block_info(cb + pos, &last, &skip, &bb, &why) != 0)
 				return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 					      "%s at offset %llu", why,
 					      (unsigned long long)(f->off + pos));
@@ -604,7 +657,7 @@ static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
 			return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "frame size does not match the seek table");
 	}
-	got = ZSTD_decompressDCtx(r->dctx, c->raw, f->rsize, r->cbuf, f->csize);
+	got = ZSTD_decompressDCtx(dctx, *raw, f->rsize, cb, f->csize);
 	if (ZSTD_isError(got)) {
 		if (ZSTD_getErrorCode(got) == ZSTD_error_checksum_wrong)
 			return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
@@ -618,6 +671,216 @@ static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
 	if (got < RRT_SEQ_FIXED)
 		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content too short for a sequence");
+	*rlen = got;
+	return 0;
+}
+
+static void *ra_main(void *arg)
+{
+	struct ra_worker *w = arg;
+	const struct rlb_trace_reader *r = w->r;
+	struct readahead *ra = r->ra;
+
+	pthread_mutex_lock(&ra->mutex);
+	for (;;) {
+		struct ra_slot *sl;
+		size_t i;
+		int code;
+
+		/* frames [head, next) hold distinct slots: next's is free */
+		while (!ra->stop &&
+		       (ra->next >= ra->end || ra->next - ra->head >= ra->nslots))
+			pthread_cond_wait(&ra->work, &ra->mutex);
+		if (ra->stop)
+			break;
+		i = ra->next++;
+		sl = &ra->slots[i % ra->nslots];
+		ra->busy++;
+		pthread_mutex_unlock(&ra->mutex);
+		code = decode_frame(r, i, w->dctx, &w->cbuf, &w->ccap,
+				    &sl->raw, &sl->rcap, &sl->rlen, &sl->err);
+		pthread_mutex_lock(&ra->mutex);
+		sl->code = code;
+		sl->done = 1;
+		ra->busy--;
+		pthread_cond_broadcast(&ra->done);
+	}
+	pthread_mutex_unlock(&ra->mutex);
+	return NULL;
+}
+
+/*
+ * Frame i for the main cursor from the workers, who then go on up to
+ * stop.  Any other frame than the one after the last taken (a seek)
+ * drops what was read ahead.
+ */
+static int ra_take(struct rlb_trace_reader *r, struct cursor *c, size_t i,
+		   size_t stop, size_t *rlen, struct rlb_err *err)
+{
+	struct readahead *ra = r->ra;
+	struct ra_slot *sl = &ra->slots[i % ra->nslots];
+	uint8_t *raw;
+	size_t cap;
+	unsigned k;
+	int ret;
+
+	pthread_mutex_lock(&ra->mutex);
+	if (i != ra->head) {
+		/* hand nothing more out; wait until no worker fills a slot */
+		ra->end = 0;
+		while (ra->busy)
+			pthread_cond_wait(&ra->done, &ra->mutex);
+		for (k = 0; k < ra->nslots; k++)
+			ra->slots[k].done = 0;
+		ra->head = ra->next = i;
+	}
+	ra->end = stop < r->nframes ? stop : r->nframes;
+	pthread_cond_broadcast(&ra->work);
+	while (!sl->done)
+		pthread_cond_wait(&ra->done, &ra->mutex);
+	ret = sl->code;
+	if (ret != 0)
+		*err = sl->err;
+	*rlen = sl->rlen;
+	/* the cursor is done with its frame: its buffer takes the slot's place */
+	raw = c->raw;
+	cap = c->rcap;
+	c->raw = sl->raw;
+	c->rcap = sl->rcap;
+	sl->raw = raw;
+	sl->rcap = cap;
+	sl->done = 0;
+	ra->head = i + 1;
+	ra->taken++;
+	pthread_cond_broadcast(&ra->work);
+	pthread_mutex_unlock(&ra->mutex);
+	return ret;
+}
+
+/* Stop and join the workers and free the read-ahead.  NULL is a no-op. */
+static void ra_free(struct readahead *ra)
+{
+	unsigned k;
+
+	if (!ra)
+		return;
+	pthread_mutex_lock(&ra->mutex);
+	ra->stop = 1;
+	pthread_cond_broadcast(&ra->work);
+	pthread_mutex_unlock(&ra->mutex);
+	for (k = 0; k < ra->nworkers; k++)
+		pthread_join(ra->w[k].thread, NULL);
+	for (k = 0; k < ra->nworkers; k++) {
+		ZSTD_freeDCtx(ra->w[k].dctx);
+		free(ra->w[k].cbuf);
+	}
+	for (k = 0; k < ra->nslots; k++)
+		free(ra->slots[k].raw);
+	pthread_cond_destroy(&ra->done);
+	pthread_cond_destroy(&ra->work);
+	pthread_mutex_destroy(&ra->mutex);
+	free(ra->slots);
+	free(ra->w);
+	free(ra);
+}
+
+/* Decompressed bytes read ahead at most (frames are 8 MiB by default). */
+#define RA_BYTES_MAX ((size_t)256 << 20)
+
+int rlb_trace_reader_set_threads(struct rlb_trace_reader *r, unsigned n,
+				 struct rlb_err *err)
+{
+	struct readahead *ra;
+	unsigned k;
+
+	size_t i, most = 0, nslots;
+
+	ra_free(r->ra);
+	r->ra = NULL;
+	if (n > RLB_TRACE_MAX_THREADS)
+		n = RLB_TRACE_MAX_THREADS;
+	/* two frames a thread, within RA_BYTES_MAX of the largest frames */
+	for (i = 0; i < r->nframes; i++)
+		if (r->frames[i].rsize > most)
+			most = r->frames[i].rsize;
+	nslots = 2 * (size_t)n;
+	if (most && nslots > RA_BYTES_MAX / most)
+		nslots = RA_BYTES_MAX / most;
+	if (n > nslots)
+		n = (unsigned)nslots;
+	if (n < 2)
+		return 0;
+	ra = calloc(1, sizeof(*ra));
+	if (ra) {
+		ra->nslots = (unsigned)nslots;
+		ra->slots = calloc(ra->nslots, sizeof(*ra->slots));
+		ra->w = calloc(n, sizeof(*ra->w));
+	}
+	if (!ra || !ra->slots || !ra->w || pthread_mutex_init(&ra->mutex, NULL) != 0)
+		goto nomem;
+	if (pthread_cond_init(&ra->work, NULL) != 0) {
+		pthread_mutex_destroy(&ra->mutex);
+		goto nomem;
+	}
+	if (pthread_cond_init(&ra->done, NULL) != 0) {
+		pthread_cond_destroy(&ra->work);
+		pthread_mutex_destroy(&ra->mutex);
+		goto nomem;
+	}
+	/* workers wait for the first frame taken; they read ra through r */
+	r->ra = ra;
+	for (k = 0; k < n; k++) {
+		struct ra_worker *w = &ra->w[ra->nworkers];
+
+		w->r = r;
+		w->dctx = ZSTD_createDCtx();
+		if (!w->dctx)
+			break;
+		if (pthread_create(&w->thread, NULL, ra_main, w) != 0) {
+			ZSTD_freeDCtx(w->dctx);
+			break;
+		}
+		ra->nworkers++;
+	}
+	if (ra->nworkers == 0) {
+		/* none could start: decode on the consumer, as without */
+		ra_free(ra);
+		r->ra = NULL;
+	}
+	return 0;
+nomem:
+	if (ra) {
+		free(ra->slots);
+		free(ra->w);
+	}
+	free(ra);
+	return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+}
+
+uint64_t rrt_reader_frames_ahead(const struct rlb_trace_reader *r)
+{
+	return r->ra ? r->ra->taken : 0;
+}
+
+/*
+ * Load frame i into the cursor (from the read-ahead for the main cursor
+ * when there is one; stop bounds it).  The frame's step, known now, is
+ * recorded here, on the consumer's thread.
+ */
+static int load_frame(struct rlb_trace_reader *r, struct cursor *c, size_t i,
+		      size_t stop, struct rlb_err *err)
+{
+	struct rframe *f = &r->frames[i];
+	size_t got = 0;
+	int ret;
+
+	if (c == &r->main && r->ra)
+		ret = ra_take(r, c, i, stop, &got, err);
+	else
+		ret = decode_frame(r, i, r->dctx, &r->cbuf, &r->ccap,
+				   &c->raw, &c->rcap, &got, err);
+	if (ret != 0)
+		return ret;
 	if (!f->step_known) {
 		f->step = rlb_get_u32(c->raw);
 		f->step_known = 1;
@@ -870,7 +1133,7 @@ static int cursor_next(struct rlb_trace_reader *r, struct cursor *c,
 			}
 			return 0;
 		}
-		ret = load_frame(r, c, c->cur, err);
+		ret = load_frame(r, c, c->cur, stop_frame, err);
 		if (ret != 0)
 			goto fail;
 	}
@@ -903,7 +1166,7 @@ static int ensure_steps(struct rlb_trace_reader *r, struct rlb_err *err)
 	for (i = 0; i < r->nframes; i++) {
 		if (!r->frames[i].step_known) {
 			cursor_seek(&r->scratch, i);
-			ret = load_frame(r, &r->scratch, i, err);
+			ret = load_frame(r, &r->scratch, i, SIZE_MAX, err);
 			r->scratch.loaded = 0;
 			if (ret != 0)
 				return ret;
@@ -1063,6 +1326,12 @@ int rlb_trace_reader_next(struct rlb_trace_reader *r, struct rlb_seq *seq,
 int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
 		     struct rlb_err *err)
 {
+	return rlb_trace_verify_threads(path, 1, info, err);
+}
+
+int rlb_trace_verify_threads(const char *path, unsigned threads,
+			     struct rlb_trace_info *info, struct rlb_err *err)
+{
 	struct rlb_trace_reader *r = NULL;
 	struct rlb_err tmp;
 	struct rlb_seq seq;
@@ -1078,8 +1347,12 @@ int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
 	if (stat(path, &st) == 0)
 		info->file_bytes = (uint64_t)st.st_size;
 	ret = rlb_trace_reader_open(&r, path, err);
-	if (ret != 0)
+	if (ret == 0)
+		ret = rlb_trace_reader_set_threads(r, threads, err);
+	if (ret != 0) {
+		rlb_trace_reader_free(r);
 		return ret;
+	}
 	info->has_seek_table = r->has_seek;
 	info->has_step_index = r->has_index;
 	info->truncated = r->truncated;

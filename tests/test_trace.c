@@ -885,38 +885,95 @@ START_TEST(test_versions_and_flags)
 END_TEST
 
 /*
- * Read a damaged trace.  Every sequence returned must equal the original
- * at its position; returns the sequences read, *failed on an error (whose
- * message must name an offset), and the reader's truncation flag.
+ * Read a damaged trace, reading ahead on THREADS threads.  Every sequence
+ * returned must equal the original at its position; returns the
+ * sequences read, *failed on an error (whose message must name an
+ * offset; it lands in *e, and the reader repeats it), and the reader's
+ * truncation flag.
  */
-static size_t read_damaged(const char *path, const struct tdata *d, int *failed,
-			   int *truncated, int *open_failed)
+static size_t read_damaged_on(const char *path, const struct tdata *d,
+			      unsigned threads, int *failed, int *truncated,
+			      int *open_failed, struct rlb_err *e)
 {
 	struct rlb_trace_reader *r;
-	struct rlb_err err = {0};
+	struct rlb_err again = {0};
 	struct rlb_seq s;
 	size_t i = 0;
 	int rc;
 
 	*failed = *truncated = *open_failed = 0;
-	rc = rlb_trace_reader_open(&r, path, &err);
+	rlb_err_clear(e);
+	rc = rlb_trace_reader_open(&r, path, e);
 	if (rc != 0) {
-		ck_assert_msg(strstr(err.msg, "offset") != NULL, "no offset in '%s'", err.msg);
+		ck_assert_msg(strstr(e->msg, "offset") != NULL, "no offset in '%s'", e->msg);
 		*failed = *open_failed = 1;
 		return 0;
 	}
+	ck_assert_int_eq(rlb_trace_reader_set_threads(r, threads, e), 0);
 	*truncated = rlb_trace_reader_truncated(r);
-	while ((rc = rlb_trace_reader_next(r, &s, &err)) == 1) {
+	while ((rc = rlb_trace_reader_next(r, &s, e)) == 1) {
 		ck_assert_uint_lt(i, d->n);
 		ck_assert_msg(seq_equal(d, i, &s), "sequence %zu read back wrong", i);
 		i++;
 	}
 	if (rc < 0) {
-		ck_assert_msg(strstr(err.msg, "offset") != NULL, "no offset in '%s'", err.msg);
+		ck_assert_msg(strstr(e->msg, "offset") != NULL, "no offset in '%s'", e->msg);
 		*failed = 1;
+		/* the error is sticky */
+		ck_assert_int_eq(rlb_trace_reader_next(r, &s, &again), rc);
+		ck_assert_str_eq(again.msg, e->msg);
 	}
 	rlb_trace_reader_free(r);
 	return i;
+}
+
+/*
+ * The same without read-ahead and on 2 threads, which must agree in
+ * everything: sequences, where the error comes, its code and message.
+ */
+static size_t read_damaged(const char *path, const struct tdata *d, int *failed,
+			   int *truncated, int *open_failed)
+{
+	struct rlb_err e1, e2;
+	int f2, t2, o2;
+	size_t n1, n2;
+
+	n1 = read_damaged_on(path, d, 1, failed, truncated, open_failed, &e1);
+	n2 = read_damaged_on(path, d, 2, &f2, &t2, &o2, &e2);
+	ck_assert_uint_eq(n2, n1);
+	ck_assert_int_eq(f2, *failed);
+	ck_assert_int_eq(t2, *truncated);
+	ck_assert_int_eq(o2, *open_failed);
+	ck_assert_int_eq(e2.code, e1.code);
+	ck_assert_str_eq(e2.msg, e1.msg);
+	return n1;
+}
+
+/* rlb_trace_verify, checked against a run that reads ahead on 3 threads. */
+static int verify_both(const char *path, struct rlb_trace_info *info,
+		       struct rlb_err *err)
+{
+	struct rlb_trace_info t;
+	struct rlb_err e = {0};
+	int rc = rlb_trace_verify(path, info, err);
+
+	ck_assert_int_eq(rlb_trace_verify_threads(path, 3, &t, &e), rc);
+	if (rc != 0)
+		ck_assert_str_eq(e.msg, err->msg);
+	ck_assert_uint_eq(t.file_bytes, info->file_bytes);
+	ck_assert_uint_eq(t.raw_id_bytes, info->raw_id_bytes);
+	ck_assert_uint_eq(t.raw_bytes, info->raw_bytes);
+	ck_assert_uint_eq(t.frames, info->frames);
+	ck_assert_uint_eq(t.steps, info->steps);
+	ck_assert_uint_eq(t.sequences, info->sequences);
+	ck_assert_uint_eq(t.tokens, info->tokens);
+	ck_assert_int_eq(t.has_seek_table, info->has_seek_table);
+	ck_assert_int_eq(t.has_step_index, info->has_step_index);
+	ck_assert_int_eq(t.truncated, info->truncated);
+	ck_assert_uint_eq(t.valid_bytes, info->valid_bytes);
+	ck_assert_uint_eq(t.first_step, info->first_step);
+	ck_assert_uint_eq(t.last_step, info->last_step);
+	return rc;
 }
 
 /*
@@ -971,7 +1028,7 @@ START_TEST(test_truncate_every_offset)
 			expect += lo.seqs[f];
 		ck_assert_msg(got == expect, "cut at %zu: %zu sequences, expected %zu",
 			      len, got, expect);
-		ck_assert_int_eq(rlb_trace_verify(cut, &info, &err), 0);
+		ck_assert_int_eq(verify_both(cut, &info, &err), 0);
 		ck_assert_int_eq(info.truncated, 1);
 		ck_assert_uint_eq(info.sequences, expect);
 		ck_assert_uint_le(info.valid_bytes, len);
@@ -1009,7 +1066,7 @@ START_TEST(test_flip_every_byte)
 		spit(bad, b, n);
 		b[i] ^= mask;
 		got = read_damaged(bad, &d, &failed, &truncated, &open_failed);
-		vrc = rlb_trace_verify(bad, &info, &err);
+		vrc = verify_both(bad, &info, &err);
 		ck_assert_msg((vrc != 0) == failed, "byte %zu: verify %d, read %d (%s)",
 			      i, vrc, failed, err.msg);
 		if (!failed) {
@@ -1031,6 +1088,168 @@ START_TEST(test_flip_every_byte)
 		}
 	}
 	ck_assert_uint_le(clean, 1 + n / 64);
+	free(b);
+	unlink(bad);
+	unlink(path);
+	tdata_free(&d);
+}
+END_TEST
+
+/* ---- read-ahead ---- */
+
+/* A trace of 60 sequences in 30 steps over many small frames. */
+static void ahead_trace(struct tdata *d, char *path, size_t n, struct layout *lo)
+{
+	static const uint32_t lens[] = { 3, 50, 200 };
+	struct rlb_trace_header h;
+	size_t len;
+	uint8_t *b;
+
+	make_header(&h, 64, 4, 3, RLB_TRACE_F_GATES);
+	tdata_gen(d, &h, 60, 2, lens, 3, 5);
+	tpath(path, n, "ahead.rrt");
+	write_trace(path, d, 256, 0);
+	b = slurp(path, &len);
+	parse_layout(b, len, lo);
+	ck_assert_uint_ge(lo->nframes, 40);
+	free(b);
+}
+
+START_TEST(test_read_ahead)
+{
+	struct rlb_trace_reader *r;
+	struct rlb_err err = {0};
+	struct rlb_seq s;
+	struct layout lo;
+	struct tdata d;
+	const uint32_t *steps;
+	size_t nsteps, i, op, reads = 0, seeks = 0;
+	char path[512];
+	unsigned t;
+	int rc;
+
+	ahead_trace(&d, path, sizeof(path), &lo);
+	/* A whole read on 1 to 4 threads: the same sequences, all frames read ahead. */
+	for (t = 0; t <= 4; t++) {
+		ck_assert_int_eq(rlb_trace_reader_open(&r, path, &err), 0);
+		ck_assert_int_eq(rlb_trace_reader_set_threads(r, t, &err), 0);
+		for (i = 0; (rc = rlb_trace_reader_next(r, &s, &err)) == 1; i++) {
+			ck_assert_uint_lt(i, d.n);
+			ck_assert_msg(seq_equal(&d, i, &s), "%u threads: sequence %zu", t, i);
+		}
+		ck_assert_msg(rc == 0, "%u threads: %s", t, err.msg);
+		ck_assert_uint_eq(i, d.n);
+		ck_assert_uint_eq(rrt_reader_frames_ahead(r), t >= 2 ? lo.nframes : 0);
+		rlb_trace_reader_free(r);
+	}
+
+	/*
+	 * A seeded walk of reads, seeks, rewinds and thread changes, in the
+	 * middle of frames and of what was read ahead: every read gives the
+	 * sequence at the position.
+	 */
+	ck_assert_int_eq(rlb_trace_reader_open(&r, path, &err), 0);
+	ck_assert_int_eq(rlb_trace_reader_steps(r, &steps, &nsteps, &err), 0);
+	ck_assert_uint_eq(nsteps, 30);
+	ck_assert_int_eq(rlb_trace_reader_set_threads(r, 3, &err), 0);
+	rng_state = 42;
+	for (op = 0, i = 0; op < 4000; op++) {
+		uint32_t x = rng() % 100;
+
+		if (x < 85) {
+			rc = rlb_trace_reader_next(r, &s, &err);
+			ck_assert_msg(rc == (i < d.n), "op %zu: next %d (%s)", op, rc, err.msg);
+			if (rc == 1)
+				ck_assert_msg(seq_equal(&d, i++, &s), "op %zu: sequence %zu", op, i - 1);
+			reads++;
+		} else if (x < 95) {
+			size_t j = rng() % nsteps;
+
+			ck_assert_int_eq(rlb_trace_reader_seek_step(r, steps[j], &err), 0);
+			i = 2 * j;
+			seeks++;
+		} else if (x < 98) {
+			ck_assert_int_eq(rlb_trace_reader_rewind(r, &err), 0);
+			i = 0;
+		} else {
+			ck_assert_int_eq(rlb_trace_reader_set_threads(r, rng() % 5, &err), 0);
+		}
+	}
+	ck_assert_uint_gt(reads, 3000);
+	ck_assert_uint_gt(seeks, 300);
+	rlb_trace_reader_free(r);
+	unlink(path);
+	tdata_free(&d);
+}
+END_TEST
+
+/*
+ * Damage in a frame well after the first: with read-ahead the sequences
+ * before it come first, then the error of N = 1 (flipped bytes) or the
+ * end (the file cut inside it).
+ */
+START_TEST(test_read_ahead_damage)
+{
+	struct layout lo;
+	struct tdata d;
+	char path[512], bad[512], at[64];
+	uint8_t *b;
+	size_t n, k, f, expect, got, frames[3];
+	unsigned t, c;
+
+	ahead_trace(&d, path, sizeof(path), &lo);
+	tpath(bad, sizeof(bad), "ahead-bad.rrt");
+	b = slurp(path, &n);
+	frames[0] = 1;
+	frames[1] = lo.nframes / 2;
+	frames[2] = lo.nframes - 1;
+	for (c = 0; c < 3; c++) {
+		uint64_t start, mid;
+
+		k = frames[c];
+		start = lo.end[k - 1];
+		mid = (start + 9 + lo.end[k] - 4) / 2;	/* in its compressed blocks */
+		for (f = 0, expect = 0; f < k; f++)
+			expect += lo.seqs[f];
+		snprintf(at, sizeof(at), "data frame at offset %llu: ",
+			 (unsigned long long)start);
+		for (t = 0; t < 2; t++) {
+			struct rlb_err e1, e2;
+			int failed, truncated, open_failed;
+
+			if (t == 0) {	/* four bytes flipped */
+				for (f = 0; f < 4; f++)
+					b[mid + f] ^= 0xFF;
+				spit(bad, b, n);
+				for (f = 0; f < 4; f++)
+					b[mid + f] ^= 0xFF;
+			} else {	/* cut inside it */
+				spit(bad, b, (size_t)mid);
+			}
+			got = read_damaged_on(bad, &d, 1, &failed, &truncated,
+					      &open_failed, &e1);
+			ck_assert_uint_eq(got, expect);
+			ck_assert_int_eq(failed, t == 0);
+			ck_assert_int_eq(truncated, t == 1);
+			if (t == 0)
+				ck_assert_msg(strstr(e1.msg, at) != NULL, "'%s' lacks '%s'",
+					      e1.msg, at);
+			got = read_damaged_on(bad, &d, 4, &failed, &truncated,
+					      &open_failed, &e2);
+			ck_assert_uint_eq(got, expect);
+			ck_assert_int_eq(failed, t == 0);
+			ck_assert_int_eq(truncated, t == 1);
+			ck_assert_int_eq(e2.code, e1.code);
+			ck_assert_str_eq(e2.msg, e1.msg);
+			{
+				struct rlb_trace_info info;
+				struct rlb_err err = {0};
+
+				ck_assert_int_eq(verify_both(bad, &info, &err), t == 0 ? e1.code : 0);
+				ck_assert_uint_eq(info.sequences, expect);
+			}
+		}
+	}
 	free(b);
 	unlink(bad);
 	unlink(path);
@@ -1238,6 +1457,8 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_reader_open_errors);
 	tcase_add_test(tc, test_versions_and_flags);
 	tcase_add_test(tc, test_example_file);
+	tcase_add_test(tc, test_read_ahead);
+	tcase_add_test(tc, test_read_ahead_damage);
 	suite_add_tcase(s, tc);
 	tcase_add_loop_test(rb, test_truncate_every_offset, 0, 2);
 	tcase_add_loop_test(rb, test_flip_every_byte, 0, 4);
