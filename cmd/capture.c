@@ -230,7 +230,7 @@ int cmd_capture(int argc, char **argv)
 		goto out;
 	}
 	cmd_progress_done();
-	if (rlb_trace_verify(out, &info, &err) != 0) {
+	if (rlb_trace_verify_threads(out, rlb_pool_threads_for(0), &info, &err) != 0) {
 		unlink(out);
 		rlb_err_prefix(&err, "the new trace '%s' does not verify", out);
 		cmd_error("capture", &err);

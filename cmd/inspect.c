@@ -25,7 +25,8 @@ static const char usage[] =
 	"  -c, --config CONFIG  YAML config for --stats; its model must match the trace\n"
 	"      --set KEY=VALUE  override one config key\n"
 	"      --pack RULE      micro-batch packing for --stats (default: the config's)\n"
-	"      --threads N      threads that count for --stats (default 0: one per CPU)\n"
+	"      --threads N      threads that read the trace ahead and count for --stats\n"
+	"                       (default 0: one per CPU)\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"Exit status: 0 for a complete, valid trace; 1 when it is corrupt or\n"
@@ -39,7 +40,6 @@ struct opts {
 	uint32_t step_lo, step_hi;
 	int have_steps;
 	int have_pack;
-	int have_threads;
 	enum rlb_pack pack;
 	uint64_t threads;
 	struct cmd_config_opts cfg;
@@ -93,7 +93,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 't':
 			if (rlb_parse_u64(optarg, 0, RLB_POOL_MAX, &o->threads, "--threads", &err))
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
-			o->have_threads = 1;
 			break;
 		default:
 			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, 0);
@@ -112,8 +111,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return cmd_usage_error(NAME, usage, "--stats needs -c CONFIG");
 	if (!o->stats && !o->schedule && (o->cfg.path || o->cfg.nsets || o->have_pack))
 		return cmd_usage_error(NAME, usage, "-c, --set and --pack go with --stats or --schedule");
-	if (!o->stats && o->have_threads)
-		return cmd_usage_error(NAME, usage, "--threads goes with --stats");
 	return 0;
 }
 
@@ -677,7 +674,7 @@ int cmd_inspect(int argc, char **argv)
 		cmd_config_release(&o.cfg);
 		return EXIT_FAIL;
 	}
-	verr = rlb_trace_verify_threads(o.path, rlb_pool_threads(pool), &info,
+	verr = rlb_trace_verify_threads(o.path, rlb_pool_threads_for((unsigned)o.threads), &info,
 					&verr_msg) != 0;
 	if (o.json)
 		j = json_summary(&o, r, &info, verr, &verr_msg);

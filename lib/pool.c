@@ -63,19 +63,23 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+unsigned rlb_pool_threads_for(unsigned threads)
+{
+	if (threads == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = cpus > 0 ? (unsigned)cpus : 1;
+	}
+	return threads < RLB_POOL_MAX ? threads : RLB_POOL_MAX;
+}
+
 int rlb_pool_new(struct rlb_pool **out, unsigned threads, struct rlb_err *err)
 {
 	struct rlb_pool *p;
 	unsigned i;
 
 	*out = NULL;
-	if (threads == 0) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = cpus > 0 ? (unsigned)cpus : 1;
-	}
-	if (threads > RLB_POOL_MAX)
-		threads = RLB_POOL_MAX;
+	threads = rlb_pool_threads_for(threads);
 	p = calloc(1, sizeof(*p) + (threads - 1) * sizeof(p->w[0]));
 	if (!p)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");

@@ -25,6 +25,8 @@ typedef void rlb_pool_fn(void *ctx, size_t item, unsigned worker);
  */
 #define RLB_POOL_MAX 64
 int rlb_pool_new(struct rlb_pool **out, unsigned threads, struct rlb_err *err);
+/* The threads rlb_pool_new makes of THREADS: 0 is one per online CPU. */
+unsigned rlb_pool_threads_for(unsigned threads);
 /* Stop and join the workers; NULL is a no-op. */
 void rlb_pool_free(struct rlb_pool *p);
 /* Threads of the pool, the caller included; 1 for NULL. */
