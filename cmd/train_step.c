@@ -139,7 +139,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 	return cmd_usage_error(NAME, usage, "%s", err.msg);
 }
 
-/* RELIBRA_FAULT=rank:R:step:S[:hang] */
+/* RELIBRA_FAULT=rank:R:step:S[:hang|:hang-end] */
 static int parse_fault(const char *s, struct rlb_exec_opts *eo)
 {
 	unsigned long r, st;
@@ -152,10 +152,16 @@ static int parse_fault(const char *s, struct rlb_exec_opts *eo)
 		return -1;
 	s = end + 6;
 	st = strtoul(s, &end, 10);
-	if (end == s || (*end && strcmp(end, ":hang")) || r > UINT32_MAX ||
-	    st > UINT32_MAX)
+	if (end == s || r > UINT32_MAX || st > UINT32_MAX)
 		return -1;
-	eo->fault = *end ? RLB_FAULT_HANG : RLB_FAULT_FAIL;
+	if (!*end)
+		eo->fault = RLB_FAULT_FAIL;
+	else if (!strcmp(end, ":hang"))
+		eo->fault = RLB_FAULT_HANG;
+	else if (!strcmp(end, ":hang-end"))
+		eo->fault = RLB_FAULT_HANG_END;
+	else
+		return -1;
 	eo->fault_rank = (uint32_t)r;
 	eo->fault_step = (uint32_t)st;
 	return 0;
@@ -303,7 +309,7 @@ int cmd_train_step(int argc, char **argv)
 	env = getenv("RELIBRA_FAULT");
 	if (env && *env && parse_fault(env, &eo)) {
 		if (!quiet)
-			cmd_errorf(NAME, "RELIBRA_FAULT: expected rank:R:step:S or rank:R:step:S:hang, not '%s'", env);
+			cmd_errorf(NAME, "RELIBRA_FAULT: expected rank:R:step:S[:hang|:hang-end], not '%s'", env);
 		goto out;
 	}
 	if (lrank >= 0 && rlb_world_mpi_available() && !o.virtual_ranks)

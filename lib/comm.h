@@ -60,8 +60,8 @@ int rlb_world_set_node_size(struct rlb_world *w, uint32_t gpus_per_node,
  * Longest wait, in seconds, for a transfer or collective before it fails
  * with RLB_EMPI ("timed out"); 0 waits forever.  Default 300.  A timed
  * out transfer names the ranks it was waiting for; so does a timed out
- * agreement on rank 0 (the other ranks wait a few seconds longer for rank
- * 0's verdict).
+ * collective on rank 0 (the other ranks wait a few seconds longer for rank
+ * 0's answer).
  */
 void rlb_world_set_timeout(struct rlb_world *w, double seconds);
 

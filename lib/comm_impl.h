@@ -44,7 +44,7 @@ struct rlb_world {
 	void *priv;
 };
 
-/* Reduce the rows v[nrows][n] into out[n] in row order. */
+/* Reduce the rows v[nrows][n] into out[n] in row order; out may be v. */
 void rlb_world_reduce_rows(const double *v, size_t nrows, size_t n,
 			   enum rlb_reduce op, double *out);
 

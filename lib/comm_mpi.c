@@ -1,9 +1,10 @@
 /*
  * comm_mpi.c - the MPI transport of train-step (lib/comm.h): one rank per
  * process, grouped non-blocking point-to-point transfers on a duplicate of
- * MPI_COMM_WORLD (EP) and a split of it by node (NODE), collectives with
- * bounded waits, MPI_Abort.  The only file that includes mpi.h; without
- * MPI (RLB_HAVE_MPI 0) rlb_world_mpi_new reports that it is not built in.
+ * MPI_COMM_WORLD (EP) and a split of it by node (NODE), collectives
+ * through rank 0 with bounded waits, MPI_Abort.  The only file that
+ * includes mpi.h; without MPI (RLB_HAVE_MPI 0) rlb_world_mpi_new reports
+ * that it is not built in.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -23,8 +24,7 @@
 #include <mpi.h>
 
 #define MPI_CHUNK_BYTES ((size_t)1 << 30)	/* largest single message */
-#define TAG_DATA 0		/* grouped transfers */
-#define TAG_AGREE 1		/* m_agree's messages */
+#define TAG_DATA 0		/* grouped transfers (star's tags follow) */
 #define NAMED_MAX 8		/* ranks a timeout names */
 /* How much longer than the timeout a rank waits for rank 0's verdict, so
  * that rank 0, which names the missing ranks, speaks first. */
@@ -56,8 +56,7 @@ static int mpi_fail(struct rlb_err *err, int rc, const char *what)
 
 /*
  * A wait timed out: name the ranks whose transfers are still pending (in
- * rank order, at most NAMED_MAX), or, for a collective (PEER NULL), say
- * that some rank has not reached it.
+ * rank order, at most NAMED_MAX).
  */
 static int timed_out(struct rlb_world *w, MPI_Request *req, const uint32_t *peer,
 		     int n, double limit_s, const char *what, struct rlb_err *err)
@@ -68,9 +67,8 @@ static int timed_out(struct rlb_world *w, MPI_Request *req, const uint32_t *peer
 	uint32_t r, named = 0, more = 0;
 	int i, flag;
 
-	if (!peer || !(pending = calloc(w->size, 1)))
-		return rlb_err_set(err, RLB_EMPI, "%s: timed out after %.0f s (a rank has not reached it)",
-				   what, limit_s);
+	if (!(pending = calloc(w->size, 1)))
+		return rlb_err_set(err, RLB_EMPI, "%s: timed out after %.0f s", what, limit_s);
 	for (i = 0; i < n; i++)
 		if (MPI_Test(&req[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag)
 			pending[peer[i]] = 1;
@@ -97,7 +95,7 @@ static int timed_out(struct rlb_world *w, MPI_Request *req, const uint32_t *peer
 
 /*
  * Wait for N requests, polling, for at most LIMIT_S seconds (0: no
- * limit).  PEER[i] is the rank request i waits on (NULL for a collective).
+ * limit).  PEER[i] is the rank request i waits on.
  */
 static int wait_all(struct rlb_world *w, MPI_Request *req, const uint32_t *peer,
 		    int n, double limit_s, const char *what, struct rlb_err *err)
@@ -237,28 +235,122 @@ static int m_group_end(struct rlb_world *w, uint32_t local,
 	return ret;
 }
 
+/*
+ * The control operations (agreement, reductions, gathers, barriers) go
+ * point to point through rank 0 rather than through MPI collectives, so
+ * that a rank that never arrives is named.  Consecutive operations cannot
+ * be confused: every rank calls them in the same order, MPI keeps the
+ * order of messages per (source, tag, communicator), and a rank sends
+ * its next contribution only once it has rank 0's reply to the last.
+ * One tag would do; a tag per kind makes a rank out of step (a bug) time
+ * out, named, rather than take another kind's bytes.
+ */
+enum star_kind { STAR_AGREE = 1, STAR_REDUCE, STAR_GATHER, STAR_BARRIER };
+
+static const char *const star_name[] = {
+	[STAR_AGREE] = "agreement",
+	[STAR_REDUCE] = "allreduce",
+	[STAR_GATHER] = "gather",
+	[STAR_BARRIER] = "barrier",
+};
+
+/* On rank 0: make REPLY of the ROWS contributions of BYTES in ALL. */
+typedef void (*star_fold_fn)(const void *all, uint32_t rows, size_t bytes,
+			     void *reply, const void *arg);
+
+/*
+ * Every rank sends MINE (BYTES) to rank 0, which receives rank r's at
+ * ALL + r * BYTES (its own copied to ALL), has FOLD (if any) make REPLY
+ * from them and sends REPLY (REPLY_BYTES) back to every rank; the other
+ * ranks receive it in REPLY, which must not overlap MINE.  ALL is used
+ * on rank 0 only.  The other ranks wait VERDICT_GRACE_S longer than the
+ * timeout, so that rank 0, waiting on each rank by name, reports a
+ * missing rank first.
+ */
+static int star(struct rlb_world *w, enum star_kind kind, const void *mine,
+		size_t bytes, void *all, void *reply, size_t reply_bytes,
+		star_fold_fn fold, const void *arg, struct rlb_err *err)
+{
+	MPI_Comm comm = ((struct mworld *)w->priv)->comm[RLB_COMM_EP];
+	const char *what = star_name[kind];
+	uint32_t r, n = w->first == 0 ? w->size - 1 : 2;
+	MPI_Request *req;
+	uint32_t *peer;
+	double limit = w->timeout_s;
+	int rc = MPI_SUCCESS, ret = 0;
+
+	if (bytes > INT_MAX || reply_bytes > INT_MAX)
+		return rlb_err_set(err, RLB_ERANGE, "%s of %zu bytes too large", what,
+				   bytes > reply_bytes ? bytes : reply_bytes);
+	req = calloc(n ? n : 1, sizeof(*req));
+	peer = calloc(n ? n : 1, sizeof(*peer));
+	if (!req || !peer) {
+		free(req);
+		free(peer);
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	for (r = 0; r < n; r++)
+		req[r] = MPI_REQUEST_NULL;
+	if (w->first == 0) {
+		if (bytes)
+			memcpy(all, mine, bytes);
+		for (r = 1; r < w->size && rc == MPI_SUCCESS; r++) {
+			peer[r - 1] = r;
+			rc = MPI_Irecv((char *)all + r * bytes, (int)bytes, MPI_BYTE,
+				       (int)r, kind, comm, &req[r - 1]);
+		}
+		ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, what) :
+		      wait_all(w, req, peer, (int)n, limit, what, err);
+		if (ret == 0 && fold)
+			fold(all, w->size, bytes, reply, arg);
+		for (r = 1; ret == 0 && r < w->size && rc == MPI_SUCCESS; r++)
+			rc = MPI_Isend(reply, (int)reply_bytes, MPI_BYTE, (int)r, kind,
+				       comm, &req[r - 1]);
+	} else {
+		peer[0] = peer[1] = 0;
+		if (limit > 0)
+			limit += VERDICT_GRACE_S;
+		rc = MPI_Isend(mine, (int)bytes, MPI_BYTE, 0, kind, comm, &req[0]);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Irecv(reply, (int)reply_bytes, MPI_BYTE, 0, kind, comm,
+				       &req[1]);
+	}
+	if (ret == 0)
+		ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, what) :
+		      wait_all(w, req, peer, (int)n, limit, what, err);
+	if (ret)
+		cancel_pending(req, (int)n);
+	free(req);
+	free(peer);
+	return ret;
+}
+
+/* ARG: the operation.  Sums in rank order, so the same everywhere. */
+static void reduce_fold(const void *all, uint32_t rows, size_t bytes,
+			void *reply, const void *arg)
+{
+	rlb_world_reduce_rows(all, rows, bytes / sizeof(double),
+			      *(const enum rlb_reduce *)arg, reply);
+}
+
 static int m_allreduce(struct rlb_world *w, double *v, size_t n,
 		       enum rlb_reduce op, struct rlb_err *err)
 {
-	struct mworld *m = w->priv;
-	MPI_Request req;
 	double *all;
-	int rc, ret;
+	int ret;
 
 	if (n == 0)
 		return 0;
-	if (n > INT_MAX / w->size)
+	if (n > INT_MAX / sizeof(*v) / w->size)
 		return rlb_err_set(err, RLB_ERANGE, "reduction too large");
-	all = malloc(n * w->size * sizeof(*all));
+	/* Rank 0 reduces every row into its own (row 0), the reply. */
+	all = malloc(n * (w->first == 0 ? w->size : 1) * sizeof(*all));
 	if (!all)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	/* Gather every row and reduce in rank order: the same sums everywhere. */
-	rc = MPI_Iallgather(v, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE,
-			    m->comm[RLB_COMM_EP], &req);
-	ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Iallgather") :
-	      wait_all(w, &req, NULL, 1, w->timeout_s, "allreduce", err);
+	ret = star(w, STAR_REDUCE, v, n * sizeof(*v), all, all, n * sizeof(*v),
+		   reduce_fold, &op, err);
 	if (ret == 0)
-		rlb_world_reduce_rows(all, w->size, n, op, v);
+		memcpy(v, all, n * sizeof(*v));
 	free(all);
 	return ret;
 }
@@ -266,17 +358,7 @@ static int m_allreduce(struct rlb_world *w, double *v, size_t n,
 static int m_gather(struct rlb_world *w, const void *send, size_t bytes,
 		    void *recv, struct rlb_err *err)
 {
-	struct mworld *m = w->priv;
-	MPI_Request req;
-	int rc;
-
-	if (bytes > INT_MAX)
-		return rlb_err_set(err, RLB_ERANGE, "gather of %zu bytes too large", bytes);
-	rc = MPI_Igather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, 0,
-			 m->comm[RLB_COMM_EP], &req);
-	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, "MPI_Igather");
-	return wait_all(w, &req, NULL, 1, w->timeout_s, "gather", err);
+	return star(w, STAR_GATHER, send, bytes, recv, NULL, 0, NULL, NULL, err);
 }
 
 /* What rank 0 sends back from an agreement. */
@@ -285,72 +367,35 @@ struct verdict {
 	struct rlb_err first;		/* its report */
 };
 
-/*
- * Point to point through rank 0, so that a rank that never arrives is
- * named: every rank sends its report to rank 0, which answers with the
- * lowest failing rank's.  The other ranks wait VERDICT_GRACE_S longer
- * than the timeout, so that rank 0 reports a missing rank first.
- */
+static void agree_fold(const void *all, uint32_t rows, size_t bytes,
+		       void *reply, const void *arg)
+{
+	const struct rlb_err *e = all;
+	struct verdict *v = reply;
+	uint32_t r;
+
+	(void)bytes;
+	(void)arg;
+	for (r = 0; r < rows; r++)
+		if (e[r].code) {
+			v->bad = r;
+			v->first = e[r];
+			return;
+		}
+}
+
+/* Every rank's report to rank 0, which answers with the lowest failing one's. */
 static int m_agree(struct rlb_world *w, const struct rlb_err *errs,
 		   struct rlb_err *out, uint32_t *rank, struct rlb_err *err)
 {
-	struct mworld *m = w->priv;
-	MPI_Comm comm = m->comm[RLB_COMM_EP];
-	struct rlb_err *all = NULL;
 	struct verdict v = { w->size, { 0, "" } };
-	MPI_Request *req;
-	uint32_t *peer, r, n = w->first == 0 ? w->size - 1 : 2;
-	int rc = MPI_SUCCESS, ret = 0;
-	double limit = w->timeout_s;
+	struct rlb_err *all = NULL;
+	int ret;
 
-	req = calloc(n ? n : 1, sizeof(*req));
-	peer = calloc(n ? n : 1, sizeof(*peer));
-	if (w->first == 0)
-		all = calloc(w->size, sizeof(*all));
-	if (!req || !peer || (w->first == 0 && !all)) {
-		free(req);
-		free(peer);
-		free(all);
+	if (w->first == 0 && !(all = calloc(w->size, sizeof(*all))))
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	}
-	for (r = 0; r < n; r++)
-		req[r] = MPI_REQUEST_NULL;
-	if (w->first == 0) {
-		all[0] = errs[0];
-		for (r = 1; r < w->size && rc == MPI_SUCCESS; r++) {
-			peer[r - 1] = r;
-			rc = MPI_Irecv(&all[r], (int)sizeof(*all), MPI_BYTE, (int)r,
-				       TAG_AGREE, comm, &req[r - 1]);
-		}
-		ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Irecv") :
-		      wait_all(w, req, peer, (int)n, limit, "agreement", err);
-		for (r = 0; ret == 0 && r < w->size && v.bad == w->size; r++)
-			if (all[r].code) {
-				v.bad = r;
-				v.first = all[r];
-			}
-		for (r = 1; ret == 0 && r < w->size && rc == MPI_SUCCESS; r++)
-			rc = MPI_Isend(&v, (int)sizeof(v), MPI_BYTE, (int)r,
-				       TAG_AGREE, comm, &req[r - 1]);
-		if (ret == 0)
-			ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Isend") :
-			      wait_all(w, req, peer, (int)n, limit, "agreement", err);
-	} else {
-		peer[0] = peer[1] = 0;
-		if (limit > 0)
-			limit += VERDICT_GRACE_S;
-		rc = MPI_Isend(&errs[0], (int)sizeof(errs[0]), MPI_BYTE, 0, TAG_AGREE,
-			       comm, &req[0]);
-		if (rc == MPI_SUCCESS)
-			rc = MPI_Irecv(&v, (int)sizeof(v), MPI_BYTE, 0, TAG_AGREE, comm,
-				       &req[1]);
-		ret = rc != MPI_SUCCESS ? mpi_fail(err, rc, "agreement") :
-		      wait_all(w, req, peer, 2, limit, "agreement", err);
-	}
-	if (ret)
-		cancel_pending(req, (int)n);
-	free(req);
-	free(peer);
+	ret = star(w, STAR_AGREE, &errs[0], sizeof(errs[0]), all, &v, sizeof(v),
+		   agree_fold, NULL, err);
 	free(all);
 	if (ret || v.bad >= w->size)
 		return ret;
@@ -364,13 +409,9 @@ static int m_agree(struct rlb_world *w, const struct rlb_err *errs,
 
 static int m_barrier(struct rlb_world *w, struct rlb_err *err)
 {
-	struct mworld *m = w->priv;
-	MPI_Request req;
-	int rc = MPI_Ibarrier(m->comm[RLB_COMM_EP], &req);
+	char none = 0;		/* zero-byte messages, but no NULL + 0 */
 
-	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, "MPI_Ibarrier");
-	return wait_all(w, &req, NULL, 1, w->timeout_s, "barrier", err);
+	return star(w, STAR_BARRIER, &none, 0, &none, &none, 0, NULL, NULL, err);
 }
 
 static void m_abort(struct rlb_world *w, int status)

@@ -520,6 +520,13 @@ static int step_begin(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
 	return 0;
 }
 
+/* Whether the injected fault is due on this process at step STEP. */
+static int fault_due(const struct rlb_exec *ex, uint32_t step)
+{
+	return ex->o.fault && !ex->static_run && step == ex->o.fault_step &&
+	       ex->o.fault_rank >= ex->first && ex->o.fault_rank - ex->first < ex->nlocal;
+}
+
 static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 {
 	uint32_t step = ex->steps[idx], mb, i;
@@ -527,8 +534,7 @@ static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 	double *v = NULL;
 	int ret;
 
-	if (ex->o.fault && !ex->static_run && step == ex->o.fault_step &&
-	    ex->o.fault_rank >= ex->first && ex->o.fault_rank - ex->first < ex->nlocal) {
+	if (fault_due(ex, step) && ex->o.fault != RLB_FAULT_HANG_END) {
 		ex->failed_rank = ex->o.fault_rank;
 		while (ex->o.fault == RLB_FAULT_HANG)
 			pause();
@@ -544,6 +550,9 @@ static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 		ret = exec_adam(ex, (uint32_t)idx + 1, err);
 	if (ret < 0)
 		return ret;
+	/* Transfers done: the other ranks wait for it in the reduction below. */
+	while (fault_due(ex, step) && ex->o.fault == RLB_FAULT_HANG_END)
+		pause();
 	v = malloc(ex->nlocal * sizeof(*v));
 	if (!v)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");

@@ -50,9 +50,13 @@ struct rlb_exec_opts {
 	/*
 	 * injected fault at the start of step fault_step on rank fault_rank:
 	 * RLB_FAULT_FAIL fails there, RLB_FAULT_HANG stops there for good
-	 * (for the other ranks' timeout)
+	 * (for the other ranks' timeout); RLB_FAULT_HANG_END stops at the end
+	 * of that step instead, its transfers done, so that the other ranks
+	 * time out in the reduction of the step's loss
 	 */
-	enum { RLB_FAULT_NONE, RLB_FAULT_FAIL, RLB_FAULT_HANG } fault;
+	enum {
+		RLB_FAULT_NONE, RLB_FAULT_FAIL, RLB_FAULT_HANG, RLB_FAULT_HANG_END
+	} fault;
 	uint32_t fault_rank;
 	uint32_t fault_step;
 	rlb_progress_fn progress;	/* optional, called on the process of rank 0 */

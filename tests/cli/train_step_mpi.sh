@@ -115,6 +115,15 @@ unset RELIBRA_FAULT RELIBRA_TIMEOUT
 grep -Eq 'transfers: timed out after 3 s waiting for ranks? ([0-9]+, )*2($|,| and)' err ||
 	{ cat err; fail "the timeout does not name rank 2"; }
 
+# A rank that stops once its transfers are done, before the reduction
+# that ends the step: rank 0 names it there too.
+RELIBRA_FAULT=rank:2:step:1:hang-end RELIBRA_TIMEOUT=3
+export RELIBRA_FAULT RELIBRA_TIMEOUT
+mpi 4 -x RELIBRA_FAULT -x RELIBRA_TIMEOUT "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+unset RELIBRA_FAULT RELIBRA_TIMEOUT
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "rank hung before the reduction: status $status (124: hung)"
+expect_err "relibra train-step: rank 0: allreduce: timed out after 3 s waiting for rank 2"
+
 # A rank that fails at step 1 ends the job.
 RELIBRA_FAULT=rank:2:step:1
 export RELIBRA_FAULT
