@@ -8,6 +8,8 @@
 #   make check-valgrind  the unit tests under valgrind
 #   make VARIANT=san     build with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make VARIANT=tsan    build with ThreadSanitizer (the traffic threads)
+#   make fuzz            fuzz every input reader (clang, libFuzzer; FUZZ_SECONDS
+#                        each, FUZZ=NAME for one target)
 #
 # Required packages are found with pkg-config; CUDA and NCCL are probed under
 # CUDA_HOME and never required.
@@ -46,6 +48,15 @@ endif
 ifeq ($(VARIANT),tsan)
 SAN := -fsanitize=thread -fno-omit-frame-pointer
 endif
+# libFuzzer needs clang.  FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION lets the
+# readers accept inputs whose checksums are wrong, so that the fuzzer gets
+# past them to the decoders (never in a build for use).
+ifeq ($(VARIANT),fuzz)
+CC := clang
+SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+FUZZ_LINK := -fsanitize=fuzzer
+endif
 
 # CUDA + NCCL: detected, never required.  BUILD_CUDA=0 forces a CPU-only
 # build; CUDA_ARCH replaces the target GPUs (e.g. CUDA_ARCH=-arch=sm_90).
@@ -62,6 +73,10 @@ HAVE_NCCL := $(if $(and $(wildcard $(NCCL_HOME)/include/nccl.h),$(NCCL_LIB)),yes
 CUDA_SRCS := $(sort $(wildcard lib/*.cu))
 BUILD_CUDA := $(if $(and $(filter yes,$(HAVE_NVCC)),$(filter yes,$(HAVE_NCCL)),$(CUDA_SRCS)),1,0)
 NVCC ?= $(CUDA_HOME)/bin/nvcc
+# The fuzz build is CPU-only: nvcc objects do not link with libFuzzer.
+ifeq ($(VARIANT),fuzz)
+BUILD_CUDA := 0
+endif
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O2 -g
 # cuBLAS is loaded at run time (dlopen) by the first CUDA backend.
@@ -81,21 +96,30 @@ LIB_SRCS := $(sort $(wildcard lib/*.c))
 CMD_SRCS := $(sort $(wildcard cmd/*.c))
 TEST_SRCS := $(sort $(wildcard tests/*.c))
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
+# Fuzz targets: fuzz/NAME.c, each with fuzz/util.c; linked with libFuzzer in
+# the fuzz build, else with fuzz/driver.c, which replays files (make check
+# replays each target's corpus, fuzz/seeds).
+FUZZ_NAMES := $(filter-out driver util,$(basename $(notdir $(wildcard fuzz/*.c))))
 PRESETS := $(sort $(wildcard configs/models/*.yaml configs/clusters/*.yaml configs/*.yaml))
 
 CUDA_OBJS := $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_SRCS:%.cu=$(BUILD)/%.o))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS) $(BUILD)/presets.o
 CMD_OBJS := $(CMD_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
-DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_BINS:=.d)
+FUZZ_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard fuzz/*.c))
+DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_BINS:=.d) \
+	$(FUZZ_OBJS:.o=.d)
 
 BIN := $(if $(VARIANT),$(BUILD)/relibra,relibra)
 LIB := $(if $(VARIANT),$(BUILD)/librelibra.a,librelibra.a)
 TEST_BIN := $(BUILD)/tests/check_relibra
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
+FUZZ_BINS := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+FUZZ_SECONDS ?= 60
 
 .PHONY: all deps deps-check deps-demo check check-run check-valgrind demo \
-	demo-run bench bench-run install uninstall clean lint-man config-info
+	demo-run bench bench-run install uninstall clean lint-man config-info \
+	fuzz fuzz-run
 
 all: config-info $(BIN) $(LIB)
 
@@ -156,15 +180,20 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS)
 
+$(BUILD)/fuzz/%: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/util.o \
+		$(if $(FUZZ_LINK),,$(BUILD)/fuzz/driver.o) $(LIB)
+	$(CC) $(ALL_LDFLAGS) $(FUZZ_LINK) -o $@ $^ $(LIBS)
+.SECONDARY: $(FUZZ_OBJS)
+
 # check and demo first install what is missing, then build in a fresh make
 # so that pkg-config sees the new packages.
 check: deps-check
 	@$(MAKE) --no-print-directory check-run
 
-check-run: all $(TEST_BIN)
+check-run: all $(TEST_BIN) $(FUZZ_BINS)
 	@sh tests/run.sh $(TEST_BIN) ./$(BIN)
 
-check-valgrind: all $(TEST_BIN)
+check-valgrind: all $(TEST_BIN) $(FUZZ_BINS)
 	@RLB_VALGRIND=1 sh tests/run.sh $(TEST_BIN) ./$(BIN)
 
 demo: deps-demo
@@ -178,6 +207,14 @@ bench: deps
 
 bench-run: all $(BENCH_BINS)
 	@sh bench/run.sh ./$(BIN) $(BUILD)/bench
+
+# The fuzz build goes to build-fuzz whatever VARIANT says.
+fuzz:
+	@sh scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory VARIANT=fuzz fuzz-run
+
+fuzz-run: $(FUZZ_BINS)
+	@sh fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(or $(FUZZ),$(FUZZ_NAMES))
 
 lint-man:
 	mandoc -Tlint -W warning man/relibra.1 man/relibra.yaml.5 man/relibra-trace.5

@@ -276,7 +276,7 @@ static int header_decode(const uint8_t *p, size_t len,
 			      RLP_H_SIZE, major, minor);
 	stored = rlb_get_u32(p + len - 4);
 	crc = rrt_crc32c(p, len - 4);
-	if (stored != crc)
+	if (!rrt_crc_ok(stored, crc))
 		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + len - 4,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
@@ -1121,7 +1121,7 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 	}
 	stored = rlb_get_u32(p + len - 4);
 	crc = rrt_crc32c(p, (size_t)len - 4);
-	if (stored != crc) {
+	if (!rrt_crc_ok(stored, crc)) {
 		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + len - 4,
 			     "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			     stored, crc);
@@ -1195,7 +1195,7 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	r->fd = -1;
 	r->path = strdup(path);
-	r->dctx = ZSTD_createDCtx();
+	r->dctx = rrt_dctx_new();
 	if (!r->path || !r->dctx) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;

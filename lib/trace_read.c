@@ -290,7 +290,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 		return rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
 	stored = rlb_get_u32(p + len - 4);
 	crc = rrt_crc32c(p, (size_t)len - 4);
-	if (stored != crc)
+	if (!rrt_crc_ok(stored, crc))
 		return rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
@@ -526,7 +526,7 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	r->fd = -1;
 	r->path = strdup(path);
-	r->dctx = ZSTD_createDCtx();
+	r->dctx = rrt_dctx_new();
 	if (!r->path || !r->dctx) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
@@ -833,7 +833,7 @@ int rlb_trace_reader_set_threads(struct rlb_trace_reader *r, unsigned n,
 		struct ra_worker *w = &ra->w[ra->nworkers];
 
 		w->r = r;
-		w->dctx = ZSTD_createDCtx();
+		w->dctx = rrt_dctx_new();
 		if (!w->dctx)
 			break;
 		if (pthread_create(&w->thread, NULL, ra_main, w) != 0) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # deps.sh - install the Debian packages relibra needs when they are missing.
-# usage: deps.sh build|check|demo
+# usage: deps.sh build|check|demo|fuzz
 # Checks pkg-config modules and commands; installs with apt-get (sudo when
 # not root); where apt-get does not exist, lists what is missing and fails.
 set -eu
@@ -35,6 +35,9 @@ check)
 	;;
 demo)
 	need_cmd zstd zstd
+	;;
+fuzz)
+	need_cmd clang clang	# libFuzzer and the sanitizers come with it
 	;;
 esac
 

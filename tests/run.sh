@@ -12,6 +12,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/relibra-tests.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 export RLB_TEST_SRCDIR="$top/tests" RLB_TEST_TMPDIR="$tmp"
 export RELIBRA="$top/${bin#./}" RLB_TOP="$top"
+# The build directory (the fuzz targets are there).
+RLB_BUILD="$top/$(dirname "$(dirname "$runner")")"
+export RLB_BUILD
 # MPI tests run as root in CI.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

@@ -1,0 +1,32 @@
+/*
+ * fuzz.h - what the fuzz targets share.  Each fuzz/<name>.c is one target:
+ * LLVMFuzzerTestOneInput feeds one input to one reader of the library.
+ * `make VARIANT=fuzz fuzz` links it with libFuzzer; the normal build links
+ * it with driver.c, which replays the files named on its command line
+ * (`make check` replays fuzz/corpus/<name>/ that way).
+ */
+#ifndef RLB_FUZZ_H
+#define RLB_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capture.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/*
+ * DATA as the file NAME in a private directory (made on the first call,
+ * removed at exit); the path stays valid until the next call.
+ */
+const char *fuzz_file(const uint8_t *data, size_t size, const char *name);
+
+/*
+ * Import DATA as one file of format F into a sink that checks every
+ * sequence against the tiny model (4 MoE layers, 16 experts, top-2, one
+ * dense layer first when DENSE).
+ */
+void fuzz_import(const uint8_t *data, size_t size, enum rlb_import_format f,
+		 const char *name, int dense);
+
+#endif

@@ -1,0 +1,11 @@
+/*
+ * import_jsonl.c - fuzz target: one jsonl file as relibra capture --from jsonl
+ * imports it, for the tiny model with one dense layer first.
+ */
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_import(data, size, RLB_IMPORT_JSONL, "routing.jsonl", 1);
+	return 0;
+}

@@ -1,0 +1,11 @@
+/*
+ * import_megatron.c - fuzz target: one megatron file as relibra capture --from megatron
+ * imports it, for the tiny model with one dense layer first.
+ */
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_import(data, size, RLB_IMPORT_MEGATRON, "router_trace_rank0.jsonl", 1);
+	return 0;
+}
