@@ -22,6 +22,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char *fuzz_file(const uint8_t *data, size_t size, const char *name);
 
 /*
+ * Read every step of the plan file at PATH (if it opens): each must pass
+ * rlb_step_plan_check, as the reader promises, and written again with
+ * the plan writer it must read back to the same text dump.
+ */
+void fuzz_plan(const char *path);
+
+/*
  * Import DATA as one file of format F into a sink that checks every
  * sequence against the tiny model (4 MoE layers, 16 experts, top-2, one
  * dense layer first when DENSE).

@@ -6,7 +6,8 @@
  * content.  The first byte picks the version: bit 0 a schedule section
  * (1.1, pack file), bit 1 copies (1.2, eplb-oracle, split even).
  * The content is cut or zero-padded to the size that its own counts
- * (micro-batches, replicas, chunks) give.
+ * (micro-batches, replicas, chunks) give.  Then as the plan target
+ * (fuzz_plan).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,9 +79,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t heads[4][HEADER_FRAME_BYTES];
 	static int made[4];
-	struct rlb_plan_reader *r;
-	struct rlb_step_plan p;
-	struct rlb_err err;
 	uint8_t pick, *content, *file, *q;
 	uint32_t mbs, chunks = 0, seqs = 0, entry = 16;
 	uint64_t reps, cells, len;
@@ -164,16 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rlb_put_u32(q + 29, RRT_SEEKABLE_MAGIC);
 	off += 8 + 3 * 8 + 9;
 
-	if (rlb_plan_reader_open(&r, fuzz_file(file, off, "in.rlp"), &err) == 0) {
-		memset(&p, 0, sizeof(p));
-		while (rlb_plan_reader_next(r, &p, &err) == 1)
-			if (rlb_step_plan_check(&p, NULL, &err) != 0) {
-				fprintf(stderr, "decoded plan fails its check: %s\n", err.msg);
-				abort();
-			}
-		rlb_step_plan_release(&p);
-		rlb_plan_reader_free(r);
-	}
+	fuzz_plan(fuzz_file(file, off, "in.rlp"));
 	free(content);
 	free(file);
 	return 0;

@@ -11,23 +11,27 @@
 #include "err.h"
 #include "fuzz.h"
 #include "import_internal.h"
+#include "plan.h"
+#include "plan_io.h"
 #include "trace.h"
 
 static char dir[PATH_MAX];
 static char file[PATH_MAX];
+static char again[PATH_MAX];	/* fuzz_plan's copy */
 
 static void cleanup(void)
 {
 	if (file[0])
 		unlink(file);
+	if (again[0])
+		unlink(again);
 	if (dir[0])
 		rmdir(dir);
 }
 
-const char *fuzz_file(const uint8_t *data, size_t size, const char *name)
+static void make_dir(void)
 {
 	const char *tmp = getenv("TMPDIR");
-	FILE *fp;
 
 	if (!dir[0]) {
 		snprintf(dir, sizeof(dir), "%s/relibra-fuzz.XXXXXX", tmp ? tmp : "/tmp");
@@ -37,6 +41,13 @@ const char *fuzz_file(const uint8_t *data, size_t size, const char *name)
 		}
 		atexit(cleanup);
 	}
+}
+
+const char *fuzz_file(const uint8_t *data, size_t size, const char *name)
+{
+	FILE *fp;
+
+	make_dir();
 	if (file[0])
 		unlink(file);
 	if (snprintf(file, sizeof(file), "%s/%s", dir, name) >= (int)sizeof(file))
@@ -80,4 +91,69 @@ void fuzz_import(const uint8_t *data, size_t size, enum rlb_import_format f,
 	o.group = -1;
 	(void)rlb_import_to_sink(&o, fuzz_file(data, size, name), &cfg, check_seq,
 				 &cfg, NULL, NULL, &err);
+}
+
+/* Every step of R as text, from the start. */
+static char *plan_text(struct rlb_plan_reader *r, int check, size_t *len)
+{
+	struct rlb_step_plan p;
+	struct rlb_err err;
+	char *buf = NULL;
+	FILE *fp = open_memstream(&buf, len);
+
+	if (!fp)
+		abort();
+	memset(&p, 0, sizeof(p));
+	rlb_plan_reader_rewind(r);
+	while (rlb_plan_reader_next(r, &p, &err) == 1) {
+		if (check && rlb_step_plan_check(&p, NULL, &err) != 0) {
+			fprintf(stderr, "decoded plan fails its check: %s\n", err.msg);
+			abort();
+		}
+		if (rlb_plan_write_text(fp, NULL, &p, &err) != 0)
+			abort();
+	}
+	rlb_step_plan_release(&p);
+	if (fclose(fp) != 0)
+		abort();
+	return buf;
+}
+
+void fuzz_plan(const char *path)
+{
+	struct rlb_plan_reader *r, *r2;
+	struct rlb_plan_writer *w;
+	struct rlb_step_plan p;
+	struct rlb_err err;
+	char *a, *b;
+	size_t alen, blen;
+
+	if (rlb_plan_reader_open(&r, path, &err) != 0)
+		return;
+	a = plan_text(r, 1, &alen);
+	if (snprintf(again, sizeof(again), "%s/again.rlp", dir) >= (int)sizeof(again) ||
+	    rlb_plan_writer_open(&w, again, rlb_plan_reader_header(r), NULL, &err) != 0)
+		abort();
+	memset(&p, 0, sizeof(p));
+	rlb_plan_reader_rewind(r);
+	while (rlb_plan_reader_next(r, &p, &err) == 1)
+		if (rlb_plan_writer_append(w, &p) != 0) {
+			rlb_plan_writer_error(w, &err);
+			fprintf(stderr, "a decoded step does not write again: %s\n", err.msg);
+			abort();
+		}
+	rlb_step_plan_release(&p);
+	if (rlb_plan_writer_close(w, &err) != 0 || rlb_plan_reader_open(&r2, again, &err) != 0) {
+		fprintf(stderr, "the plan written again does not read: %s\n", err.msg);
+		abort();
+	}
+	b = plan_text(r2, 0, &blen);
+	if (alen != blen || memcmp(a, b, alen) != 0) {
+		fprintf(stderr, "the plan written again reads otherwise:\n%s\n---\n%s\n", a, b);
+		abort();
+	}
+	free(a);
+	free(b);
+	rlb_plan_reader_free(r2);
+	rlb_plan_reader_free(r);
 }
