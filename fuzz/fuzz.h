@@ -22,6 +22,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char *fuzz_file(const uint8_t *data, size_t size, const char *name);
 
 /*
+ * Read the trace file at PATH (if it opens): every sequence must fit the
+ * header's shape; reading ahead on three threads must read the same
+ * sequences and end (the same error, message and all) as one thread;
+ * what was read, written again with the trace writer, must read back
+ * the same.  Then walk the steps.
+ */
+void fuzz_trace(const char *path);
+
+/*
  * Read every step of the plan file at PATH (if it opens): each must pass
  * rlb_step_plan_check, as the reader promises, and written again with
  * the plan writer it must read back to the same text dump.

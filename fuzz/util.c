@@ -157,3 +157,100 @@ void fuzz_plan(const char *path)
 	rlb_plan_reader_free(r2);
 	rlb_plan_reader_free(r);
 }
+
+/* What one pass over a trace saw. */
+struct pass {
+	uint64_t seqs, tokens, sum;	/* sum: a hash of every id and field */
+	int end;			/* the last rlb_trace_reader_next result */
+	struct rlb_err err;
+};
+
+/* Read R from where it is to its end; with W, write each sequence to it. */
+static void trace_pass(struct rlb_trace_reader *r, struct rlb_trace_writer *w,
+		       struct pass *p)
+{
+	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
+	struct rlb_seq seq;
+	struct rlb_err err;
+	size_t i, k;
+
+	memset(p, 0, sizeof(*p));
+	while ((p->end = rlb_trace_reader_next(r, &seq, &p->err)) == 1) {
+		k = (size_t)seq.tokens * h->moe_layers * h->topk;
+		p->seqs++;
+		p->tokens += seq.tokens;
+		p->sum = p->sum * 31 + seq.step * 7 + seq.group * 5 + seq.sample;
+		for (i = 0; i < k; i++) {
+			if (seq.ids[i] >= h->experts)
+				abort();
+			p->sum = p->sum * 131 + seq.ids[i];
+		}
+		if (w && rlb_trace_writer_append(w, &seq) != 0) {
+			rlb_trace_writer_error(w, &err);
+			fprintf(stderr, "a sequence read does not write again: %s\n", err.msg);
+			abort();
+		}
+	}
+}
+
+static void same_pass(const struct pass *a, const struct pass *b, int ends,
+		      const char *what)
+{
+	if (a->seqs == b->seqs && a->tokens == b->tokens && a->sum == b->sum &&
+	    (!ends || (a->end == b->end &&
+		       (a->end >= 0 || strcmp(a->err.msg, b->err.msg) == 0))))
+		return;
+	fprintf(stderr, "%s: %llu / %llu sequences, end %d / %d: '%s' / '%s'\n", what,
+		(unsigned long long)a->seqs, (unsigned long long)b->seqs, a->end, b->end,
+		a->end < 0 ? a->err.msg : "", b->end < 0 ? b->err.msg : "");
+	abort();
+}
+
+void fuzz_trace(const char *path)
+{
+	struct rlb_trace_reader *r, *r2;
+	struct rlb_trace_writer *w;
+	struct pass one, three, written, back;
+	struct rlb_seq seq;
+	struct rlb_err err;
+	const uint32_t *steps;
+	size_t i, n;
+
+	if (rlb_trace_reader_open(&r, path, &err) != 0)
+		return;
+	trace_pass(r, NULL, &one);
+	if (rlb_trace_reader_rewind(r, &err) == 0 &&
+	    rlb_trace_reader_set_threads(r, 3, &err) == 0) {
+		trace_pass(r, NULL, &three);
+		same_pass(&one, &three, 1, "3 threads read otherwise than 1");
+		(void)rlb_trace_reader_set_threads(r, 1, &err);
+	}
+	if (snprintf(again, sizeof(again), "%s/again.rrt", dir) >= (int)sizeof(again) ||
+	    rlb_trace_writer_open(&w, again, rlb_trace_reader_header(r), NULL, &err) != 0) {
+		fprintf(stderr, "a header read does not write again: %s\n", err.msg);
+		abort();
+	}
+	if (rlb_trace_reader_rewind(r, &err) == 0) {
+		trace_pass(r, w, &written);
+		if (rlb_trace_writer_close(w, &err) != 0 ||
+		    rlb_trace_reader_open(&r2, again, &err) != 0) {
+			fprintf(stderr, "the trace written again does not read: %s\n", err.msg);
+			abort();
+		}
+		trace_pass(r2, NULL, &back);
+		if (back.end != 0) {
+			fprintf(stderr, "the trace written again fails: %s\n", back.err.msg);
+			abort();
+		}
+		same_pass(&written, &back, 0, "the trace written again reads otherwise");
+		rlb_trace_reader_free(r2);
+	} else {
+		rlb_trace_writer_abort(w);
+	}
+	if (rlb_trace_reader_steps(r, &steps, &n, &err) != 0)
+		n = 0;
+	for (i = 0; i < n; i++)
+		if (rlb_trace_reader_seek_step(r, steps[i], &err) == 0)
+			(void)rlb_trace_reader_next(r, &seq, &err);
+	rlb_trace_reader_free(r);
+}
