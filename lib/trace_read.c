@@ -1223,6 +1223,22 @@ static size_t find_step(const struct rlb_trace_reader *r, uint32_t step)
 	return lo < r->nframes && r->frames[lo].step == step ? lo : r->nframes;
 }
 
+/* The first frame of STEP into *first, learning the steps if need be. */
+static int locate_step(struct rlb_trace_reader *r, uint32_t step, size_t *first,
+		       struct rlb_err *err)
+{
+	int ret = ensure_steps(r, err);
+
+	if (ret != 0)
+		return path_err(r, err, ret);
+	*first = find_step(r, step);
+	if (*first == r->nframes)
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "trace '%s': step %u is not in the trace",
+				   r->path, step);
+	return 0;
+}
+
 int rlb_trace_reader_step_seqs(struct rlb_trace_reader *r, uint32_t step,
 			       struct rlb_seq_meta **metas, size_t *n,
 			       struct rlb_err *err)
@@ -1237,14 +1253,9 @@ int rlb_trace_reader_step_seqs(struct rlb_trace_reader *r, uint32_t step,
 		err = &tmp;
 	*metas = NULL;
 	*n = 0;
-	ret = ensure_steps(r, err);
+	ret = locate_step(r, step, &first, err);
 	if (ret != 0)
-		return path_err(r, err, ret);
-	first = find_step(r, step);
-	if (first == r->nframes)
-		return rlb_err_set(err, RLB_ENOTFOUND,
-				   "trace '%s': step %u is not in the trace",
-				   r->path, step);
+		return ret;
 	for (end = first; end < r->nframes && r->frames[end].step == step; end++)
 		;
 	if (r->has_index) {
@@ -1288,18 +1299,10 @@ int rlb_trace_reader_seek_step(struct rlb_trace_reader *r, uint32_t step,
 	size_t i;
 	int ret;
 
-	if (!err)
-		err = &tmp;
-	ret = ensure_steps(r, err);
-	if (ret != 0)
-		return path_err(r, err, ret);
-	i = find_step(r, step);
-	if (i == r->nframes)
-		return rlb_err_set(err, RLB_ENOTFOUND,
-				   "trace '%s': step %u is not in the trace",
-				   r->path, step);
-	cursor_seek(&r->main, i);
-	return 0;
+	ret = locate_step(r, step, &i, err ? err : &tmp);
+	if (ret == 0)
+		cursor_seek(&r->main, i);
+	return ret;
 }
 
 int rlb_trace_reader_rewind(struct rlb_trace_reader *r, struct rlb_err *err)
