@@ -53,7 +53,7 @@ const char *fuzz_file(const uint8_t *data, size_t size, const char *name)
 	if (snprintf(file, sizeof(file), "%s/%s", dir, name) >= (int)sizeof(file))
 		abort();
 	fp = fopen(file, "wb");
-	if (!fp || fwrite(data, 1, size, fp) != size || fclose(fp) != 0) {
+	if (!fp || (size && fwrite(data, 1, size, fp) != size) || fclose(fp) != 0) {
 		perror(file);
 		abort();
 	}
