@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "capture.h"
+#include "config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,6 +21,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * removed at exit); the path stays valid until the next call.
  */
 const char *fuzz_file(const uint8_t *data, size_t size, const char *name);
+
+/*
+ * A configuration that loaded must write as YAML (rlb_config_write_yaml)
+ * that loads again and writes the same.
+ */
+void fuzz_config(const struct rlb_config *cfg);
 
 /*
  * Read the trace file at PATH (if it opens): every sequence must fit the

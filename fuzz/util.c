@@ -254,3 +254,36 @@ void fuzz_trace(const char *path)
 			(void)rlb_trace_reader_next(r, &seq, &err);
 	rlb_trace_reader_free(r);
 }
+
+static char *yaml_of(const struct rlb_config *cfg, size_t *len)
+{
+	struct rlb_err err;
+	char *buf = NULL;
+	FILE *fp = open_memstream(&buf, len);
+
+	if (!fp || rlb_config_write_yaml(cfg, fp, &err) != 0 || fclose(fp) != 0)
+		abort();
+	return buf;
+}
+
+void fuzz_config(const struct rlb_config *cfg)
+{
+	struct rlb_config back;
+	struct rlb_err err;
+	char *a, *b;
+	size_t alen, blen;
+
+	a = yaml_of(cfg, &alen);
+	if (rlb_config_load(&back, fuzz_file((const uint8_t *)a, alen, "again.yaml"),
+			    NULL, 0, &err) != 0) {
+		fprintf(stderr, "written config does not load: %s\n%s\n", err.msg, a);
+		abort();
+	}
+	b = yaml_of(&back, &blen);
+	if (alen != blen || memcmp(a, b, alen) != 0) {
+		fprintf(stderr, "written config loads to other values:\n%s\n---\n%s\n", a, b);
+		abort();
+	}
+	free(a);
+	free(b);
+}
