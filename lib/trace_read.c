@@ -998,6 +998,21 @@ static int decode_plain(const struct rrt_shape *s, const uint8_t *p,
 }
 
 /*
+ * In a SORTED trace each token's ids ascend; DELTA codes only such ids,
+ * RAW and RANK can code any.  The first token out of order, or T.
+ */
+static uint32_t unsorted_token(const uint16_t *o, uint32_t T, uint32_t K)
+{
+	uint32_t t, k;
+
+	for (t = 0; t < T; t++, o += K)
+		for (k = 1; k < K; k++)
+			if (o[k] < o[k - 1])
+				return t;
+	return T;
+}
+
+/*
  * Parse the next record of the cursor's frame.  With decode, the ids and
  * gates land in the reader's arrays and seq is filled; without, only the
  * record's metadata is checked and returned.
@@ -1067,6 +1082,15 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 			if (decode && decode_plain(s, p + pos, tk, o, &why) != 0)
 				return rec_err(err, f, c->rec, "layer %u: %s", l, why);
 			pos += tk * s->id_bytes;
+		}
+		if (decode && (s->h.flags & RLB_TRACE_F_SORTED) &&
+		    s->id_coding != RRT_CODING_DELTA) {
+			uint32_t t = unsorted_token(o, T, K);
+
+			if (t < T)
+				return rec_err(err, f, c->rec,
+					       "layer %u, token %u: ids not ascending in a sorted trace",
+					       l, t);
 		}
 		if (s->gate_coding) {
 			if (c->rlen - pos < 4 * tk)

@@ -1438,6 +1438,96 @@ START_TEST(test_example_file)
 }
 END_TEST
 
+/*
+ * A sorted trace whose records were written by another tool: the header
+ * of our writer, then one data frame of a single record (a trace cut
+ * before its step index, so nothing else must agree with it).
+ */
+static void write_handmade(const char *path, uint32_t flags, int coding,
+			   const uint8_t *rec, size_t n)
+{
+	struct rlb_trace_writer_opts o = { 0, 0, coding };
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w;
+	struct rlb_err err;
+	uint8_t head[8 + RRT_H_SIZE], frame[512];
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t z;
+	FILE *fp;
+
+	make_header(&h, 16, 2, 1, flags);
+	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, &o, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	fp = fopen(path, "rb");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_uint_eq(fread(head, 1, sizeof(head), fp), sizeof(head));
+	fclose(fp);
+	ck_assert_ptr_nonnull(cctx);
+	ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)));
+	z = ZSTD_compress2(cctx, frame, sizeof(frame), rec, n);
+	ck_assert(!ZSTD_isError(z));
+	ZSTD_freeCCtx(cctx);
+	fp = fopen(path, "wb");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_uint_eq(fwrite(head, 1, sizeof(head), fp), sizeof(head));
+	ck_assert_uint_eq(fwrite(frame, 1, z, fp), z);
+	ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* Read the one sequence of PATH: 1, or the error with its message in MSG. */
+static int read_one(const char *path, struct rlb_err *err)
+{
+	struct rlb_trace_reader *r;
+	struct rlb_seq seq;
+	int ret;
+
+	ck_assert_msg(rlb_trace_reader_open(&r, path, err) == 0, "%s", err->msg);
+	ret = rlb_trace_reader_next(r, &seq, err);
+	if (ret == 1)
+		ck_assert_uint_eq(seq.tokens, 3);
+	rlb_trace_reader_free(r);
+	return ret;
+}
+
+START_TEST(test_sorted_checked)
+{
+	/* step 4, group 0, sample 1, 3 tokens; one layer of 3 x 2 ids */
+	uint8_t raw[16 + 6] = { 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0,
+				1, 5, 2, 9, 3, 3 };
+	/* the same as ranks: an empty list, so rank r is id r */
+	uint8_t rank[16 + 1 + 6];
+	struct rlb_err err;
+	char path[512];
+
+	memcpy(rank, raw, 16);
+	rank[16] = 0;
+	memcpy(rank + 17, raw + 16, 6);
+	tpath(path, sizeof(path), "handmade.rrt");
+	/* Ascending (equal ids included) reads, with either coding. */
+	write_handmade(path, RLB_TRACE_F_SORTED, RLB_TRACE_CODING_RAW, raw, sizeof(raw));
+	ck_assert_msg(read_one(path, &err) == 1, "%s", err.msg);
+	write_handmade(path, RLB_TRACE_F_SORTED, RLB_TRACE_CODING_RANK, rank, sizeof(rank));
+	ck_assert_msg(read_one(path, &err) == 1, "%s", err.msg);
+	/* Token 1 out of order: an error naming the record, layer and token. */
+	raw[18] = 9;
+	raw[19] = 2;
+	rank[19] = 9;
+	rank[20] = 2;
+	write_handmade(path, RLB_TRACE_F_SORTED, RLB_TRACE_CODING_RAW, raw, sizeof(raw));
+	ck_assert_int_eq(read_one(path, &err), RLB_ECORRUPT);
+	ck_assert_str_eq(strstr(err.msg, "data frame"),
+			 "data frame at offset 164: sequence 0: layer 0, token 1: ids not ascending in a sorted trace");
+	write_handmade(path, RLB_TRACE_F_SORTED, RLB_TRACE_CODING_RANK, rank, sizeof(rank));
+	ck_assert_int_eq(read_one(path, &err), RLB_ECORRUPT);
+	ck_assert_str_eq(strstr(err.msg, "data frame"),
+			 "data frame at offset 164: sequence 0: layer 0, token 1: ids not ascending in a sorted trace");
+	/* An ordered trace keeps the engine's order. */
+	write_handmade(path, 0, RLB_TRACE_CODING_RAW, raw, sizeof(raw));
+	ck_assert_msg(read_one(path, &err) == 1, "%s", err.msg);
+	unlink(path);
+}
+END_TEST
+
 Suite *rlb_suite_trace(void)
 {
 	Suite *s = suite_create("trace");
@@ -1459,6 +1549,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_example_file);
 	tcase_add_test(tc, test_read_ahead);
 	tcase_add_test(tc, test_read_ahead_damage);
+	tcase_add_test(tc, test_sorted_checked);
 	suite_add_tcase(s, tc);
 	tcase_add_loop_test(rb, test_truncate_every_offset, 0, 2);
 	tcase_add_loop_test(rb, test_flip_every_byte, 0, 4);
