@@ -228,7 +228,9 @@ int rlb_schedule_file_step(const struct rlb_schedule_file *f, uint32_t step,
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "schedule '%s': step %u lists %u ranks, the EP size is %u",
 				   f->path, step, fs->ranks, ranks);
-	ret = rlb_schedule_from_chunks(s, step, RLB_PACK_FILE, f->chunks + fs->first,
+	/* A step without chunks: no pointer arithmetic on a NULL array. */
+	ret = rlb_schedule_from_chunks(s, step, RLB_PACK_FILE,
+				       fs->n ? f->chunks + fs->first : NULL,
 				       fs->n, seq_tokens, nseqs, ranks,
 				       mb_tokens, err);
 	if (ret < 0)
