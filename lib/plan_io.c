@@ -525,6 +525,21 @@ static void step_encode(const struct rlb_plan_header *h,
 }
 
 /*
+ * The first of the NSEQS sequences that the chunks (in (seq, start)
+ * order) do not cover, or NSEQS: every sequence of a trace has tokens,
+ * so a schedule has a chunk for each (SPEC.md section P4.4).
+ */
+static size_t schedule_bare_seq(const struct rlb_chunk *c, size_t n, size_t nseqs)
+{
+	size_t i, next = 0;
+
+	for (i = 0; i < n && next < nseqs; i++)
+		if (c[i].seq == next)
+			next++;
+	return next;
+}
+
+/*
  * Decode the schedule section at buf[off..len) of step `step` (M
  * micro-batches) into p->sched: the chunks must be in (seq, start) order
  * and tile each sequence from token 0 (rlb_schedule_from_chunks, with the
@@ -574,6 +589,13 @@ static int schedule_decode(const struct rlb_plan_header *h,
 			goto out;
 		}
 		lens[ch[i].seq] += ch[i].tokens;
+	}
+	i = schedule_bare_seq(ch, C, nseqs);
+	if (i < nseqs) {
+		ret = rlb_err_set(err, RLB_ECORRUPT,
+				  "%s: content offset %zu: sequence %zu has no chunk",
+				  what, off, i);
+		goto out;
 	}
 	ret = rlb_schedule_from_chunks(p->sched, p->step, h->pack, ch, C, lens,
 				       nseqs, h->ranks, h->micro_batch_tokens,
@@ -886,6 +908,15 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 					    "step %u: a plan packed '%s' must carry its schedule of %u micro-batches on %u ranks",
 					    p->step, rlb_pack_name(h->pack),
 					    p->micro_batches, h->ranks));
+	if (carries_schedule(h)) {
+		size_t q = schedule_bare_seq(p->sched->chunks, p->sched->nchunks,
+					     p->sched->nseqs);
+
+		if (q < p->sched->nseqs)
+			return wfail(w, rlb_err_set(&w->err, RLB_EINVAL,
+						    "step %u: schedule: sequence %zu has no chunk (a trace's sequences have tokens)",
+						    p->step, q));
+	}
 	for (c = 0; !h->copies && p->copies && c < p->ninst; c++)
 		if (p->copies[c] > 1)
 			return wfail(w, rlb_err_set(&w->err, RLB_EINVAL,
@@ -1169,6 +1200,14 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 				     (unsigned long long)i, s->step,
 				     s->micro_batches,
 				     (unsigned long long)s->replicas);
+			goto out;
+		}
+		/* Bounds what schedule_decode allocates by the content. */
+		if (s->seqs > s->chunks) {
+			ret = rrt_at_err(err, RLB_ECORRUPT, "step index",
+				     off + 8 + (uint64_t)(e - p),
+				     "entry %llu (step %u): %u sequences in %u chunks (each sequence has one at least)",
+				     (unsigned long long)i, s->step, s->seqs, s->chunks);
 			goto out;
 		}
 	}

@@ -1123,6 +1123,15 @@ START_TEST(test_file_schedule)
 	ck_assert_str_eq(err.msg, "step 0: a plan packed 'data-control' must carry its schedule of 2 micro-batches on 2 ranks");
 	rlb_plan_writer_abort(w);
 	attach_schedule(&p[0], c0, 3, 3);
+	/* a sequence without tokens (no chunk) is refused: Q <= C */
+	attach_schedule(&p[1], c1, 2, 2);
+	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), 0);
+	ck_assert_int_eq(rlb_plan_writer_append(w, &p[1]), RLB_EINVAL);
+	rlb_plan_writer_error(w, &err);
+	ck_assert_str_eq(err.msg, "step 1: schedule: sequence 1 has no chunk (a trace's sequences have tokens)");
+	rlb_plan_writer_abort(w);
+	rlb_schedule_release(p[1].sched);
+	free(p[1].sched);
 	attach_schedule(&p[1], c1, 2, 1);
 	write_plans(path, &h, p, 2, NULL);
 	ck_assert_int_eq(read_all(path, &err, got, 2, &k), 0);
@@ -1146,8 +1155,29 @@ START_TEST(test_file_schedule)
 		ck_assert_int_eq(rlb_plan_reader_header(r)->pack, RLB_PACK_DATA_CONTROL);
 		rlb_plan_reader_free(r);
 	}
-	/* every cut and every flipped byte is refused with its offset (or decodes the same) */
 	b = slurp(path, &n);
+	/* an index entry of more sequences than chunks, its CRC right: refused at open */
+	{
+		struct rlb_plan_reader *r;
+		uint8_t *ix = b;
+		char want[160];
+
+		while (ix + 8 <= b + n && memcmp(ix, "RLBPINDX", 8) != 0)
+			ix++;
+		ck_assert(ix + 8 <= b + n);
+		ck_assert_uint_eq(rlb_get_u32(ix + 12), 24);
+		rlb_put_u32(ix + 16 + 24 + 20, 3);
+		rlb_put_u32(ix + 16 + 2 * 24, rrt_crc32c(ix, 16 + 2 * 24));
+		spit(cut, b, n);
+		ck_assert_int_eq(rlb_plan_reader_open(&r, cut, &err), RLB_ECORRUPT);
+		snprintf(want, sizeof(want),
+			 "step index at offset %zu: entry 1 (step 1): 3 sequences in 2 chunks (each sequence has one at least)",
+			 (size_t)(ix - b) + 16 + 24);
+		ck_assert_str_eq(strstr(err.msg, "step index"), want);
+		free(b);
+		b = slurp(path, &n);
+	}
+	/* every cut and every flipped byte is refused with its offset (or decodes the same) */
 	for (len = 0; len < n; len++) {
 		spit(cut, b, len);
 		ret = read_all(cut, &err, got, 2, &k);
