@@ -16,6 +16,19 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A trace's or plan's header frame: skippable-frame head, 1.0 content. */
+#define FUZZ_HEADER_FRAME_BYTES (8 + 156)
+
+/* The first N bytes of the file at PATH into OUT (aborts when shorter). */
+void fuzz_file_head(const char *path, uint8_t *out, size_t n);
+
+/*
+ * SRC as one zstd frame with its content size and checksum, as the
+ * readers require, into DST (at least ZSTD_compressBound(N) bytes);
+ * returns its size.
+ */
+size_t fuzz_zstd_frame(const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
+
 /*
  * DATA as the file NAME in a private directory (made on the first call,
  * removed at exit); the path stays valid until the next call.

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <zstd.h>
+#include <zstd.h>		/* ZSTD_compressBound */
 
 #include "err.h"
 #include "fuzz.h"
@@ -26,7 +26,6 @@
 #define L 2
 #define E 4
 #define W 2
-#define HEADER_FRAME_BYTES (8 + 156)
 #define MAX_MBS 64
 #define MAX_ITEMS 4096
 
@@ -37,7 +36,6 @@ static void header_frame(uint8_t pick, uint8_t *out)
 	struct rlb_plan_header h;
 	struct rlb_err err;
 	const char *path;
-	FILE *fp;
 
 	memset(&h, 0, sizeof(h));
 	h.policy = pick & 2 ? RLB_POLICY_EPLB_ORACLE : RLB_POLICY_REPLICATE;
@@ -55,13 +53,11 @@ static void header_frame(uint8_t pick, uint8_t *out)
 	snprintf(h.model, sizeof(h.model), "fuzz");
 	path = fuzz_file(NULL, 0, "empty.rlp");
 	if (rlb_plan_writer_open(&w, path, &h, NULL, &err) != 0 ||
-	    rlb_plan_writer_close(w, &err) != 0 || !(fp = fopen(path, "rb"))) {
+	    rlb_plan_writer_close(w, &err) != 0) {
 		fprintf(stderr, "plan header %u: %s\n", pick, err.msg);
 		abort();
 	}
-	if (fread(out, 1, HEADER_FRAME_BYTES, fp) != HEADER_FRAME_BYTES)
-		abort();
-	fclose(fp);
+	fuzz_file_head(path, out, FUZZ_HEADER_FRAME_BYTES);
 }
 
 static void put_frame_head(uint8_t *p, uint32_t magic, uint32_t size)
@@ -77,7 +73,7 @@ static uint32_t get_u32_or_0(const uint8_t *p, size_t n, size_t off)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uint8_t heads[4][HEADER_FRAME_BYTES];
+	static uint8_t heads[4][FUZZ_HEADER_FRAME_BYTES];
 	static int made[4];
 	uint8_t pick, *content, *file, *q;
 	uint32_t mbs, chunks = 0, seqs = 0, entry = 16;
@@ -112,27 +108,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		len += 8 + (uint64_t)chunks * (16 + W);
 		entry = 24;
 	}
+	cap = FUZZ_HEADER_FRAME_BYTES + ZSTD_compressBound(len) + 8 + 20 + entry + 8 + 3 * 8 + 9;
 	content = calloc(1, len);
-	memcpy(content, data, size < len ? size : len);
-
-	cap = HEADER_FRAME_BYTES + ZSTD_compressBound(len) + 8 + 20 + entry + 8 + 3 * 8 + 9;
 	file = calloc(1, cap);
 	if (!content || !file)
 		abort();
-	memcpy(file, heads[pick], HEADER_FRAME_BYTES);
-	off = HEADER_FRAME_BYTES;
+	memcpy(content, data, size < len ? size : len);
+	memcpy(file, heads[pick], FUZZ_HEADER_FRAME_BYTES);
+	off = FUZZ_HEADER_FRAME_BYTES;
 	/* The step frame. */
-	{
-		ZSTD_CCtx *cctx = ZSTD_createCCtx();
-
-		if (!cctx || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
-			abort();
-		zlen = ZSTD_compress2(cctx, file + off, cap - off, content, len);
-		ZSTD_freeCCtx(cctx);
-		if (ZSTD_isError(zlen))
-			abort();
-		off += zlen;
-	}
+	zlen = fuzz_zstd_frame(content, len, file + off, cap - off);
+	off += zlen;
 	/* The step index: one entry, from the content's own fixed part. */
 	put_frame_head(file + off, RRT_INDEX_MAGIC, 20 + entry);
 	q = file + off + 8;
@@ -151,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The seek table: header, step frame, index. */
 	put_frame_head(file + off, RRT_SEEK_MAGIC, 3 * 8 + 9);
 	q = file + off + 8;
-	rlb_put_u32(q, HEADER_FRAME_BYTES);
+	rlb_put_u32(q, FUZZ_HEADER_FRAME_BYTES);
 	rlb_put_u32(q + 4, 0);
 	rlb_put_u32(q + 8, (uint32_t)zlen);
 	rlb_put_u32(q + 12, (uint32_t)len);

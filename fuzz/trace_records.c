@@ -11,13 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <zstd.h>
+#include <zstd.h>		/* ZSTD_compressBound */
 
 #include "err.h"
 #include "fuzz.h"
 #include "trace.h"
-
-#define HEADER_FRAME_BYTES (8 + 156)	/* SPEC.md section 3 */
 
 /* The header frame of an empty trace of this shape (0: none). */
 static size_t header_frame(uint8_t pick, uint8_t *out)
@@ -27,8 +25,6 @@ static size_t header_frame(uint8_t pick, uint8_t *out)
 	struct rlb_trace_writer *w;
 	struct rlb_err err;
 	const char *path;
-	FILE *fp;
-	size_t n;
 
 	memset(&h, 0, sizeof(h));
 	h.experts = pick & 1 ? 300 : 16;
@@ -40,18 +36,16 @@ static size_t header_frame(uint8_t pick, uint8_t *out)
 	path = fuzz_file(NULL, 0, "empty.rrt");
 	if (rlb_trace_writer_open(&w, path, &h, &o, &err) != 0)
 		return 0;
-	if (rlb_trace_writer_close(w, &err) != 0 || !(fp = fopen(path, "rb")))
+	if (rlb_trace_writer_close(w, &err) != 0)
 		abort();
-	n = fread(out, 1, HEADER_FRAME_BYTES, fp);
-	fclose(fp);
-	return n == HEADER_FRAME_BYTES ? n : 0;
+	fuzz_file_head(path, out, FUZZ_HEADER_FRAME_BYTES);
+	return FUZZ_HEADER_FRAME_BYTES;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uint8_t heads[32][HEADER_FRAME_BYTES];
+	static uint8_t heads[32][FUZZ_HEADER_FRAME_BYTES];
 	static int state[32];	/* 0: not made yet, 1: made, -1: no such header */
-	ZSTD_CCtx *cctx;
 	uint8_t pick, *file;
 	size_t cap, n;
 
@@ -64,19 +58,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	data++;
 	size--;
-	cap = HEADER_FRAME_BYTES + ZSTD_compressBound(size);
+	cap = FUZZ_HEADER_FRAME_BYTES + ZSTD_compressBound(size);
 	file = malloc(cap);
-	cctx = ZSTD_createCCtx();
-	if (!file || !cctx ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+	if (!file)
 		abort();
-	memcpy(file, heads[pick], HEADER_FRAME_BYTES);
-	n = ZSTD_compress2(cctx, file + HEADER_FRAME_BYTES, cap - HEADER_FRAME_BYTES,
-			   data, size);
-	if (ZSTD_isError(n))
-		abort();
-	fuzz_trace(fuzz_file(file, HEADER_FRAME_BYTES + n, "in.rrt"));
-	ZSTD_freeCCtx(cctx);
+	memcpy(file, heads[pick], FUZZ_HEADER_FRAME_BYTES);
+	n = fuzz_zstd_frame(data, size, file + FUZZ_HEADER_FRAME_BYTES,
+			    cap - FUZZ_HEADER_FRAME_BYTES);
+	fuzz_trace(fuzz_file(file, FUZZ_HEADER_FRAME_BYTES + n, "in.rrt"));
 	free(file);
 	return 0;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "config.h"
 #include "err.h"
 #include "fuzz.h"
@@ -58,6 +60,31 @@ const char *fuzz_file(const uint8_t *data, size_t size, const char *name)
 		abort();
 	}
 	return file;
+}
+
+void fuzz_file_head(const char *path, uint8_t *out, size_t n)
+{
+	FILE *fp = fopen(path, "rb");
+
+	if (!fp || fread(out, 1, n, fp) != n) {
+		fprintf(stderr, "%s: cannot read its first %zu bytes\n", path, n);
+		abort();
+	}
+	fclose(fp);
+}
+
+size_t fuzz_zstd_frame(const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
+{
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t z;
+
+	if (!cctx || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+		abort();
+	z = ZSTD_compress2(cctx, dst, cap, src, n);
+	ZSTD_freeCCtx(cctx);
+	if (ZSTD_isError(z))
+		abort();
+	return z;
 }
 
 /* Every imported sequence must fit the model the importer was given. */
