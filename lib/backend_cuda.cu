@@ -638,17 +638,11 @@ static int cu_download_weights(struct rlb_backend *be, struct rlb_queue *q,
 			       struct rlb_err *err)
 {
 	size_t n = rlb_expert_params(s);
-	void *tmp = NULL;
-	int ret;
 
+	/* the fp32 master copy when there is one, else the bf16 weights */
 	if (opt)
 		return cu_download(be, q, host, opt, n * sizeof(float), err);
-	ret = scratch(q, n * sizeof(float), &tmp, err);
-	if (ret)
-		return ret;
-	k_bf16_to_f32<<<blocks_for(n, 256), 256, 0, q->s>>>(n, (const bf16 *)w, (float *)tmp);
-	LAUNCHED("bf16 to f32 kernel");
-	return cu_download(be, q, host, tmp, n * sizeof(float), err);
+	return cu_download_act(be, q, host, w, n, err);
 }
 
 /* ------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "eplb.h"
+#include "util.h"
 
 /* Scratch arrays for one layer, sized once per rlb_eplb_rebalance call. */
 struct eplb_ws {
@@ -30,8 +31,8 @@ struct eplb_ws {
 	int32_t *phy_pack;	/* [P/N] GPU (in node) of each copy */
 	int32_t *phy_rank;	/* [P/N] position in that GPU */
 	int32_t *pphy2phy;	/* [P/N] */
-	int32_t *order;		/* [max(G, P/N)] sort output */
-	int32_t *sort_tmp;	/* [max(G, P/N)] */
+	uint32_t *order;	/* [max(G, P/N)] sort output */
+	uint32_t *sort_tmp;	/* [max(G, P/N)] */
 	double *pack_load;	/* [max(N, X/N)] */
 	int32_t *pack_items;	/* [max(N, X/N)] */
 	int32_t *heap;		/* [max(N, X/N, E/N)] */
@@ -90,8 +91,8 @@ static int ws_init(struct eplb_ws *ws, size_t G, size_t E, size_t N,
 	ws->phy_pack = calloc(ppn, sizeof(int32_t));
 	ws->phy_rank = calloc(ppn, sizeof(int32_t));
 	ws->pphy2phy = calloc(ppn, sizeof(int32_t));
-	ws->order = calloc(nsort, sizeof(int32_t));
-	ws->sort_tmp = calloc(nsort, sizeof(int32_t));
+	ws->order = calloc(nsort, sizeof(uint32_t));
+	ws->sort_tmp = calloc(nsort, sizeof(uint32_t));
 	ws->pack_load = calloc(npack, sizeof(double));
 	ws->pack_items = calloc(npack, sizeof(int32_t));
 	ws->heap = calloc(max3(N, gpn, lpn), sizeof(int32_t));
@@ -108,47 +109,10 @@ static int ws_init(struct eplb_ws *ws, size_t G, size_t E, size_t N,
 	return 0;
 }
 
-/*
- * order[0..n) = 0..n-1 sorted by descending w, equal loads in index order
- * (bottom-up merge sort, which is stable).
- */
-static void sort_desc_stable(const double *w, size_t n, int32_t *order,
-			     int32_t *tmp)
+/* Item a before b in balanced packing: strictly heavier. */
+static int heavier(const void *w, uint32_t a, uint32_t b)
 {
-	int32_t *src = order, *dst = tmp, *t;
-	size_t width, i;
-
-	for (i = 0; i < n; i++)
-		order[i] = (int32_t)i;
-	for (width = 1; width < n; width *= 2) {
-		for (i = 0; i < n; i += 2 * width) {
-			size_t lo = i, mid = i + width, hi = i + 2 * width;
-			size_t a, b, k = lo;
-
-			if (mid > n)
-				mid = n;
-			if (hi > n)
-				hi = n;
-			a = lo;
-			b = mid;
-			while (a < mid && b < hi) {
-				/* take from the right only when strictly heavier */
-				if (w[src[b]] > w[src[a]])
-					dst[k++] = src[b++];
-				else
-					dst[k++] = src[a++];
-			}
-			while (a < mid)
-				dst[k++] = src[a++];
-			while (b < hi)
-				dst[k++] = src[b++];
-		}
-		t = src;
-		src = dst;
-		dst = t;
-	}
-	if (src != order)
-		memcpy(order, src, n * sizeof(int32_t));
+	return ((const double *)w)[a] > ((const double *)w)[b];
 }
 
 /*
@@ -199,14 +163,17 @@ static void balanced_packing(const double *w, size_t n, size_t packs,
 		}
 		return;
 	}
-	sort_desc_stable(w, n, ws->order, ws->sort_tmp);
+	for (i = 0; i < n; i++)
+		ws->order[i] = (uint32_t)i;
+	/* by descending weight, equal weights in index order */
+	rlb_sort_stable(ws->order, ws->sort_tmp, n, heavier, w);
 	for (i = 0; i < packs; i++) {
 		ws->pack_load[i] = 0.0;
 		ws->pack_items[i] = 0;
 		ws->heap[i] = (int32_t)i;	/* all 0: index order is a heap */
 	}
 	for (i = 0; i < n; i++) {
-		int32_t item = ws->order[i], p = ws->heap[0];
+		int32_t item = (int32_t)ws->order[i], p = ws->heap[0];
 
 		pack[item] = p;
 		rank[item] = ws->pack_items[p];

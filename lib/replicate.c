@@ -9,45 +9,12 @@
 #include <string.h>
 
 #include "replicate.h"
-
-/* Stable bottom-up merge sort of idx[0..n) with a "comes before" test. */
-static void merge_sort(uint32_t *idx, uint32_t *tmp, size_t n,
-		       int (*before)(const struct rlb_replicate_planner *,
-				     uint32_t, uint32_t),
-		       const struct rlb_replicate_planner *pl)
-{
-	uint32_t *src = idx, *dst = tmp, *t;
-	size_t width, i;
-
-	for (width = 1; width < n; width *= 2) {
-		for (i = 0; i < n; i += 2 * width) {
-			size_t mid = i + width < n ? i + width : n;
-			size_t hi = i + 2 * width < n ? i + 2 * width : n;
-			size_t a = i, b = mid, k = i;
-
-			while (a < mid && b < hi) {
-				if (before(pl, src[b], src[a]))
-					dst[k++] = src[b++];
-				else
-					dst[k++] = src[a++];
-			}
-			while (a < mid)
-				dst[k++] = src[a++];
-			while (b < hi)
-				dst[k++] = src[b++];
-		}
-		t = src;
-		src = dst;
-		dst = t;
-	}
-	if (src != idx)
-		memcpy(idx, src, n * sizeof(*idx));
-}
+#include "util.h"
 
 /* Expert a before b: heavier, or equally heavy with a lower id. */
-static int expert_before(const struct rlb_replicate_planner *pl, uint32_t a,
-			 uint32_t b)
+static int expert_before(const void *ctx, uint32_t a, uint32_t b)
 {
+	const struct rlb_replicate_planner *pl = ctx;
 	uint64_t la = pl->expert_tokens[a], lb = pl->expert_tokens[b];
 
 	return la > lb || (la == lb && a < b);
@@ -64,7 +31,7 @@ static void sort_experts(const struct rlb_replicate_planner *pl, uint32_t *a,
 	size_t i, j;
 
 	if (n > 32) {
-		merge_sort(a, tmp, n, expert_before, pl);
+		rlb_sort_stable(a, tmp, n, expert_before, pl);
 		return;
 	}
 	for (i = 1; i < n; i++) {
@@ -77,9 +44,9 @@ static void sort_experts(const struct rlb_replicate_planner *pl, uint32_t *a,
 }
 
 /* GPU a before b: heavier home load, or equal and a lower index. */
-static int gpu_before(const struct rlb_replicate_planner *pl, uint32_t a,
-		      uint32_t b)
+static int gpu_before(const void *ctx, uint32_t a, uint32_t b)
 {
+	const struct rlb_replicate_planner *pl = ctx;
 	uint64_t la = pl->plan.gpu_home_tokens[a];
 	uint64_t lb = pl->plan.gpu_home_tokens[b];
 
@@ -87,9 +54,10 @@ static int gpu_before(const struct rlb_replicate_planner *pl, uint32_t a,
 }
 
 /* Replica a before b: lower expert, then lower GPU. */
-static int replica_before(const struct rlb_replicate_planner *pl, uint32_t a,
-			  uint32_t b)
+static int replica_before(const void *ctx, uint32_t a, uint32_t b)
 {
+	const struct rlb_replicate_planner *pl = ctx;
+
 	return pl->rep_expert[a] < pl->rep_expert[b] ||
 	       (pl->rep_expert[a] == pl->rep_expert[b] &&
 		pl->rep_gpu[a] < pl->rep_gpu[b]);
@@ -336,7 +304,7 @@ static void plan_node(struct rlb_replicate_planner *pl, uint32_t node)
 		plan->node_threshold_tokens[node] = hi;
 		return;
 	}
-	merge_sort(pl->donors + first, pl->sort_tmp, g, gpu_before, pl);
+	rlb_sort_stable(pl->donors + first, pl->sort_tmp, g, gpu_before, pl);
 	/* only GPUs above the floor can ever be donors */
 	for (j = first; j < first + g; j++)
 		if (plan->gpu_home_tokens[j] > lo)
@@ -549,8 +517,8 @@ int rlb_replicate_planner_run(struct rlb_replicate_planner *pl,
 		pl->rep_order[r] = r;
 		pl->rep_count[pl->rep_expert[r]]++;
 	}
-	merge_sort(pl->rep_order, pl->sort_tmp, plan->num_replicas,
-		   replica_before, pl);
+	rlb_sort_stable(pl->rep_order, pl->sort_tmp, plan->num_replicas,
+			replica_before, pl);
 	plan->expert_first[0] = 0;
 	for (e = 0; e < E; e++)
 		plan->expert_first[e + 1] = plan->expert_first[e] + 1 +

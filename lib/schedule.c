@@ -10,6 +10,7 @@
 
 #include "pool.h"
 #include "schedule.h"
+#include "util.h"
 
 /* Cut every sequence into chunks of at most mb_tokens, in (seq, start) order. */
 static int make_chunks(struct rlb_schedule *s, const uint32_t *seq_tokens,
@@ -83,31 +84,11 @@ static int pack_in_order(struct rlb_schedule *s, struct rlb_err *err)
 }
 
 /* Order of ffd placement: longer chunks first, then (seq, start) order. */
-static int cmp_ffd(const void *a, const void *b, const struct rlb_chunk *ch)
+static int longer(const void *chunks, uint32_t a, uint32_t b)
 {
-	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	const struct rlb_chunk *ch = chunks;
 
-	if (ch[i].tokens != ch[j].tokens)
-		return ch[i].tokens > ch[j].tokens ? -1 : 1;
-	return i < j ? -1 : i > j;
-}
-
-/* qsort has no context argument in C11: a merge sort with one. */
-static void sort_ffd(size_t *idx, size_t *tmp, size_t n, const struct rlb_chunk *ch)
-{
-	size_t mid = n / 2, i = 0, j = mid, k = 0;
-
-	if (n < 2)
-		return;
-	sort_ffd(idx, tmp, mid, ch);
-	sort_ffd(idx + mid, tmp, n - mid, ch);
-	while (i < mid && j < n)
-		tmp[k++] = cmp_ffd(&idx[j], &idx[i], ch) < 0 ? idx[j++] : idx[i++];
-	while (i < mid)
-		tmp[k++] = idx[i++];
-	while (j < n)
-		tmp[k++] = idx[j++];
-	memcpy(idx, tmp, n * sizeof(*idx));
+	return ch[a].tokens > ch[b].tokens;
 }
 
 /*
@@ -167,11 +148,15 @@ static size_t tree_first(const struct room_tree *rt, uint32_t need)
 static int pack_ffd(struct rlb_schedule *s, struct rlb_err *err)
 {
 	struct room_tree rt = {0};
-	size_t *idx = NULL, *tmp = NULL, c, b, r;
+	uint32_t *idx = NULL, *tmp = NULL;
+	size_t c, b, r;
 	int ret = 0;
 
 	if (s->nchunks == 0)
 		return 0;
+	if (s->nchunks > UINT32_MAX)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: step %u has too many chunks (%zu)",
+				   s->step, s->nchunks);
 	idx = malloc(s->nchunks * sizeof(*idx));
 	tmp = malloc(s->nchunks * sizeof(*tmp));
 	if (!idx || !tmp) {
@@ -179,8 +164,8 @@ static int pack_ffd(struct rlb_schedule *s, struct rlb_err *err)
 		goto out;
 	}
 	for (c = 0; c < s->nchunks; c++)
-		idx[c] = c;
-	sort_ffd(idx, tmp, s->nchunks, s->chunks);
+		idx[c] = (uint32_t)c;
+	rlb_sort_stable(idx, tmp, s->nchunks, longer, s->chunks);
 	for (c = 0; c < s->nchunks; c++) {
 		struct rlb_chunk *ch = &s->chunks[idx[c]];
 

@@ -1,5 +1,6 @@
 /*
- * util.c - atomic output files, checked number parsing, clocks.
+ * util.c - atomic output files, checked number parsing, a stable index
+ * sort, clocks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -211,6 +212,34 @@ int rlb_grow(void *pp, size_t *cap, size_t need, size_t size)
 	*p = q;
 	*cap = n;
 	return 0;
+}
+
+void rlb_sort_stable(uint32_t *idx, uint32_t *tmp, size_t n,
+		     rlb_before_fn before, const void *ctx)
+{
+	uint32_t *src = idx, *dst = tmp, *t;
+	size_t width, i;
+
+	for (width = 1; width < n; width *= 2) {
+		for (i = 0; i < n; i += 2 * width) {
+			size_t mid = n - i > width ? i + width : n;
+			size_t hi = n - mid > width ? mid + width : n;
+			size_t a = i, b = mid, k = i;
+
+			/* the right run goes first only when strictly before */
+			while (a < mid && b < hi)
+				dst[k++] = before(ctx, src[b], src[a]) ? src[b++] : src[a++];
+			while (a < mid)
+				dst[k++] = src[a++];
+			while (b < hi)
+				dst[k++] = src[b++];
+		}
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != idx)
+		memcpy(idx, src, n * sizeof(*idx));
 }
 
 uint64_t rlb_now_ns(void)

@@ -66,6 +66,15 @@ int rlb_parse_double(const char *s, double min, double max, double *out,
  */
 int rlb_grow(void *pp, size_t *cap, size_t need, size_t size);
 
+/*
+ * Stable sort of idx[0..n) by a "comes before" test: before(ctx, a, b) is
+ * nonzero when a goes strictly before b; entries that neither precedes
+ * keep their order.  A bottom-up merge sort; tmp holds n entries.
+ */
+typedef int (*rlb_before_fn)(const void *ctx, uint32_t a, uint32_t b);
+void rlb_sort_stable(uint32_t *idx, uint32_t *tmp, size_t n,
+		     rlb_before_fn before, const void *ctx);
+
 /* Monotonic and thread CPU clocks in nanoseconds. */
 uint64_t rlb_now_ns(void);
 uint64_t rlb_thread_cpu_ns(void);
