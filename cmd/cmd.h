@@ -76,6 +76,13 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 		    struct rlb_err *err);
 
 /*
+ * A warning on stderr when the trace is truncated (its writer did not
+ * finish) and its last step, which may lack sequences, is in lo..hi.
+ */
+void cmd_warn_truncated(const char *name, struct rlb_trace_reader *r,
+			const char *path, uint32_t lo, uint32_t hi);
+
+/*
  * Write j as indented JSON to path through path.tmp, so that a failure
  * leaves nothing there: 0 or a negative RLB_E... code with err filled.
  */

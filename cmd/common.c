@@ -77,6 +77,26 @@ void cmd_config_release(struct cmd_config_opts *o)
 	o->nsets = 0;
 }
 
+void cmd_warn_truncated(const char *name, struct rlb_trace_reader *r,
+			const char *path, uint32_t lo, uint32_t hi)
+{
+	const uint32_t *steps;
+	uint32_t last;
+	size_t n;
+
+	if (!rlb_trace_reader_truncated(r) || rlb_trace_reader_steps(r, &steps, &n, NULL) != 0 ||
+	    n == 0)
+		return;
+	last = steps[n - 1];
+	if (last < lo || last > hi)
+		return;
+	cmd_errorf(name, "warning: trace '%s' is truncated (its writer did not finish): "
+		   "step %u, the last it holds, may lack sequences", path, last);
+	if (n > 1 && steps[n - 2] >= lo)
+		fprintf(stderr, "hint: --steps %u:%u leaves it out\n",
+			lo > steps[0] ? lo : steps[0], steps[n - 2]);
+}
+
 int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
 		   struct cmd_config_opts *o, int quiet)
 {

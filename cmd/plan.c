@@ -439,6 +439,7 @@ int cmd_plan(int argc, char **argv)
 			   o.cfg.path, o.trace);
 		goto done;
 	}
+	cmd_warn_truncated(NAME, r, o.trace, o.step_lo, o.step_hi);
 	if (o.out) {
 		struct rlb_plan_writer_opts wo = { .no_timing = o.no_timing };
 
@@ -487,6 +488,7 @@ int cmd_plan(int argc, char **argv)
 	src.config_path = o.cfg.path;
 	src.trace_path = o.trace;
 	src.trace = rlb_trace_reader_header(r);
+	src.trace_truncated = rlb_trace_reader_truncated(r);
 	src.no_timing = o.no_timing;
 	src.schedule_path = o.schedule;
 	result = rlb_result_json(&cfg, &po, &pol, &st, &src);

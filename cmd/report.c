@@ -261,6 +261,7 @@ static int run_trace(const struct opts *o, struct rlb_report *rep)
 		cmd_error(NAME, &err);
 		return EXIT_FAIL;
 	}
+	cmd_warn_truncated(NAME, tr, o->trace, o->step_lo, o->step_hi);
 	if (!o->sweep) {
 		ret = plan_in_process(o, tr, NULL, NULL, rep);
 		goto out;

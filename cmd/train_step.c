@@ -371,6 +371,8 @@ int cmd_train_step(int argc, char **argv)
 		}
 		goto out;
 	}
+	if (rlb_world_first(w) == 0)
+		cmd_warn_truncated(NAME, rlb_exec_trace(ex), o.trace, o.step_lo, o.step_hi);
 	ret = rlb_exec_run(ex, &v, &failed, &err);
 	cmd_progress_done();
 	if (ret) {

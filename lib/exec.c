@@ -57,14 +57,9 @@ static int select_steps(struct rlb_exec *ex, struct rlb_err *err)
 					   steps[i], ex->plan_path);
 		ex->steps[ex->nsteps++] = steps[i];
 	}
-	if (ex->nsteps == 0) {
-		if (n == 0)
-			return rlb_err_set(err, RLB_ENOTFOUND, "the trace '%s' has no steps",
-					   ex->trace_path);
-		return rlb_err_set(err, RLB_ENOTFOUND,
-				   "no step of the trace in the range %u:%u (the trace has steps %u..%u)",
-				   ex->o.first_step, ex->o.last_step, steps[0], steps[n - 1]);
-	}
+	if (ex->nsteps == 0)
+		return rlb_trace_no_step_err(ex->tr, steps, n, ex->o.first_step,
+					     ex->o.last_step, err);
 	return 0;
 }
 
@@ -404,6 +399,11 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 	}
 	*out = ex;
 	return 0;
+}
+
+struct rlb_trace_reader *rlb_exec_trace(struct rlb_exec *ex)
+{
+	return ex->tr;
 }
 
 void rlb_exec_free(struct rlb_exec *ex)

@@ -92,6 +92,9 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 /* NULL is a no-op. */
 void rlb_exec_free(struct rlb_exec *ex);
 
+/* The executor's trace reader (for its steps and truncation). */
+struct rlb_trace_reader *rlb_exec_trace(struct rlb_exec *ex);
+
 /*
  * Agreement of two weight tensors a and b (b the reference) of n elements:
  * max_rel = max |a - b| / max |b| (NaN counts as infinite); outliers = the

@@ -312,7 +312,7 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 		bo.replicate = ex->ph.replicate;
 		bo.colocate = ex->ph.colocate;
 		bo.data_control = ex->ph.pack == RLB_PACK_DATA_CONTROL;
-		j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:I, s:I}, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
+		j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:b, s:I, s:I}, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
 			      "schema", RLB_RESULT_SCHEMA,
 			      "kind", "train-step",
 			      "producer", "tool", "relibra", "version", RLB_VERSION,
@@ -329,6 +329,7 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 			      "path", src && src->trace_path ? src->trace_path : "",
 			      "model", th->model,
 			      "hash", hash,
+			      "truncated", rlb_trace_reader_truncated(ex->tr),
 			      "first_step", (json_int_t)ex->steps[0],
 			      "last_step", (json_int_t)ex->steps[ex->nsteps - 1],
 			      "plan", src && src->plan_path ? src->plan_path : "",

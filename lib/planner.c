@@ -251,9 +251,8 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	for (i = 0; i < nsteps; i++)
 		todo += steps[i] >= o->first_step && steps[i] <= o->last_step;
 	if (todo == 0)
-		return rlb_err_set(err, RLB_ENOTFOUND,
-				   "no step of the trace in %u:%u",
-				   o->first_step, o->last_step);
+		return rlb_trace_no_step_err(r, steps, nsteps, o->first_step, o->last_step,
+					     err);
 	memset(&cooc, 0, sizeof(cooc));
 	run = calloc(n ? n : 1, sizeof(*run));
 	if (!run)
@@ -424,7 +423,7 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 	fig = figures_json(s, static_sum);
 	if (!fig)
 		return NULL;
-	j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:I, s:I}, s:s, s:s, s:{s:i, s:i, s:i, s:b, s:b, s:b, s:f}, s:I, s:I}",
+	j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:b, s:I, s:I}, s:s, s:s, s:{s:i, s:i, s:i, s:b, s:b, s:b, s:f}, s:I, s:I}",
 		      "schema", RLB_RESULT_SCHEMA,
 		      "kind", "plan",
 		      "producer", "tool", "relibra", "version", RLB_VERSION,
@@ -442,8 +441,9 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 		      "path", src->trace_path ? src->trace_path : "",
 		      "model", src->trace ? src->trace->model : "",
 		      "hash", hash,
-		      "first_step", (json_int_t)o->first_step,
-		      "last_step", (json_int_t)o->last_step,
+		      "truncated", src->trace_truncated,
+		      "first_step", (json_int_t)s->first_step,
+		      "last_step", (json_int_t)s->last_step,
 		      "policy", rlb_policy_name(bo->policy),
 		      "label", src->label ? src->label : rlb_result_label(bo, label, sizeof(label)),
 		      "options",

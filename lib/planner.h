@@ -74,6 +74,7 @@ struct rlb_result_source {
 	const char *config_path;
 	const char *trace_path;
 	const struct rlb_trace_header *trace;
+	int trace_truncated;		/* 1: the trace's writer did not finish */
 	const char *label;		/* row name, e.g. "relibra --no-reorder" (NULL: the policy) */
 	int no_timing;			/* 1: omit wall-clock fields */
 	const char *schedule_path;	/* the trainer's schedule file, if any */

@@ -107,6 +107,7 @@ int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
 	src.config_path = o->config_path;
 	src.trace_path = o->trace_path;
 	src.trace = rlb_trace_reader_header(reader);
+	src.trace_truncated = rlb_trace_reader_truncated(reader);
 	src.no_timing = 1;
 	for (i = 0; i < n; i++) {
 		j = rlb_result_json(cfg, &o->planner, &pol[i], &st, &src);

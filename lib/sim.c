@@ -825,7 +825,9 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	for (k = 0; k < w.nvals; k++)
 		for (i = 0; i < NVEC; i++)
 			sim->vals[i].v[sim->vals[i].n++] = w.vals[k * NVEC + i];
-	sim->acc.steps++;
+	if (sim->acc.steps++ == 0)
+		sim->acc.first_step = s->step;
+	sim->acc.last_step = s->step;
 	sim->acc.micro_batches += st.micro_batches;
 	sim->acc.tokens += st.tokens;
 	time_add(&sim->acc.policy_time, pol);

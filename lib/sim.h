@@ -231,6 +231,8 @@ struct rlb_sim_step {
 struct rlb_sim_summary {
 	enum rlb_policy policy;
 	uint64_t steps;
+	uint32_t first_step;		/* the first and last step added (0 without) */
+	uint32_t last_step;
 	uint64_t micro_batches;
 	uint64_t tokens;
 	struct rlb_sim_time policy_time;	/* summed over steps */

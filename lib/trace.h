@@ -130,6 +130,14 @@ const char *rlb_trace_reader_id_coding(const struct rlb_trace_reader *r);
 int rlb_trace_reader_truncated(const struct rlb_trace_reader *r);
 
 /*
+ * The error for a step range lo:hi (hi UINT32_MAX: open-ended) that
+ * selects none of the trace's steps[0..nsteps): RLB_ENOTFOUND, naming the
+ * steps the trace has, or saying that it has none (and if it is truncated).
+ */
+int rlb_trace_no_step_err(const struct rlb_trace_reader *r, const uint32_t *steps,
+			  size_t nsteps, uint32_t lo, uint32_t hi, struct rlb_err *err);
+
+/*
  * Steps present, ascending.  Without a seek table this scans the file once
  * (decoding each frame when the step index is missing too).
  * *steps points into the reader (valid until it is freed).

@@ -601,6 +601,23 @@ int rlb_trace_reader_truncated(const struct rlb_trace_reader *r)
 	return r->truncated;
 }
 
+int rlb_trace_no_step_err(const struct rlb_trace_reader *r, const uint32_t *steps,
+			  size_t nsteps, uint32_t lo, uint32_t hi, struct rlb_err *err)
+{
+	char range[32];
+
+	if (nsteps == 0)
+		return rlb_err_set(err, RLB_ENOTFOUND, "trace '%s' holds no step%s", r->path,
+				   r->truncated ? " (it is truncated: its writer did not finish)" : "");
+	if (hi == UINT32_MAX)
+		snprintf(range, sizeof(range), "%u:", lo);
+	else
+		snprintf(range, sizeof(range), "%u:%u", lo, hi);
+	return rlb_err_set(err, RLB_ENOTFOUND,
+			   "no step of the trace in %s (trace '%s' has steps %u..%u)",
+			   range, r->path, steps[0], steps[nsteps - 1]);
+}
+
 /*
  * Read frame i, check it against the seek table and decompress it with
  * dctx into *raw (grown to fit, as is *cbuf for the compressed bytes):

@@ -119,7 +119,7 @@ expect_status 2
 expect_err "--threads"
 run plan -c "$cfg" --steps 100:200 t.rrt
 expect_status 1
-expect_err "no step of the trace in 100:200"
+expect_err "relibra plan: no step of the trace in 100:200 (trace 't.rrt' has steps 0..2)"
 run plan -c "$cfg" missing.rrt
 expect_status 1
 expect_err "missing.rrt"
@@ -131,6 +131,26 @@ run plan -c "$cfg" --set model.experts=32 --set model.topk=2 -o mm.rlp t.rrt
 expect_status 1
 expect_err "relibra plan: the config does not match the trace: 'model.experts' is 32 in the config, 16 in the trace (config '$cfg', trace 't.rrt')"
 [ ! -e mm.rlp ] && [ ! -e mm.rlp.tmp ] || fail "a refused plan left output"
+# A truncated trace (its step index and seek table cut off): planned, with
+# a warning that its last step may lack sequences, and marked in the summary.
+head -c $(($(wc -c < t.rrt) - 200)) t.rrt > cut.rrt
+run plan -c "$cfg" --summary cut.json cut.rrt
+expect_status 0
+expect_err "relibra plan: warning: trace 'cut.rrt' is truncated (its writer did not finish): step 2, the last it holds, may lack sequences"
+expect_err "hint: --steps 0:1 leaves it out"
+grep -q '"truncated": true' cut.json || fail "the summary of a truncated trace does not say so"
+grep -q '"last_step": 2' cut.json || fail "the summary does not give the last step planned"
+run plan -c "$cfg" --steps 1:1 --summary s1.json cut.rrt
+expect_status 0
+[ ! -s err ] || { cat err; fail "a warning for a step that is not planned"; }
+grep -q '"first_step": 1' s1.json && grep -q '"last_step": 1' s1.json ||
+	fail "the summary does not give the steps planned"
+grep -q '"truncated": false' relibra.json ||
+	fail "the summary of a whole trace lacks truncated: false"
+head -c 300 t.rrt > empty.rrt
+run plan -c "$cfg" empty.rrt
+expect_status 1
+expect_err "relibra plan: trace 'empty.rrt' holds no step (it is truncated: its writer did not finish)"
 printf 'not a trace' > junk.rrt
 run plan -c "$cfg" -o junk.rlp junk.rrt
 expect_status 1

@@ -33,6 +33,15 @@ expect_status 0
 [ "$(cut -d, -f14 out | tr '\n' ' ')" = "policy static relibra " ] || fail "--policies: $(cut -d, -f14 out)"
 [ "$(cut -d, -f16 out | sed -n 2p)" = 2 ] || fail "--steps 1:2 did not plan 2 steps"
 
+# a truncated trace: planned, with plan's warning about its last step
+head -c $(($(wc -c < tiny.rrt) - 100)) tiny.rrt > cut.rrt
+run report -c "$cfg" --trace cut.rrt --policies static
+expect_status 0
+expect_err "relibra report: warning: trace 'cut.rrt' is truncated (its writer did not finish): step 2, the last it holds, may lack sequences"
+run report -c "$cfg" --trace cut.rrt --policies static --steps 0:1
+expect_status 0
+expect_empty err
+
 # --sweep: each value equals plan with --set
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
 	--sweep balancer.replica_slots=0,2 --format csv

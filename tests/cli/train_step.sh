@@ -49,6 +49,18 @@ run train-step -c "$cfg" $set8 --trace t.rrt --plan relibra.rlp --virtual-ranks 
 expect_status 0
 expect_out "  1 steps,"
 
+# A truncated trace (its index and seek table cut off) with a plan made from
+# it: trained, with a warning that its last step may lack sequences.
+head -c $(($(wc -c < t.rrt) - 100)) t.rrt > cut.rrt
+run plan -c "$cfg" $set8 --policy relibra -o cut.rlp cut.rrt
+expect_status 0
+run train-step -c "$cfg" $set8 --trace cut.rrt --plan cut.rlp --virtual-ranks 8 -o cut.json
+expect_status 0
+expect_err "relibra train-step: warning: trace 'cut.rrt' is truncated (its writer did not finish): step 1, the last it holds, may lack sequences"
+expect_err "hint: --steps 0:0 leaves it out"
+grep -q '"truncated": true' cut.json || fail "the metrics of a truncated trace do not say so"
+grep -q '"truncated": false' relibra.json || fail "the metrics of a whole trace lack truncated: false"
+
 # Help and usage errors.
 run train-step -h
 expect_status 0

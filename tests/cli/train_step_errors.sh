@@ -30,7 +30,7 @@ expect_status 1
 expect_err "relibra train-step: plan does not match the config: 'parallel.micro_batch_tokens' is 512 in the plan, 256 in the config"
 run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 --steps 7:9
 expect_status 1
-expect_err "relibra train-step: no step of the trace in the range 7:9 (the trace has steps 0..1)"
+expect_err "relibra train-step: no step of the trace in 7:9 (trace 't.rrt' has steps 0..1)"
 run train-step -c "$cfg" --trace missing.rrt --plan p.rlp --virtual-ranks 4
 expect_status 1
 expect_err "relibra train-step: "
