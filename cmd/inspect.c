@@ -567,6 +567,60 @@ done:
 	return ret;
 }
 
+/* Print j compactly and drop it: 0, or -1 when it is NULL (out of memory). */
+static int put_json(json_t *j)
+{
+	int ret = j ? json_dumpf(j, stdout, JSON_COMPACT | JSON_ENCODE_ANY) : -1;
+
+	json_decref(j);
+	return ret;
+}
+
+/*
+ * --json of a plan: one relibra.inspect/1 object, written as it is read:
+ * the header on the first line, then a line per selected step, then the
+ * integrity (what was valid is printed before a damaged step frame).
+ */
+static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
+{
+	struct rlb_step_plan p;
+	struct rlb_err err = {0};
+	uint64_t steps = 0;
+	int rc, ret = 0;
+
+	memset(&p, 0, sizeof(p));
+	printf("{\"schema\": \"relibra.inspect/1\", \"plan\": ");
+	ret |= put_json(json_string(o->path));
+	printf(", \"header\": ");
+	ret |= put_json(rlb_plan_header_json(rlb_plan_reader_header(pr)));
+	printf(", \"steps\": [");
+	while (ret == 0 && (rc = rlb_plan_reader_next(pr, &p, &err)) == 1) {
+		if (p.step < o->step_lo || p.step > o->step_hi)
+			continue;
+		printf(steps++ ? ",\n" : "\n");
+		ret |= put_json(rlb_step_plan_json(&p, o->dump));
+	}
+	rlb_step_plan_release(&p);
+	if (ret) {
+		cmd_errorf(NAME, "out of memory");
+		return EXIT_FAIL;
+	}
+	printf("\n], \"integrity\": ");
+	ret = put_json(json_pack("{s:b, s:I, s:o}", "ok", rc == 0,
+				 "steps_decoded", (json_int_t)steps,
+				 "error", rc < 0 ? json_string(err.msg) : json_null()));
+	printf("}\n");
+	if (fflush(stdout) != 0 || ret) {
+		cmd_errorf(NAME, "cannot write to stdout");
+		return EXIT_FAIL;
+	}
+	if (rc < 0) {
+		cmd_error(NAME, &err);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
 /*
  * A plan file (.rlp): its header, then a line per step, or with --dump
  * every step's homes and instances (trace_format/SPEC.md, plan format,
@@ -585,8 +639,8 @@ static int inspect_plan(const struct opts *o)
 		cmd_error(NAME, &err);
 		return EXIT_FAIL;
 	}
-	if (o->schedule) {
-		ret = print_schedule(o, pr, NULL, NULL);
+	if (o->schedule || o->json) {
+		ret = o->schedule ? print_schedule(o, pr, NULL, NULL) : inspect_plan_json(o, pr);
 		rlb_plan_reader_free(pr);
 		return ret;
 	}
@@ -637,9 +691,9 @@ int cmd_inspect(int argc, char **argv)
 		return ret < 0 ? EXIT_OK : ret;
 	}
 	if (rlb_plan_probe(o.path, &err) == 1) {
-		if (o.stats || o.json || o.cfg.path || o.cfg.nsets || o.have_pack) {
+		if (o.stats || o.cfg.path || o.cfg.nsets || o.have_pack) {
 			cmd_config_release(&o.cfg);
-			return cmd_usage_error(NAME, usage, "--stats, --json, -c, --set and --pack are for traces, '%s' is a plan", o.path);
+			return cmd_usage_error(NAME, usage, "--stats, -c, --set and --pack are for traces, '%s' is a plan", o.path);
 		}
 		cmd_config_release(&o.cfg);
 		return inspect_plan(&o);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <zstd.h>
 
 #include "config.h"
@@ -131,6 +132,14 @@ static char *plan_text(struct rlb_plan_reader *r, int check, size_t *len)
 	if (!fp)
 		abort();
 	memset(&p, 0, sizeof(p));
+	if (check) {
+		/* the header as inspect --json prints it (names are UTF-8) */
+		json_t *j = rlb_plan_header_json(rlb_plan_reader_header(r));
+
+		if (!j)
+			abort();
+		json_decref(j);
+	}
 	rlb_plan_reader_rewind(r);
 	while (rlb_plan_reader_next(r, &p, &err) == 1) {
 		if (check && rlb_step_plan_check(&p, NULL, &err) != 0) {
@@ -139,6 +148,14 @@ static char *plan_text(struct rlb_plan_reader *r, int check, size_t *len)
 		}
 		if (rlb_plan_write_text(fp, NULL, &p, &err) != 0)
 			abort();
+		if (check) {
+			/* what inspect --json --dump prints of it */
+			json_t *j = rlb_step_plan_json(&p, 1);
+
+			if (!j)
+				abort();
+			json_decref(j);
+		}
 	}
 	rlb_step_plan_release(&p);
 	if (fclose(fp) != 0)

@@ -547,6 +547,115 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
 }
 
 /* ------------------------------------------------------------------ */
+/* JSON dump                                                            */
+
+json_t *rlb_plan_header_json(const struct rlb_plan_header *h)
+{
+	char version[16], hash[17];
+
+	snprintf(version, sizeof(version), "%u.%u", h->version_major, h->version_minor);
+	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)h->trace_hash);
+	return json_pack("{s:s, s:s, s:s, s:s,"
+			 " s:{s:I, s:I, s:I, s:I, s:f, s:b, s:b, s:b},"
+			 " s:{s:I, s:I, s:I, s:I, s:I},"
+			 " s:{s:s, s:s, s:I, s:I, s:I}}",
+			 "version", version,
+			 "policy", rlb_policy_name(h->policy),
+			 "split", h->split == RLB_SPLIT_EVEN ? "even" : "locality",
+			 "pack", rlb_pack_name(h->pack),
+			 "options",
+			 "replica_slots", (json_int_t)h->replica_slots,
+			 "min_tokens_per_replica", (json_int_t)h->min_tokens_per_replica,
+			 "eplb_window", (json_int_t)h->eplb_window,
+			 "micro_batch_tokens", (json_int_t)h->micro_batch_tokens,
+			 "migration_weight", h->migration_weight,
+			 "reorder", h->reorder, "replicate", h->replicate,
+			 "colocate", h->colocate,
+			 "shape",
+			 "layers", (json_int_t)h->layers,
+			 "experts", (json_int_t)h->experts,
+			 "topk", (json_int_t)h->topk,
+			 "ranks", (json_int_t)h->ranks,
+			 "gpus_per_node", (json_int_t)h->gpus_per_node,
+			 "trace",
+			 "model", h->model, "hash", hash,
+			 "first_step", (json_int_t)h->trace_first_step,
+			 "last_step", (json_int_t)h->trace_last_step,
+			 "steps", (json_int_t)h->trace_steps);
+}
+
+/* [mb][layer][expert][instance] = [gpu, quota, copies] */
+static json_t *instances_json(const struct rlb_step_plan *p)
+{
+	json_t *mbs = json_array(), *layers, *experts, *insts;
+	uint32_t mb, l, e, k, n;
+
+	for (mb = 0; mbs && mb < p->micro_batches; mb++) {
+		layers = json_array();
+		if (json_array_append_new(mbs, layers))
+			goto fail;
+		for (l = 0; l < p->layers; l++) {
+			experts = json_array();
+			if (json_array_append_new(layers, experts))
+				goto fail;
+			for (e = 0; e < p->experts; e++) {
+				const struct rlb_plan_instance *in = rlb_step_plan_cell(p, mb, l, e, &n);
+				size_t f = (size_t)(in - p->inst);
+
+				insts = json_array();
+				if (json_array_append_new(experts, insts))
+					goto fail;
+				for (k = 0; k < n; k++)
+					if (json_array_append_new(insts,
+						json_pack("[I, I, I]", (json_int_t)in[k].gpu,
+							  (json_int_t)in[k].quota,
+							  (json_int_t)rlb_step_plan_copies(p, f + k))))
+						goto fail;
+			}
+		}
+	}
+	return mbs;
+fail:
+	json_decref(mbs);
+	return NULL;
+}
+
+json_t *rlb_step_plan_json(const struct rlb_step_plan *p, int dump)
+{
+	json_t *j, *homes, *row;
+	uint32_t l, e;
+
+	j = json_pack("{s:I, s:I, s:I, s:I, s:I}",
+		      "step", (json_int_t)p->step,
+		      "micro_batches", (json_int_t)p->micro_batches,
+		      "replicas", (json_int_t)(p->ninst - (size_t)p->micro_batches *
+						 p->layers * p->experts),
+		      "migrated_experts", (json_int_t)p->migrated_experts,
+		      "planner_ns", (json_int_t)p->planner_ns);
+	if (!j || !dump)
+		return j;
+	homes = json_array();
+	if (json_object_set_new(j, "homes", homes))
+		goto fail;
+	for (l = 0; l < p->layers; l++) {
+		row = json_array();
+		if (json_array_append_new(homes, row))
+			goto fail;
+		for (e = 0; e < p->experts; e++)
+			if (json_array_append_new(row,
+				json_integer(p->home[(size_t)l * p->experts + e])))
+				goto fail;
+	}
+	if (json_object_set_new(j, "instances", instances_json(p)) ||
+	    (p->sched && json_object_set_new(j, "schedule", rlb_schedule_step_json(p->sched))))
+		goto fail;
+	return j;
+fail:
+	json_decref(j);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
 /* EPLB export                                                          */
 
 /* 1 when expert e has a replica on gpu in cell (mb, layer). */

@@ -204,6 +204,8 @@ int rlb_plan_header_check(const struct rlb_plan_header *h,
 				   h->trace_steps);
 	if (!memchr(h->model, '\0', sizeof(h->model)))
 		return rlb_err_set(err, RLB_EINVAL, "model name is not NUL-terminated");
+	if (!rlb_utf8_ok(h->model))
+		return rlb_err_set(err, RLB_EINVAL, "model name is not UTF-8");
 	return 0;
 }
 
@@ -296,6 +298,9 @@ static int header_decode(const uint8_t *p, size_t len,
 	if (!nul)
 		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
 			      "bad model name field");
+	if (!rlb_utf8_ok((const char *)p + RLP_H_MODEL))
+		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
+			      "model name is not UTF-8");
 	h->version_major = (uint16_t)major;
 	h->version_minor = (uint16_t)minor;
 	h->reorder = (flags & RLP_F_REORDER) != 0;

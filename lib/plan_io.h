@@ -223,6 +223,19 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
 			const struct rlb_step_plan *p, struct rlb_err *err);
 
 /*
+ * The same as JSON (the caller owns the reference; NULL when out of
+ * memory).  The header: {"version", "policy", "split", "pack", "options",
+ * "shape", "trace"}, the text's fields by name, the trace hash as 16 hex
+ * digits.  A step: {"step", "micro_batches", "replicas",
+ * "migrated_experts", "planner_ns"}, and with DUMP also "homes"
+ * ([layer][expert] home GPU), "instances" ([mb][layer][expert], each
+ * instance [gpu, quota, copies], the home copy first) and, when the plan
+ * carries its schedule, "schedule" (a relibra.schedule/1 step).
+ */
+struct json_t *rlb_plan_header_json(const struct rlb_plan_header *h);
+struct json_t *rlb_step_plan_json(const struct rlb_step_plan *p, int dump);
+
+/*
  * EPLB-compatible export of one step's placement (SPEC.md (plan format) "EPLB
  * export").  Every GPU has experts / ranks + replica_slots physical slots;
  * slot s lives on GPU s / slots_per_gpu.  GPU g's slots hold, in order,

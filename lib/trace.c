@@ -149,6 +149,10 @@ int rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 	if (!name_ok(h->source, sizeof(h->source)))
 		return rlb_err_set(err, RLB_EINVAL,
 				   "%s: source is not NUL-terminated", what);
+	if (!rlb_utf8_ok(h->model))
+		return rlb_err_set(err, RLB_EINVAL, "%s: model name is not UTF-8", what);
+	if (!rlb_utf8_ok(h->source))
+		return rlb_err_set(err, RLB_EINVAL, "%s: source is not UTF-8", what);
 	return 0;
 }
 
@@ -257,8 +261,14 @@ int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 				   "header at offset %d: bad source field",
 				   8 + RRT_H_SOURCE);
 	ret = rrt_check_shape(&s->h, "header at offset 8", err);
+	if (ret != 0 && ret != RLB_EUNSUPPORTED) {
+		/* a bad shape in a file is corruption (the error says which) */
+		ret = RLB_ECORRUPT;
+		if (err)
+			err->code = ret;
+	}
 	if (ret != 0)
-		return ret == RLB_EUNSUPPORTED ? ret : RLB_ECORRUPT;
+		return ret;
 	required = s->h.flags & RRT_FLAGS_REQUIRED;
 	s->h.flags = required;	/* optional bits of newer minors dropped */
 	if (s->id_bytes != rlb_trace_id_bytes(&s->h))

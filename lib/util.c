@@ -242,6 +242,36 @@ void rlb_sort_stable(uint32_t *idx, uint32_t *tmp, size_t n,
 		memcpy(idx, src, n * sizeof(*idx));
 }
 
+int rlb_utf8_ok(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		unsigned c = *p++, n, i;
+		uint32_t cp;
+
+		if (c < 0x80)
+			continue;
+		if (c >= 0xC2 && c <= 0xDF)
+			n = 1, cp = c & 0x1F;
+		else if (c >= 0xE0 && c <= 0xEF)
+			n = 2, cp = c & 0x0F;
+		else if (c >= 0xF0 && c <= 0xF4)
+			n = 3, cp = c & 0x07;
+		else
+			return 0;
+		for (i = 0; i < n; i++, p++) {
+			if ((*p & 0xC0) != 0x80)
+				return 0;
+			cp = cp << 6 | (*p & 0x3F);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return 0;
+	}
+	return 1;
+}
+
 uint64_t rlb_now_ns(void)
 {
 	struct timespec ts;

@@ -75,6 +75,12 @@ typedef int (*rlb_before_fn)(const void *ctx, uint32_t a, uint32_t b);
 void rlb_sort_stable(uint32_t *idx, uint32_t *tmp, size_t n,
 		     rlb_before_fn before, const void *ctx);
 
+/*
+ * 1 when the NUL-terminated s is well-formed UTF-8 (no overlong forms, no
+ * surrogates, nothing past U+10FFFF), as JSON needs; else 0.
+ */
+int rlb_utf8_ok(const char *s);
+
 /* Monotonic and thread CPU clocks in nanoseconds. */
 uint64_t rlb_now_ns(void);
 uint64_t rlb_thread_cpu_ns(void);

@@ -930,6 +930,10 @@ START_TEST(test_writer_errors)
 	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), RLB_ERANGE);
 	ck_assert_str_eq(err.msg, "plan header: gpus_per_node 3 must divide ranks 2");
 	tiny_header(&h);
+	memcpy(h.model, "m\xe2\x82", 4);
+	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "plan header: model name is not UTF-8");
+	tiny_header(&h);
 
 	/* steps must increase; the error is sticky and nothing is left */
 	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), 0);
@@ -1251,6 +1255,12 @@ START_TEST(test_file_versions)
 	ck_assert_int_eq(rlb_plan_reader_open(&r, bad, &err), 0);
 	rlb_plan_reader_free(r);
 
+	/* a model name that is not UTF-8 */
+	patch_header(b, 88, "\xff", 1);
+	spit(bad, b, n);
+	ck_assert_int_eq(rlb_plan_reader_open(&r, bad, &err), RLB_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(err.msg, "header at offset 96: model name is not UTF-8"));
+
 	/* a trace is not a plan */
 	memcpy(b + 8, "RLBTRACE", 8);
 	spit(bad, b, n);
@@ -1485,6 +1495,116 @@ START_TEST(test_example_file)
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* JSON dump                                                            */
+
+/* The dump of p (rlb_step_plan_json with its cells) holds exactly p. */
+static void json_matches(const struct rlb_step_plan *p)
+{
+	json_t *j = rlb_step_plan_json(p, 1), *homes, *mbs, *row, *in;
+	uint32_t mb, l, e, k, n;
+
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "step")), p->step);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "micro_batches")),
+			 p->micro_batches);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "replicas")),
+			 p->ninst - (size_t)p->micro_batches * p->layers * p->experts);
+	homes = json_object_get(j, "homes");
+	ck_assert_uint_eq(json_array_size(homes), p->layers);
+	for (l = 0; l < p->layers; l++) {
+		row = json_array_get(homes, l);
+		ck_assert_uint_eq(json_array_size(row), p->experts);
+		for (e = 0; e < p->experts; e++)
+			ck_assert_int_eq(json_integer_value(json_array_get(row, e)),
+					 p->home[l * p->experts + e]);
+	}
+	mbs = json_object_get(j, "instances");
+	ck_assert_uint_eq(json_array_size(mbs), p->micro_batches);
+	for (mb = 0; mb < p->micro_batches; mb++) {
+		ck_assert_uint_eq(json_array_size(json_array_get(mbs, mb)), p->layers);
+		for (l = 0; l < p->layers; l++) {
+			row = json_array_get(json_array_get(mbs, mb), l);
+			ck_assert_uint_eq(json_array_size(row), p->experts);
+			for (e = 0; e < p->experts; e++) {
+				const struct rlb_plan_instance *x = rlb_step_plan_cell(p, mb, l, e, &n);
+
+				ck_assert_uint_eq(json_array_size(json_array_get(row, e)), n);
+				for (k = 0; k < n; k++) {
+					in = json_array_get(json_array_get(row, e), k);
+					ck_assert_uint_eq(json_array_size(in), 3);
+					ck_assert_int_eq(json_integer_value(json_array_get(in, 0)), x[k].gpu);
+					ck_assert_int_eq(json_integer_value(json_array_get(in, 1)), x[k].quota);
+					ck_assert_int_eq(json_integer_value(json_array_get(in, 2)),
+							 rlb_step_plan_copies(p, (size_t)(x - p->inst) + k));
+				}
+			}
+		}
+	}
+	if (p->sched) {
+		json_t *want = rlb_schedule_step_json(p->sched);
+
+		ck_assert(json_equal(json_object_get(j, "schedule"), want));
+		json_decref(want);
+	} else {
+		ck_assert_ptr_null(json_object_get(j, "schedule"));
+	}
+	json_decref(j);
+	/* without the cells: the step line alone */
+	j = rlb_step_plan_json(p, 0);
+	ck_assert_uint_eq(json_object_size(j), 5);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "planner_ns")), p->planner_ns);
+	json_decref(j);
+}
+
+START_TEST(test_json_dump)
+{
+	static const struct rlb_chunk c0[] = {
+		{ 0, 0, 4, 0, 0 }, { 1, 0, 3, 0, 1 }, { 2, 0, 2, 1, 0 },
+	};
+	struct rlb_plan_header h;
+	struct rlb_step_plan p[2], c;
+	json_t *j;
+	char hash[17];
+	uint32_t l, e;
+
+	tiny_header(&h);
+	j = rlb_plan_header_json(&h);
+	ck_assert_ptr_nonnull(j);
+	snprintf(hash, sizeof(hash), "%u.%u", h.version_major, h.version_minor);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "version")), hash);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "policy")), "replicate");
+	ck_assert_str_eq(json_string_value(json_object_get(j, "pack")), "in-order");
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "options"),
+							    "micro_batch_tokens")), 16);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "shape"),
+							    "experts")), 4);
+	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)h.trace_hash);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "trace"),
+							   "hash")), hash);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "trace"),
+							    "steps")), 2);
+	json_decref(j);
+
+	tiny_steps(p);
+	json_matches(&p[1]);
+	attach_schedule(&p[0], c0, 3, 3);
+	json_matches(&p[0]);
+	/* an instance standing for 2 copies (EVEN split) */
+	ck_assert_int_eq(rlb_step_plan_init(&c, 0, 1, 2, 4, 2, 2, 1,
+					    RLB_SPLIT_EVEN, NULL), 0);
+	for (l = 0; l < 2; l++)
+		for (e = 0; e < 4; e++)
+			ck_assert_int_eq(rlb_step_plan_add_copies(&c, 0, l, e, e / 2, 3,
+								  l == 0 && e == 0 ? 2 : 1,
+								  NULL), 0);
+	json_matches(&c);
+	rlb_step_plan_release(&c);
+	rlb_step_plan_release(&p[0]);
+	rlb_step_plan_release(&p[1]);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* EPLB export                                                          */
 
 START_TEST(test_eplb_export_known)
@@ -1692,6 +1812,7 @@ Suite *rlb_suite_plan(void)
 	tcase_add_test(tc, test_file_versions);
 	tcase_add_test(tc, test_file_copies);
 	tcase_add_test(tc, test_check_inputs);
+	tcase_add_test(tc, test_json_dump);
 	tcase_add_test(tc, test_eplb_export_known);
 	tcase_add_test(tc, test_eplb_export_round_trip);
 	suite_add_tcase(s, tc);

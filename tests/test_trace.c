@@ -754,6 +754,10 @@ START_TEST(test_writer_open_errors)
 	memset(h.model, 'x', sizeof(h.model));
 	ck_assert_int_eq(rlb_trace_writer_open(&w, path, &h, NULL, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "trace header: model name is not NUL-terminated");
+	make_header(&h, 4, 2, 2, 0);
+	memcpy(h.model, "gpt\xc0\xae", 6);
+	ck_assert_int_eq(rlb_trace_writer_open(&w, path, &h, NULL, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "trace header: model name is not UTF-8");
 	make_header(&h, 300, 2, 2, 0);
 	o.coding = RLB_TRACE_CODING_RANK;
 	ck_assert_int_eq(rlb_trace_writer_open(&w, path, &h, &o, &err), RLB_EINVAL);
@@ -873,6 +877,19 @@ START_TEST(test_versions_and_flags)
 	rewrite_header(path, alt, 1, 0, 1u << 7, 0);
 	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_EUNSUPPORTED);
 	ck_assert_msg(strstr(err.msg, "unknown flags 0x00000080") != NULL, "%s", err.msg);
+	/* A model name that is not UTF-8 (with a correct header CRC). */
+	{
+		size_t n;
+		uint8_t *b = slurp(path, &n);
+
+		b[8 + RRT_H_MODEL] = 0xff;
+		rlb_put_u32(b + 8 + RRT_H_END, rrt_crc32c(b + 8, RRT_H_END));
+		spit(alt, b, n);
+		free(b);
+	}
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	snprintf(msg, sizeof(msg), "trace '%s': header at offset 8: model name is not UTF-8", alt);
+	ck_assert_str_eq(err.msg, msg);
 	/* Extra bytes are not allowed for the current minor. */
 	rewrite_header(path, alt, 1, 0, 0, 4);
 	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);

@@ -140,6 +140,49 @@ START_TEST(test_atomic_remove_all)
 }
 END_TEST
 
+START_TEST(test_utf8)
+{
+	static const char *const good[] = {
+		"", "qwen3-235b-a22b", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+		"\xed\x9f\xbf", "\xee\x80\x80", "\xf4\x8f\xbf\xbf",
+	};
+	static const char *const bad[] = {
+		"\xff", "a\x80", "\xc0\x80", "\xc1\xbf", "\xc3", "\xe0\x9f\xbf",
+		"\xed\xa0\x80", "\xed\xbf\xbf", "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80",
+		"\xf5\x80\x80\x80", "\xe2\x82", "\xe2\x82x",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(rlb_utf8_ok(good[i]), "good %zu refused", i);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!rlb_utf8_ok(bad[i]), "bad %zu accepted", i);
+}
+END_TEST
+
+static int before_mod3(const void *ctx, uint32_t a, uint32_t b)
+{
+	(void)ctx;
+	return a % 3 < b % 3;
+}
+
+START_TEST(test_sort_stable)
+{
+	uint32_t idx[100], tmp[100];
+	size_t n, i;
+
+	for (n = 0; n <= 100; n += 7) {
+		for (i = 0; i < n; i++)
+			idx[i] = (uint32_t)(n - 1 - i);
+		rlb_sort_stable(idx, tmp, n, before_mod3, NULL);
+		/* by key, and within a key in the input order (descending) */
+		for (i = 1; i < n; i++)
+			ck_assert(idx[i - 1] % 3 < idx[i] % 3 ||
+				  (idx[i - 1] % 3 == idx[i] % 3 && idx[i - 1] > idx[i]));
+	}
+}
+END_TEST
+
 Suite *rlb_suite_util(void)
 {
 	Suite *s = suite_create("util");
@@ -150,6 +193,8 @@ Suite *rlb_suite_util(void)
 	tcase_add_test(tc, test_le_helpers);
 	tcase_add_test(tc, test_atomic_file);
 	tcase_add_test(tc, test_atomic_remove_all);
+	tcase_add_test(tc, test_utf8);
+	tcase_add_test(tc, test_sort_stable);
 	suite_add_tcase(s, tc);
 	return s;
 }

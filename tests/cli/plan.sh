@@ -47,6 +47,36 @@ expect_out "integrity:      ok"
 run inspect --dump --steps 1 replicate.rlp
 expect_status 0
 expect_out "homes layer 0:"
+# --json: the header, a line per step, the integrity; --dump adds the cells.
+run inspect --json r1.rlp
+expect_status 0
+expect_out '{"schema": "relibra.inspect/1", "plan": "r1.rlp", "header": {"version":"1.0","policy":"relibra",'
+[ "$(grep -c '^{"step":' out)" -eq 3 ] || fail "inspect --json: not a line per step"
+expect_out '], "integrity": {"ok":true,"steps_decoded":3,"error":null}}'
+grep -q '"homes"' out && fail "inspect --json without --dump printed the cells"
+run inspect --json --dump --steps 1 replicate.rlp
+expect_status 0
+[ "$(grep -c '^{"step":1,.*"homes":\[\[.*"instances":\[\[\[\[\[' out)" -eq 1 ] ||
+	fail "inspect --json --dump --steps 1: $(head -c 300 out)"
+# the same homes and instances as the text dump
+cp out dump.json
+run inspect --dump --steps 1 replicate.rlp
+expect_status 0
+if command -v python3 > /dev/null 2>&1; then
+	python3 - out dump.json <<'PY' || fail "inspect --json --dump differs from the text dump"
+import json, re, sys
+text, step = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))["steps"][0]
+homes = [list(map(int, m.group(2).split()))
+         for m in re.finditer(r"homes layer (\d+): ([\d ]+)", text)]
+assert homes == step["homes"], "homes"
+for m in re.finditer(r"mb (\d+), layer (\d+): (.*)", text):
+    mb, layer = int(m.group(1)), int(m.group(2))
+    cells = re.findall(r"(\d+)\[([^\]]*)\]", m.group(3))
+    want = [[[int(g), int(q), 1] for g, q in (i.split(":") for i in c.split())]
+            for _, c in cells]
+    assert want == step["instances"][mb][layer], (mb, layer)
+PY
+fi
 head -c 200 r1.rlp > cut.rlp
 run inspect cut.rlp
 expect_status 1

@@ -63,6 +63,13 @@ expect_out "  mb 0, rank 0: "
 run inspect --schedule dc.rlp
 expect_status 0
 cp out dc-sched.json
+# inspect --json --dump carries the same schedule, step by step.
+run inspect --json --dump dc.rlp
+expect_status 0
+expect_out '"pack":"data-control"'
+step0=$(sed -e 's/^{"schema":"relibra.schedule\/1","steps":\[//' -e 's/,{"step":1,.*//' dc-sched.json)
+case "$step0" in '{"step":0,'*'}') ;; *) fail "no step 0 in the schedule file: $(head -c 200 dc-sched.json)" ;; esac
+grep -qF "\"schedule\":$step0}" out || fail "inspect --json --dump lacks the plan's schedule of step 0"
 # The data-control schedule as a file plans to the same step time.
 run plan -c "$cfg" --policy relibra --no-timing --schedule dc-sched.json --json t.rrt
 expect_status 0
