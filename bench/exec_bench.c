@@ -135,6 +135,7 @@ int main(int argc, char **argv)
 			return die("plan", &err);
 		sim[i] = pol[i].summary.policy_time.expert_s /
 			 (pol[i].summary.steps ? pol[i].summary.steps : 1);
+		rlb_planner_policy_release(&pol[i]);
 	}
 
 	/* The measured runs: the fastest of ROUNDS, policies interleaved. */

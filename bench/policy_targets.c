@@ -179,6 +179,8 @@ int main(int argc, char **argv)
 		printf("bound: a plan with the static layout's traffic and perfectly balanced, free compute runs %.3fx static (1 / the static row's f same)\n",
 		       st.fraction_of_same_traffic_ideal > 0 ? 1 / st.fraction_of_same_traffic_ideal : 0);
 	}
+	for (i = 0; i < NROWS; i++)
+		rlb_planner_policy_release(&pol[i]);
 	rlb_trace_reader_free(r);
 	return 0;
 }

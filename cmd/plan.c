@@ -520,6 +520,7 @@ done:
 	if (ret < 0)
 		ret = EXIT_OK;	/* -h */
 	rlb_plan_writer_abort(pol.writer);
+	rlb_planner_policy_release(&pol);
 	json_decref(result);
 	json_decref(exported);
 	rlb_trace_reader_free(r);

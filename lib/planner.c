@@ -113,6 +113,7 @@ static int plan_one_step(struct rlb_trace_reader *r,
 	struct rlb_schedule sched[2];
 	struct rlb_loads loads[2];
 	struct rlb_traffic static_t;
+	struct rlb_sim_step static_step;
 	struct rlb_traffic **all[2] = { NULL, NULL };
 	uint32_t gpn = (uint32_t)cfg->cluster.gpus_per_node;
 	size_t i, nall[2] = { 1, 0 };
@@ -176,8 +177,10 @@ static int plan_one_step(struct rlb_trace_reader *r,
 			ret = rlb_traffic_step(r, &sched[k], all[k], nall[k], pool, err);
 	if (ret == 0)
 		ret = rlb_sim_add_step(static_sim, &sched[0], &loads[0], NULL,
-				       &static_t, &static_t, NULL, err);
+				       &static_t, &static_t, &static_step, err);
 	for (i = 0; ret == 0 && i < n; i++) {
+		struct rlb_planner_step *ps = &pol[i].steps[pol[i].nsteps];
+
 		k = uses_data_control(&pol[i].opts);
 		/*
 		 * Data control's uniform-traffic ideal is the configured
@@ -185,7 +188,10 @@ static int plan_one_step(struct rlb_trace_reader *r,
 		 */
 		ret = rlb_sim_add_step(run[i].sim, &sched[k], &loads[k],
 				       &run[i].plan, &run[i].traffic,
-				       k ? NULL : &static_t, NULL, err);
+				       k ? NULL : &static_t, &ps->sim, err);
+		ps->static_s = static_step.policy.total_s;
+		ps->ideal_s = static_step.ideal.total_s;
+		pol[i].nsteps += ret == 0;
 	}
 out:
 	for (i = 0; i < n; i++) {
@@ -242,6 +248,10 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	size_t nsteps, i, done = 0, todo = 0;
 	int ret;
 
+	for (i = 0; i < n; i++) {
+		pol[i].steps = NULL;
+		pol[i].nsteps = 0;
+	}
 	ret = rlb_planner_check_shape(rlb_trace_reader_header(r), cfg, err);
 	if (ret)
 		return ret;
@@ -265,6 +275,11 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	if (ret == 0)
 		ret = rlb_trace_reader_set_threads(r, rlb_pool_threads(pool), err);
 	for (i = 0; ret == 0 && i < n; i++) {
+		pol[i].steps = calloc(todo, sizeof(*pol[i].steps));
+		if (!pol[i].steps) {
+			ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+			break;
+		}
 		ret = rlb_balancer_new(&run[i].balancer, cfg, &pol[i].opts, err);
 		if (ret == 0) {
 			rlb_sim_opts_for_policy(&so, pol[i].opts.policy);
@@ -312,6 +327,8 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	for (i = 0; i < n; i++) {
 		rlb_balancer_free(run[i].balancer);
 		rlb_sim_free(run[i].sim);
+		if (ret)
+			rlb_planner_policy_release(&pol[i]);
 	}
 	rlb_sim_free(static_sim);
 	rlb_trace_reader_set_threads(r, 0, NULL);
@@ -319,6 +336,13 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	rlb_cooc_release(&cooc);
 	free(run);
 	return ret;
+}
+
+void rlb_planner_policy_release(struct rlb_planner_policy *p)
+{
+	free(p->steps);
+	p->steps = NULL;
+	p->nsteps = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -390,6 +414,35 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 			 "replica_copies", (json_int_t)s->replica_copies,
 			 "migrated_experts", (json_int_t)s->migrated_experts,
 			 "bytes_per_step", bytes_json(&s->bytes, steps));
+}
+
+/* Every planned step: its time, parts and ratios to the baselines. */
+static json_t *steps_json(const struct rlb_planner_policy *p)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a && i < p->nsteps; i++) {
+		const struct rlb_planner_step *ps = &p->steps[i];
+		double t = ps->sim.policy.total_s;
+
+		if (json_array_append_new(a, json_pack(
+			"{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:o, s:I, s:I}",
+			"step", (json_int_t)ps->sim.step,
+			"micro_batches", (json_int_t)ps->sim.micro_batches,
+			"tokens", (json_int_t)ps->sim.tokens,
+			"step_time_s", t,
+			"tokens_per_s", ps->sim.tokens_per_s,
+			"fraction_of_ideal", t > 0 ? ps->ideal_s / t : 0,
+			"speedup_over_static", t > 0 ? ps->static_s / t : 0,
+			"breakdown", time_json(&ps->sim.policy, 1),
+			"replicas", (json_int_t)ps->sim.replicas,
+			"migrated_experts", (json_int_t)ps->sim.migrated_experts))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
 }
 
 const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
@@ -473,6 +526,7 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 			    json_pack("{s:o, s:o}", "static",
 				      figures_json(static_sum, static_sum),
 				      "ideal", ideal));
+	json_object_set_new(j, "per_step", steps_json(p));
 	if (!src->no_timing)
 		json_object_set_new(j, "timing",
 				    json_pack("{s:f, s:f}",

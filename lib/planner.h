@@ -18,6 +18,13 @@
 #include "sim.h"
 #include "trace.h"
 
+/* One planned step of a policy, with the baselines' times for it. */
+struct rlb_planner_step {
+	struct rlb_sim_step sim;	/* the policy's (rlb_sim_add_step) */
+	double static_s;		/* the static layout's step time */
+	double ideal_s;			/* the uniform-traffic ideal's (configured schedule) */
+};
+
 /* One policy to plan: options in, summary out. */
 struct rlb_planner_policy {
 	struct rlb_balance_opts opts;
@@ -30,7 +37,16 @@ struct rlb_planner_policy {
 		       struct rlb_err *err);
 	void *on_step_ctx;
 	struct rlb_sim_summary summary;	/* filled by rlb_planner_run */
+	/*
+	 * Every planned step, in order: set by rlb_planner_run (malloc'd,
+	 * NULL after a failure), freed by rlb_planner_policy_release.
+	 */
+	struct rlb_planner_step *steps;
+	size_t nsteps;
 };
+
+/* Free what rlb_planner_run filled in p (the steps); p stays reusable. */
+void rlb_planner_policy_release(struct rlb_planner_policy *p);
 
 struct rlb_planner_opts {
 	enum rlb_pack pack;		/* micro-batch packing */

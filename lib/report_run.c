@@ -126,6 +126,8 @@ int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
 out:
 	for (i = 0; keep && i < n; i++)
 		rlb_report_series_free(keep[i].series);
+	for (i = 0; pol && i < n; i++)
+		rlb_planner_policy_release(&pol[i]);
 	free(keep);
 	free(pol);
 	return ret;

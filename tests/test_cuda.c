@@ -527,6 +527,7 @@ static void tiny_inputs(const struct rlb_config *cfg, const char *trace, const c
 	ck_assert_msg(rlb_plan_writer_open(&pol.writer, plan, &ph, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_planner_run(r, cfg, &po, &pol, 1, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_plan_writer_close(pol.writer, &err) == 0, "%s", err.msg);
+	rlb_planner_policy_release(&pol);
 	rlb_trace_reader_free(r);
 }
 

@@ -349,6 +349,7 @@ static void write_plan(const struct rlb_config *cfg, const char *trace,
 		      "%s", err.msg);
 	ck_assert_msg(rlb_planner_run(r, cfg, &po, &pol, 1, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_plan_writer_close(pol.writer, &err) == 0, "%s", err.msg);
+	rlb_planner_policy_release(&pol);
 	rlb_trace_reader_free(r);
 }
 
@@ -563,6 +564,97 @@ START_TEST(test_exec_fault)
 }
 END_TEST
 
+/*
+ * The planner's per-step results add up to its summaries, exactly (the
+ * same sums in the same order), for placement and data control alike,
+ * and the result JSON lists them with their ratios to the baselines.
+ */
+START_TEST(test_planner_per_step)
+{
+	struct rlb_config cfg;
+	struct rlb_planner_policy pol[3];
+	struct rlb_planner_opts po;
+	struct rlb_sim_summary st;
+	struct rlb_result_source src;
+	struct rlb_trace_reader *r;
+	struct rlb_err err = {0};
+	char trace[512], plan[512];
+	const uint32_t *steps;
+	size_t nsteps, i, k;
+
+	small_config(&cfg);
+	paths(trace, plan, sizeof(trace), "ps");
+	write_trace(&cfg, 11, trace);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, trace, &err), 0);
+	ck_assert_int_eq(rlb_trace_reader_steps(r, &steps, &nsteps, &err), 0);
+	ck_assert_uint_eq(nsteps, 2);
+	memset(pol, 0, sizeof(pol));
+	for (i = 0; i < 3; i++) {
+		rlb_balance_opts_from_config(&pol[i].opts, &cfg);
+		pol[i].opts.policy = i == 1 ? RLB_POLICY_EPLB_ORACLE : RLB_POLICY_RELIBRA;
+	}
+	pol[2].opts.data_control = 1;
+	memset(&po, 0, sizeof(po));
+	po.pack = cfg.parallel.pack;
+	po.last_step = UINT32_MAX;
+	po.threads = 1;
+	ck_assert_msg(rlb_planner_run(r, &cfg, &po, pol, 3, &st, &err) == 0, "%s", err.msg);
+	memset(&src, 0, sizeof(src));
+	src.trace = rlb_trace_reader_header(r);
+	src.no_timing = 1;
+	for (i = 0; i < 3; i++) {
+		const struct rlb_sim_summary *sum = &pol[i].summary;
+		double t = 0, ts = 0, ti = 0;
+		uint64_t tokens = 0, replicas = 0;
+		json_t *j, *a;
+
+		ck_assert_uint_eq(pol[i].nsteps, 2);
+		for (k = 0; k < pol[i].nsteps; k++) {
+			const struct rlb_planner_step *ps = &pol[i].steps[k];
+
+			ck_assert_uint_eq(ps->sim.step, steps[k]);
+			t += ps->sim.policy.total_s;
+			ts += ps->static_s;
+			ti += ps->ideal_s;
+			tokens += ps->sim.tokens;
+			replicas += ps->sim.replicas;
+		}
+		ck_assert(t == sum->policy_time.total_s);
+		ck_assert(ts == st.policy_time.total_s);
+		ck_assert(ti == sum->ideal.total_s);
+		ck_assert_uint_eq(tokens, sum->tokens);
+		ck_assert_uint_eq(replicas, sum->replicas);
+		j = rlb_result_json(&cfg, &po, &pol[i], &st, &src);
+		ck_assert_ptr_nonnull(j);
+		a = json_object_get(j, "per_step");
+		ck_assert_uint_eq(json_array_size(a), 2);
+		for (k = 0; k < 2; k++) {
+			json_t *e = json_array_get(a, k);
+			const struct rlb_planner_step *ps = &pol[i].steps[k];
+
+			ck_assert_int_eq(json_integer_value(json_object_get(e, "step")), steps[k]);
+			ck_assert(json_real_value(json_object_get(e, "step_time_s")) ==
+				  ps->sim.policy.total_s);
+			ck_assert(json_real_value(json_object_get(e, "speedup_over_static")) ==
+				  ps->static_s / ps->sim.policy.total_s);
+			ck_assert(json_real_value(json_object_get(
+					  json_object_get(e, "breakdown"), "a2a_s")) ==
+				  ps->sim.policy.a2a_s);
+		}
+		json_decref(j);
+		rlb_planner_policy_release(&pol[i]);
+		ck_assert_ptr_null(pol[i].steps);
+	}
+	/* a run that fails leaves no steps behind */
+	po.first_step = 5;
+	ck_assert_int_eq(rlb_planner_run(r, &cfg, &po, pol, 1, NULL, &err), RLB_ENOTFOUND);
+	ck_assert_ptr_null(pol[0].steps);
+	ck_assert_uint_eq(pol[0].nsteps, 0);
+	rlb_trace_reader_free(r);
+	unlink(trace);
+}
+END_TEST
+
 Suite *rlb_suite_exec(void)
 {
 	Suite *s = suite_create("exec");
@@ -579,6 +671,7 @@ Suite *rlb_suite_exec(void)
 	tcase_add_test(tc, test_exec_identity_preserved);
 	tcase_add_test(tc, test_exec_mismatch);
 	tcase_add_test(tc, test_exec_fault);
+	tcase_add_test(tc, test_planner_per_step);
 	suite_add_tcase(s, tc);
 	return s;
 }
