@@ -57,6 +57,7 @@ static void row_release(struct rlb_report_row *w)
 	free(w->label);
 	free(w->policy);
 	free(w->sweep_value);
+	free(w->per_step);
 	rlb_report_series_free(w->series);
 	memset(w, 0, sizeof(*w));
 }
@@ -326,6 +327,49 @@ static int read_figures(const json_t *obj, const char *src,
 	return ret;
 }
 
+/*
+ * A plan result's "per_step" (optional): an array of objects, each with
+ * its "step" (integer), positive "step_time_s" and "fraction_of_ideal".
+ */
+static int read_per_step(const json_t *obj, const char *src,
+			 struct rlb_report_row *w, struct rlb_err *err)
+{
+	json_t *a = json_object_get(obj, "per_step"), *e, *v;
+	size_t i, n;
+
+	if (!a || json_is_null(a))
+		return 0;
+	if (!json_is_array(a))
+		return rlb_err_set(err, RLB_EPARSE, "'%s': 'per_step' is not an array", src);
+	n = json_array_size(a);
+	w->per_step = calloc(n ? n : 1, sizeof(*w->per_step));
+	if (!w->per_step)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	w->nper_step = n;
+	json_array_foreach(a, i, e) {
+		struct rlb_report_step *s = &w->per_step[i];
+		double f;
+
+		v = json_object_get(e, "step");
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return rlb_err_set(err, RLB_EPARSE,
+					   "'%s': 'per_step[%zu].step' is not a non-negative integer",
+					   src, i);
+		s->step = (double)json_integer_value(v);
+		v = json_object_get(e, "step_time_s");
+		if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+		    !isfinite(json_number_value(v)))
+			return rlb_err_set(err, RLB_EPARSE,
+					   "'%s': 'per_step[%zu].step_time_s' is not a positive number",
+					   src, i);
+		s->step_time_s = json_number_value(v);
+		v = json_object_get(e, "fraction_of_ideal");
+		f = json_is_number(v) ? json_number_value(v) : NAN;
+		s->ideal_s = isfinite(f) && f > 0 ? f * s->step_time_s : NAN;
+	}
+	return 0;
+}
+
 int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
 			const char *src, const char *sweep_value,
 			struct rlb_err *err)
@@ -376,8 +420,12 @@ int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
 	if (v && json_is_string(v))
 		trace_path = json_string_value(v);
 	ret = read_figures(obj, src, &w, err);
-	if (ret)
+	if (ret == 0 && w.kind == RLB_RESULT_PLAN)
+		ret = read_per_step(obj, src, &w, err);
+	if (ret) {
+		row_release(&w);
 		return ret;
+	}
 
 	id.trace_path = (char *)trace_path;
 	id.sweep_value = (char *)sweep_value;

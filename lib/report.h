@@ -65,6 +65,13 @@ struct rlb_report_series {
  * One result: a policy's simulated plan or a measured train-step run.
  * Every figure is NAN when the file does not give it.
  */
+/* One planned step of a result. */
+struct rlb_report_step {
+	double step;
+	double step_time_s;
+	double ideal_s;			/* the ideal's time on that step (NAN: unknown) */
+};
+
 struct rlb_report_row {
 	char *source;			/* file name, or the in-process description */
 	char *label;			/* row name: the result's "label", else its policy */
@@ -86,6 +93,9 @@ struct rlb_report_row {
 	double static_step_time_s;	/* the result's baselines */
 	double ideal_step_time_s;
 	double ideal_tokens_per_s;
+	/* a plan result's steps (its "per_step"; NULL in older files), owned */
+	struct rlb_report_step *per_step;
+	size_t nper_step;
 	/* derived by rlb_report_finish */
 	double x_static;		/* speedup over static (NAN: no baseline) */
 	double x_eplb_oracle;		/* speedup over eplb-oracle (NAN: no baseline) */
@@ -218,6 +228,7 @@ enum rlb_report_chart {
 	RLB_CHART_MICROBATCH,	/* GPU max/mean per micro-batch of one layer */
 	RLB_CHART_BREAKDOWN,	/* stacked step-time parts per result */
 	RLB_CHART_HEATMAP,	/* load per (layer, GPU), static and relibra */
+	RLB_CHART_STEPS,	/* step time per planned step, the ideal dashed */
 	RLB_CHART_SWEEP_SPEEDUP,	/* speedup over static against the swept key */
 	RLB_CHART_SWEEP_IDEAL,	/* fraction of ideal against the swept key */
 	RLB_CHART_COUNT

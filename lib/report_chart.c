@@ -1,8 +1,8 @@
 /*
  * report_chart.c - the report's charts that need per-micro-batch loads
  * (the busiest GPU per micro-batch of one layer, the per-(layer, GPU)
- * heatmap of static and relibra), the sweep lines, and writing charts
- * as SVG elements and files.
+ * heatmap of static and relibra), the step time per planned step, the
+ * sweep lines, and writing charts as SVG elements and files.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,8 +16,8 @@
 #include "util.h"
 
 static const char *const chart_names[RLB_CHART_COUNT] = {
-	"tokens", "microbatch", "breakdown", "heatmap", "sweep-speedup",
-	"sweep-ideal",
+	"tokens", "microbatch", "breakdown", "heatmap", "steps",
+	"sweep-speedup", "sweep-ideal",
 };
 
 const char *rlb_report_chart_name(enum rlb_report_chart c)
@@ -389,7 +389,140 @@ static int chart_heatmap(const struct rlb_report *r, size_t g, FILE *fp,
 }
 
 /* ------------------------------------------------------------------ */
-/* (5) the sweep.                                                       */
+/* (5) step time per planned step.                                      */
+
+/* A plan row of group G drawn in the steps chart. */
+static int steps_row(const struct rlb_report_row *w, size_t g)
+{
+	return w->group == g && w->kind == RLB_RESULT_PLAN && w->nper_step > 0 &&
+	       strcmp(w->policy, "ideal") != 0;
+}
+
+/* A polyline of N points (x[i], y[i]), NAN breaking it. */
+static void steps_path(FILE *fp, const struct rlb_svg_axis *xa,
+		       const struct rlb_svg_axis *ya, double x0, double x1,
+		       double y0, double y1, const struct rlb_report_step *s,
+		       size_t n, int ideal)
+{
+	size_t k;
+	int pen = 0;
+
+	for (k = 0; k < n; k++) {
+		double v = ideal ? s[k].ideal_s : s[k].step_time_s;
+
+		if (isnan(v)) {
+			pen = 0;
+			continue;
+		}
+		fprintf(fp, "%s%.1f %.1f ", pen ? "L" : "M",
+			rlb_svg_axis_pos(xa, s[k].step, x0 + 10, x1 - 10),
+			rlb_svg_axis_pos(ya, v, y1, y0));
+		pen = 1;
+	}
+}
+
+static int chart_steps(const struct rlb_report *r, size_t g, FILE *fp,
+		       struct rlb_err *err)
+{
+	const struct rlb_report_row *ref = NULL;
+	const char **labels = NULL, **colours = NULL;
+	double x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, h, lo = INFINITY, hi = 0;
+	double slo = INFINITY, shi = -INFINITY, scale, tick;
+	struct rlb_svg_axis xa, ya;
+	const char *unit;
+	char name[256], yt[64], buf[32];
+	size_t i, k, nl = 0, most = 0;
+	int ret = 0;
+
+	for (i = 0; i < r->nrows; i++) {
+		const struct rlb_report_row *w = &r->rows[i];
+
+		if (!steps_row(w, g))
+			continue;
+		if (!ref)
+			ref = w;
+		most = w->nper_step > most ? w->nper_step : most;
+		for (k = 0; k < w->nper_step; k++) {
+			const struct rlb_report_step *s = &w->per_step[k];
+
+			lo = fmin(lo, fmin(s->step_time_s, isnan(s->ideal_s) ? INFINITY : s->ideal_s));
+			hi = fmax(hi, s->step_time_s);
+			slo = fmin(slo, s->step);
+			shi = fmax(shi, s->step);
+		}
+	}
+	if (most < 2)
+		return rlb_err_set(err, RLB_ENOTFOUND, ref ? "one planned step" :
+				   "no per-step results (plan summaries of older versions carry none)");
+	labels = calloc(r->nrows + 1, sizeof(*labels));
+	colours = calloc(r->nrows + 1, sizeof(*colours));
+	if (!labels || !colours) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < r->nrows; i++)
+		if (steps_row(&r->rows[i], g)) {
+			labels[nl] = r->rows[i].label;
+			colours[nl++] = rlb_report_colour(r->rows[i].label, i);
+		}
+	labels[nl] = "ideal";
+	colours[nl] = rlb_report_colour("ideal", 0);
+	rlb_report_time_unit(&hi, 1, &scale, &unit);
+	rlb_svg_axis_nice(&ya, lo * scale * 0.95, hi * scale * 1.04);
+	ya.lo /= scale;
+	ya.hi /= scale;
+	ya.step /= scale;
+	rlb_svg_axis_nice(&xa, slo, shi);
+	if (shi - slo <= 16) {
+		xa.lo = slo;
+		xa.hi = shi;
+		xa.step = 1;
+	}
+	y0 = 44 + rlb_svg_legend_height(x0, labels, nl + 1);
+	y1 = y0 + 260;
+	h = y1 + 50;
+	rlb_svg_open(fp, h, "Step time per planned step");
+	rlb_svg_legend(fp, x0, 44, labels, colours, nl + 1, 1);
+	rlb_svg_y_axis(fp, &ya, x0, y0, x1, y1, scale, rlb_svg_fmt_plain);
+	fputs("<g class=\"axis\" font-size=\"11\" fill=\"#333333\">\n", fp);
+	for (k = 0, tick = xa.lo; tick <= xa.hi + 1e-9 && k < 60; tick = xa.lo + ++k * xa.step)
+		if (tick >= slo - 1e-9 && tick <= shi + 1e-9)
+			rlb_svg_text(fp, rlb_svg_axis_pos(&xa, tick, x0 + 10, x1 - 10), y1 + 16,
+				     "middle", NULL, rlb_svg_fmt_int(tick, buf, sizeof(buf)));
+	fputs("</g>\n", fp);
+	snprintf(yt, sizeof(yt), "step time (%s)", unit);
+	rlb_svg_axis_titles(fp, x0, y0, x1, y1, h - 10, "step", yt);
+	fprintf(fp, "<g class=\"reference\">\n<path fill=\"none\" stroke=\"%s\" "
+		"stroke-width=\"2\" stroke-dasharray=\"6 4\" d=\"", colours[nl]);
+	steps_path(fp, &xa, &ya, x0, x1, y0, y1, ref->per_step, ref->nper_step, 1);
+	fputs("\"/>\n</g>\n", fp);
+	for (i = 0; i < r->nrows; i++) {
+		const struct rlb_report_row *w = &r->rows[i];
+		const char *c = rlb_report_colour(w->label, i);
+
+		if (!steps_row(w, g))
+			continue;
+		fputs("<g class=\"series\" data-label=\"", fp);
+		rlb_xml_escape(fp, rlb_svg_display_name(w, name, sizeof(name)));
+		fprintf(fp, "\">\n<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", c);
+		steps_path(fp, &xa, &ya, x0, x1, y0, y1, w->per_step, w->nper_step, 0);
+		fputs("\"/>\n", fp);
+		if (w->nper_step <= 64)
+			for (k = 0; k < w->nper_step; k++)
+				fprintf(fp, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+					rlb_svg_axis_pos(&xa, w->per_step[k].step, x0 + 10, x1 - 10),
+					rlb_svg_axis_pos(&ya, w->per_step[k].step_time_s, y1, y0), c);
+		fputs("</g>\n", fp);
+	}
+	fputs("</svg>\n", fp);
+out:
+	free(labels);
+	free(colours);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* (6) the sweep lines.                                                 */
 
 static int chart_sweep(const struct rlb_report *r, int ideal, FILE *fp,
 		       struct rlb_err *err)
@@ -566,6 +699,9 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 	case RLB_CHART_HEATMAP:
 		ret = chart_heatmap(r, g, fp, err);
 		break;
+	case RLB_CHART_STEPS:
+		ret = chart_steps(r, g, fp, err);
+		break;
 	case RLB_CHART_SWEEP_SPEEDUP:
 	case RLB_CHART_SWEEP_IDEAL:
 		ret = chart_sweep(r, c == RLB_CHART_SWEEP_IDEAL, fp, err);
@@ -626,7 +762,7 @@ int rlb_report_write_svgs(const struct rlb_report *r,
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
 		return rlb_err_errno(err, RLB_EIO, "cannot create '%s'", dir);
 	for (g = 0; g < r->ngroups; g++)
-		for (c = RLB_CHART_TOKENS; c <= RLB_CHART_HEATMAP; c++) {
+		for (c = RLB_CHART_TOKENS; c <= RLB_CHART_STEPS; c++) {
 			ret = write_one(r, (enum rlb_report_chart)c, g, o, dir,
 					&done, err);
 			if (ret)

@@ -144,6 +144,11 @@ static int group_section(const struct rlb_report *r, size_t g,
 		     fp, err);
 	if (ret)
 		return ret;
+	ret = figure(r, RLB_CHART_STEPS, g, o,
+		     "Simulated time of each planned step; the dashed line is the perfectly balanced ideal on that step. Expert migration shows on the steps that pay for it.",
+		     fp, err);
+	if (ret)
+		return ret;
 	fputs("</section>\n", fp);
 	return 0;
 }

@@ -429,6 +429,65 @@ START_TEST(test_charts)
 }
 END_TEST
 
+/* j with "per_step": steps first.., times t[i], the ideal at half of each. */
+static json_t *with_steps(json_t *j, int first, const double *t, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:i, s:f, s:f}", "step", first + (int)i,
+						   "step_time_s", t[i],
+						   "fraction_of_ideal", 0.5));
+	json_object_set_new(j, "per_step", a);
+	return j;
+}
+
+START_TEST(test_steps_chart)
+{
+	static const double ts[3] = { 1.5, 1.0, 1.0 }, tr[3] = { 0.9, 0.8, 0.85 };
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	json_t *j;
+
+	/* one step: no chart; results without per_step: none either */
+	rlb_report_init(&r);
+	add_ok(&r, with_steps(result("plan", "static", "h1", 1.5), 4, ts, 1), "s.json", NULL);
+	add_ok(&r, result("plan", "eplb", "h1", 1.2), "e.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, "class"), -1);
+	rlb_report_release(&r);
+
+	/* a line per plan (the ideal policy and train-step results aside) */
+	rlb_report_init(&r);
+	add_ok(&r, with_steps(result("plan", "static", "h1", 1.17), 4, ts, 3), "s.json", NULL);
+	add_ok(&r, with_steps(result("plan", "relibra", "h1", 0.85), 4, tr, 3), "r.json", NULL);
+	add_ok(&r, with_steps(result("plan", "ideal", "h1", 0.5), 4, tr, 3), "i.json", NULL);
+	add_ok(&r, with_steps(result("train-step", "relibra", "h1", 2.0), 4, tr, 3), "m.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	ck_assert_uint_eq(r.rows[0].nper_step, 3);
+	ck_assert(r.rows[0].per_step[2].step == 6 && r.rows[0].per_step[0].ideal_s == 0.75);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, "class=\"series\""), 2);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, "<circle"), 6);
+	/* the ideal: one dashed line of 3 points */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, "class=\"reference\""), 1);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, " L"), 2 + 2 * 2);
+	rlb_report_release(&r);
+
+	/* malformed per_step */
+	j = result("plan", "static", "h1", 1.0);
+	json_object_set_new(j, "per_step", json_object());
+	add_bad(j, RLB_EPARSE, "'x.json': 'per_step' is not an array");
+	j = with_steps(result("plan", "static", "h1", 1.0), 0, ts, 2);
+	json_object_del(json_array_get(json_object_get(j, "per_step"), 1), "step_time_s");
+	add_bad(j, RLB_EPARSE, "'x.json': 'per_step[1].step_time_s' is not a positive number");
+	j = with_steps(result("plan", "static", "h1", 1.0), 0, ts, 2);
+	json_object_set_new(json_array_get(json_object_get(j, "per_step"), 0), "step",
+			    json_integer(-2));
+	add_bad(j, RLB_EPARSE, "'x.json': 'per_step[0].step' is not a non-negative integer");
+}
+END_TEST
+
 START_TEST(test_sweep_chart)
 {
 	static const char *const vals[] = { "0", "1", "2", "4" };
@@ -457,6 +516,7 @@ Suite *rlb_suite_report(void)
 
 	tcase_add_test(tc, test_fmt3);
 	tcase_add_test(tc, test_read_errors);
+	tcase_add_test(tc, test_steps_chart);
 	tcase_add_test(tc, test_read_tolerant);
 	tcase_add_test(tc, test_groups_and_speedups);
 	tcase_add_test(tc, test_duplicates_and_sweep);

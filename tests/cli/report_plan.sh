@@ -82,7 +82,7 @@ series() {	# FILE: number of data series
 }
 run report -c "$cfg" --trace tiny.rrt --html rep.html --svg charts --layer 2
 expect_status 0
-expect_err "relibra report: 4 charts written to charts/"
+expect_err "relibra report: 5 charts written to charts/"
 expect_err "relibra report: HTML report written to rep.html"
 for f in rep.html charts/*.svg; do
 	xmllint --noout "$f" || fail "$f is not well-formed"
@@ -91,7 +91,8 @@ done
 [ "$(series charts/microbatch.svg)" = 5 ] || fail "microbatch.svg: expected 5 series"
 [ "$(series charts/breakdown.svg)" = 5 ] || fail "breakdown.svg: expected 5 series"
 [ "$(series charts/heatmap.svg)" = 2 ] || fail "heatmap.svg: expected 2 series"
-[ "$(series rep.html)" = 17 ] || fail "rep.html: $(series rep.html) series, expected 17"
+[ "$(series charts/steps.svg)" = 5 ] || fail "steps.svg: expected 5 series"
+[ "$(series rep.html)" = 22 ] || fail "rep.html: $(series rep.html) series, expected 22"
 grep -q 'layer 2, step 2' charts/microbatch.svg || fail "--layer 2 not charted"
 grep -qi '<script' rep.html && fail "rep.html has a script"
 grep -o 'https\?://[^"]*' rep.html | sort -u | grep -v '^http://www.w3.org/' && fail "rep.html refers outside itself"
@@ -101,6 +102,8 @@ expect_status 0
 xmllint --noout files.html || fail "files.html is not well-formed"
 grep -q 'microbatch chart not drawn: no per-micro-batch loads' files.html || fail "missing chart not explained"
 [ ! -e fcharts/heatmap.svg ] || fail "heatmap.svg written without data"
+# plan summaries carry their steps
+[ "$(series fcharts/steps.svg)" = 2 ] || fail "steps.svg from summaries: expected 2 series"
 run report -c "$cfg" --trace tiny.rrt --policies static,eplb,relibra \
 	--sweep balancer.replica_slots=0,1,2 --svg scharts --html sweep.html
 expect_status 0
