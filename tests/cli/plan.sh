@@ -170,6 +170,9 @@ expect_err "relibra plan: warning: trace 'cut.rrt' is truncated (its writer did 
 expect_err "hint: --steps 0:1 leaves it out"
 grep -q '"truncated": true' cut.json || fail "the summary of a truncated trace does not say so"
 grep -q '"last_step": 2' cut.json || fail "the summary does not give the last step planned"
+run plan -c "$cfg" --steps 1: cut.rrt
+expect_status 0
+expect_err "hint: --steps 1:1 leaves it out"
 run plan -c "$cfg" --steps 1:1 --summary s1.json cut.rrt
 expect_status 0
 [ ! -s err ] || { cat err; fail "a warning for a step that is not planned"; }
