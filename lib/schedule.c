@@ -192,13 +192,11 @@ out:
 	return ret;
 }
 
-int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
-		       const uint32_t *seq_tokens, size_t nseqs,
-		       uint32_t ranks, uint32_t mb_tokens, enum rlb_pack pack,
-		       struct rlb_err *err)
+/* Zero s, record what every schedule holds, and check what both builders take. */
+static int schedule_begin(struct rlb_schedule *s, uint32_t step, enum rlb_pack pack,
+			  uint32_t ranks, uint32_t mb_tokens, size_t nseqs,
+			  struct rlb_err *err)
 {
-	int ret;
-
 	memset(s, 0, sizeof(*s));
 	s->step = step;
 	s->pack = pack;
@@ -212,6 +210,19 @@ int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
 	if (nseqs > UINT32_MAX)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: step %u has too many sequences (%zu)",
 				   step, nseqs);
+	return 0;
+}
+
+int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
+		       const uint32_t *seq_tokens, size_t nseqs,
+		       uint32_t ranks, uint32_t mb_tokens, enum rlb_pack pack,
+		       struct rlb_err *err)
+{
+	int ret;
+
+	ret = schedule_begin(s, step, pack, ranks, mb_tokens, nseqs, err);
+	if (ret < 0)
+		return ret;
 	if (nseqs && !seq_tokens)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: no sequence lengths");
 	if (pack != RLB_PACK_IN_ORDER && pack != RLB_PACK_FFD)
@@ -360,19 +371,11 @@ int rlb_schedule_from_chunks(struct rlb_schedule *s, uint32_t step,
 {
 	uint32_t seq = 0, next = 0, top = 0;
 	size_t c;
-	int ret = 0;
+	int ret;
 
-	memset(s, 0, sizeof(*s));
-	s->step = step;
-	s->pack = pack;
-	s->ranks = ranks;
-	s->mb_tokens = mb_tokens;
-	s->nseqs = nseqs;
-	if (ranks == 0)
-		return rlb_err_set(err, RLB_EINVAL, "schedule: EP size is 0");
-	if (nseqs > UINT32_MAX)
-		return rlb_err_set(err, RLB_EINVAL, "schedule: step %u has too many sequences (%zu)",
-				   step, nseqs);
+	ret = schedule_begin(s, step, pack, ranks, mb_tokens, nseqs, err);
+	if (ret < 0)
+		return ret;
 	if (nchunks) {
 		s->chunks = malloc(nchunks * sizeof(*s->chunks));
 		if (!s->chunks)
