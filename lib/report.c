@@ -329,7 +329,8 @@ static int read_figures(const json_t *obj, const char *src,
 
 /*
  * A plan result's "per_step" (optional): an array of objects, each with
- * its "step" (integer), positive "step_time_s" and "fraction_of_ideal".
+ * its "step" (integers increasing), positive "step_time_s" and
+ * "fraction_of_ideal".
  */
 static int read_per_step(const json_t *obj, const char *src,
 			 struct rlb_report_row *w, struct rlb_err *err)
@@ -356,6 +357,10 @@ static int read_per_step(const json_t *obj, const char *src,
 					   "'%s': 'per_step[%zu].step' is not a non-negative integer",
 					   src, i);
 		s->step = (double)json_integer_value(v);
+		if (i && !(s->step > s[-1].step))
+			return rlb_err_set(err, RLB_EPARSE,
+					   "'%s': 'per_step[%zu].step' %.0f does not follow step %.0f",
+					   src, i, s->step, s[-1].step);
 		v = json_object_get(e, "step_time_s");
 		if (!json_is_number(v) || !(json_number_value(v) > 0) ||
 		    !isfinite(json_number_value(v)))

@@ -485,6 +485,10 @@ START_TEST(test_steps_chart)
 	json_object_set_new(json_array_get(json_object_get(j, "per_step"), 0), "step",
 			    json_integer(-2));
 	add_bad(j, RLB_EPARSE, "'x.json': 'per_step[0].step' is not a non-negative integer");
+	j = with_steps(result("plan", "static", "h1", 1.0), 3, ts, 2);
+	json_object_set_new(json_array_get(json_object_get(j, "per_step"), 1), "step",
+			    json_integer(3));
+	add_bad(j, RLB_EPARSE, "'x.json': 'per_step[1].step' 3 does not follow step 3");
 }
 END_TEST
 
