@@ -202,7 +202,7 @@ static json_t *json_summary(const struct opts *o, struct rlb_trace_reader *r,
 
 	snprintf(ver, sizeof(ver), "%u.%u", h->version_major, h->version_minor);
 	json_object_set_new(j, "schema", json_string("relibra.inspect/1"));
-	json_object_set_new(j, "trace", json_string(o->path));
+	json_object_set_new(j, "trace", rlb_json_text(o->path));
 	json_object_set_new(hd, "version", json_string(ver));
 	json_object_set_new(hd, "flags", json_integer(h->flags));
 	json_object_set_new(hd, "sorted", json_boolean(h->flags & RLB_TRACE_F_SORTED));
@@ -236,7 +236,7 @@ static json_t *json_summary(const struct opts *o, struct rlb_trace_reader *r,
 	json_object_set_new(in, "step_index", json_boolean(info->has_step_index));
 	json_object_set_new(in, "truncated", json_boolean(info->truncated));
 	json_object_set_new(in, "valid_bytes", json_integer((json_int_t)info->valid_bytes));
-	json_object_set_new(in, "error", verr ? json_string(err->msg) : json_null());
+	json_object_set_new(in, "error", verr ? rlb_json_text(err->msg) : json_null());
 	json_object_set_new(j, "integrity", in);
 	return j;
 }
@@ -590,7 +590,7 @@ static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
 
 	memset(&p, 0, sizeof(p));
 	printf("{\"schema\": \"relibra.inspect/1\", \"plan\": ");
-	ret |= put_json(json_string(o->path));
+	ret |= put_json(rlb_json_text(o->path));
 	printf(", \"header\": ");
 	ret |= put_json(rlb_plan_header_json(rlb_plan_reader_header(pr)));
 	printf(", \"steps\": [");
@@ -608,7 +608,7 @@ static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
 	printf("\n], \"integrity\": ");
 	ret = put_json(json_pack("{s:b, s:I, s:o}", "ok", rc == 0,
 				 "steps_decoded", (json_int_t)steps,
-				 "error", rc < 0 ? json_string(err.msg) : json_null()));
+				 "error", rc < 0 ? rlb_json_text(err.msg) : json_null()));
 	printf("}\n");
 	if (fflush(stdout) != 0 || ret) {
 		cmd_errorf(NAME, "cannot write to stdout");

@@ -476,12 +476,12 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 	fig = figures_json(s, static_sum);
 	if (!fig)
 		return NULL;
-	j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:s, s:s, s:s, s:b, s:I, s:I}, s:s, s:s, s:{s:i, s:i, s:i, s:b, s:b, s:b, s:f}, s:I, s:I}",
+	j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:o, s:s, s:s, s:b, s:I, s:I}, s:s, s:s, s:{s:i, s:i, s:i, s:b, s:b, s:b, s:f}, s:I, s:I}",
 		      "schema", RLB_RESULT_SCHEMA,
 		      "kind", "plan",
 		      "producer", "tool", "relibra", "version", RLB_VERSION,
 		      "config",
-		      "path", src->config_path ? src->config_path : "",
+		      "path", rlb_json_text(src->config_path ? src->config_path : ""),
 		      "model", cfg->model.name,
 		      "cluster", cfg->cluster.name,
 		      "nodes", cfg->cluster.nodes,
@@ -491,7 +491,7 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 		      "pack", rlb_pack_name(uses_data_control(bo) ? RLB_PACK_DATA_CONTROL :
 					    o->schedule_file ? RLB_PACK_FILE : o->pack),
 		      "trace",
-		      "path", src->trace_path ? src->trace_path : "",
+		      "path", rlb_json_text(src->trace_path ? src->trace_path : ""),
 		      "model", src->trace ? src->trace->model : "",
 		      "hash", hash,
 		      "truncated", src->trace_truncated,
@@ -518,7 +518,7 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 			    json_boolean(uses_data_control(bo)));
 	if (src->schedule_path)
 		json_object_set_new(json_object_get(j, "config"), "schedule",
-				    json_string(src->schedule_path));
+				    rlb_json_text(src->schedule_path));
 	ideal = json_pack("{s:f, s:f}",
 			  "step_time_s", s->steps ? s->ideal.total_s / s->steps : 0,
 			  "tokens_per_s", s->ideal.total_s > 0 ? s->tokens / s->ideal.total_s : 0);

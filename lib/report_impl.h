@@ -55,7 +55,7 @@ extern const char *const rlb_report_legend[];
 /* Colour of a row label ("#rrggbb"): fixed per policy, else a palette. */
 const char *rlb_report_colour(const char *label, size_t index);
 
-/* Write S with XML's five special characters escaped. */
+/* Write S with XML's five special characters escaped, bad UTF-8 bytes as U+FFFD. */
 void rlb_xml_escape(FILE *fp, const char *s);
 
 /* ------------------------------------------------------------------ */

@@ -36,7 +36,19 @@ const char *rlb_report_colour(const char *label, size_t index)
 
 void rlb_xml_escape(FILE *fp, const char *s)
 {
-	for (; s && *s; s++) {
+	size_t n;
+
+	for (; s && *s; s += n) {
+		n = rlb_utf8_len(s);
+		if (n == 0) {
+			fputs("\xef\xbf\xbd", fp);	/* U+FFFD for a bad byte */
+			n = 1;
+			continue;
+		}
+		if (n > 1) {
+			fwrite(s, 1, n, fp);
+			continue;
+		}
 		switch (*s) {
 		case '&': fputs("&amp;", fp); break;
 		case '<': fputs("&lt;", fp); break;

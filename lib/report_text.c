@@ -595,7 +595,7 @@ static json_t *jcount(double v)
 
 static json_t *jstr(const char *s)
 {
-	return s ? json_string(s) : json_null();
+	return s ? rlb_json_text(s) : json_null();
 }
 
 static json_t *group_json(const struct rlb_report *r, size_t gi)
@@ -605,8 +605,8 @@ static json_t *group_json(const struct rlb_report *r, size_t gi)
 	size_t i;
 
 	for (i = 0; notes && i < g->nnotes; i++)
-		json_array_append_new(notes, json_string(g->notes[i]));
-	return json_pack("{s:I, s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:o, s:o}",
+		json_array_append_new(notes, rlb_json_text(g->notes[i]));
+	return json_pack("{s:I, s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}",
 			 "id", (json_int_t)gi + 1,
 			 "sweep_value", jstr(g->sweep_value),
 			 "model", g->model, "cluster", g->cluster,
@@ -614,7 +614,7 @@ static json_t *group_json(const struct rlb_report *r, size_t gi)
 			 "ep_size", g->ep_size,
 			 "micro_batch_tokens", g->micro_batch_tokens,
 			 "pack", g->pack, "trace_hash", g->trace_hash,
-			 "trace_path", g->trace_path, "steps", jcount(g->steps),
+			 "trace_path", jstr(g->trace_path), "steps", jcount(g->steps),
 			 "notes", notes);
 }
 
@@ -628,10 +628,10 @@ static json_t *row_json(const struct rlb_report *r, size_t i)
 	for (p = 1; bd && p < RLB_PART_COUNT; p++)
 		json_object_set_new(bd, rlb_report_part_key((enum rlb_report_part)p),
 				    jnum(w->breakdown[p]));
-	j = json_pack("{s:I, s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+	j = json_pack("{s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		      "group", (json_int_t)w->group + 1,
 		      "sweep_value", jstr(w->sweep_value),
-		      "source", w->source, "kind", kind_name(w->kind),
+		      "source", jstr(w->source), "kind", kind_name(w->kind),
 		      "policy", w->policy, "label", w->label,
 		      "steps", jcount(w->steps), "tokens", jcount(w->tokens),
 		      "step_time_s", jnum(w->step_time_s),

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "util.h"
 
 /* The open temporary files, for rlb_atomic_remove_all. */
@@ -242,34 +244,70 @@ void rlb_sort_stable(uint32_t *idx, uint32_t *tmp, size_t n,
 		memcpy(idx, src, n * sizeof(*idx));
 }
 
-int rlb_utf8_ok(const char *s)
+size_t rlb_utf8_len(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
+	unsigned c = p[0], n, i;
+	uint32_t cp;
 
-	while (*p) {
-		unsigned c = *p++, n, i;
-		uint32_t cp;
-
-		if (c < 0x80)
-			continue;
-		if (c >= 0xC2 && c <= 0xDF)
-			n = 1, cp = c & 0x1F;
-		else if (c >= 0xE0 && c <= 0xEF)
-			n = 2, cp = c & 0x0F;
-		else if (c >= 0xF0 && c <= 0xF4)
-			n = 3, cp = c & 0x07;
-		else
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		n = 1, cp = c & 0x1F;
+	else if (c >= 0xE0 && c <= 0xEF)
+		n = 2, cp = c & 0x0F;
+	else if (c >= 0xF0 && c <= 0xF4)
+		n = 3, cp = c & 0x07;
+	else
+		return 0;
+	for (i = 1; i <= n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
 			return 0;
-		for (i = 0; i < n; i++, p++) {
-			if ((*p & 0xC0) != 0x80)
-				return 0;
-			cp = cp << 6 | (*p & 0x3F);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-		    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-			return 0;
+		cp = cp << 6 | (p[i] & 0x3F);
 	}
+	if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+	    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n + 1;
+}
+
+int rlb_utf8_ok(const char *s)
+{
+	size_t n;
+
+	for (; *s; s += n)
+		if ((n = rlb_utf8_len(s)) == 0)
+			return 0;
 	return 1;
+}
+
+json_t *rlb_json_text(const char *s)
+{
+	size_t n, len = strlen(s), k = 0;
+	char *t;
+	json_t *j;
+
+	if (rlb_utf8_ok(s))
+		return json_string(s);
+	/* each bad byte becomes U+FFFD (3 bytes) */
+	t = malloc(3 * len + 1);
+	if (!t)
+		return NULL;
+	for (; *s; s += n) {
+		n = rlb_utf8_len(s);
+		if (n) {
+			memcpy(t + k, s, n);
+			k += n;
+		} else {
+			memcpy(t + k, "\xef\xbf\xbd", 3);
+			k += 3;
+			n = 1;
+		}
+	}
+	t[k] = '\0';
+	j = json_string(t);
+	free(t);
+	return j;
 }
 
 uint64_t rlb_now_ns(void)

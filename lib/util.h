@@ -80,6 +80,15 @@ void rlb_sort_stable(uint32_t *idx, uint32_t *tmp, size_t n,
  * surrogates, nothing past U+10FFFF), as JSON needs; else 0.
  */
 int rlb_utf8_ok(const char *s);
+/* Bytes of the well-formed UTF-8 character at s (1 for NUL), or 0. */
+size_t rlb_utf8_len(const char *s);
+
+/*
+ * A JSON string of any text, such as a file name: its bad UTF-8 bytes
+ * become U+FFFD.  NULL when out of memory.
+ */
+struct json_t;
+struct json_t *rlb_json_text(const char *s);
 
 /* Monotonic and thread CPU clocks in nanoseconds. */
 uint64_t rlb_now_ns(void);

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "relibra.h"
 #include "suites.h"
 
@@ -160,6 +162,22 @@ START_TEST(test_utf8)
 }
 END_TEST
 
+START_TEST(test_json_text)
+{
+	json_t *j = rlb_json_text("a\xff/b\xc3\xa9\xe2\x82");
+
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(json_string_value(j), "a\xef\xbf\xbd/b\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd");
+	json_decref(j);
+	j = rlb_json_text("plain.rrt");
+	ck_assert_str_eq(json_string_value(j), "plain.rrt");
+	json_decref(j);
+	ck_assert_uint_eq(rlb_utf8_len("\xf0\x9f\x98\x80"), 4);
+	ck_assert_uint_eq(rlb_utf8_len("\xe2\x82"), 0);
+	ck_assert_uint_eq(rlb_utf8_len("x"), 1);
+}
+END_TEST
+
 static int before_mod3(const void *ctx, uint32_t a, uint32_t b)
 {
 	(void)ctx;
@@ -194,6 +212,7 @@ Suite *rlb_suite_util(void)
 	tcase_add_test(tc, test_atomic_file);
 	tcase_add_test(tc, test_atomic_remove_all);
 	tcase_add_test(tc, test_utf8);
+	tcase_add_test(tc, test_json_text);
 	tcase_add_test(tc, test_sort_stable);
 	suite_add_tcase(s, tc);
 	return s;

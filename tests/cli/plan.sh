@@ -184,6 +184,22 @@ head -c 300 t.rrt > empty.rrt
 run plan -c "$cfg" empty.rrt
 expect_status 1
 expect_err "relibra plan: trace 'empty.rrt' holds no step (it is truncated: its writer did not finish)"
+# A file name that is not UTF-8 reaches JSON and XHTML as U+FFFD.
+odd=$(printf 'odd\377.rrt')
+fffd=$(printf 'odd\357\277\275.rrt')
+cp t.rrt "$odd"
+run plan -c "$cfg" --json --no-timing "$odd"
+expect_status 0
+expect_out "\"path\": \"$fffd\""
+run inspect --json "$odd"
+expect_status 0
+expect_out "\"trace\": \"$fffd\""
+run report -c "$cfg" --trace "$odd" --policies static --format json --html odd.html
+expect_status 0
+expect_out "\"trace_path\": \"$fffd\""
+if command -v xmllint > /dev/null 2>&1; then
+	xmllint --noout odd.html || fail "a report on an odd file name is not well-formed"
+fi
 printf 'not a trace' > junk.rrt
 run plan -c "$cfg" -o junk.rlp junk.rrt
 expect_status 1
