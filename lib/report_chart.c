@@ -102,6 +102,75 @@ long rlb_report_chart_layer(const struct rlb_report *r, size_t g,
 	return layer < 0 ? 0 : layer;
 }
 
+/* ------------------------------------------------------------------ */
+/* Line charts (2) and (5).                                             */
+
+/* The plot area of a line chart: points sit 10 px inside x0..x1. */
+struct plot {
+	struct rlb_svg_axis xa, ya;
+	double x0, x1, y0, y1;
+};
+
+/* Point k of a line: its y (NAN: none, the line breaks) and *x. */
+typedef double (*point_fn)(const void *ctx, size_t k, double *x);
+
+/* The d attribute of the line through points 0..n-1. */
+static void line_path(FILE *fp, const struct plot *pl, point_fn at,
+		      const void *ctx, size_t n)
+{
+	size_t k;
+	int pen = 0;
+	double x, y;
+
+	for (k = 0; k < n; k++) {
+		y = at(ctx, k, &x);
+		if (isnan(y)) {
+			pen = 0;
+			continue;
+		}
+		fprintf(fp, "%s%.1f %.1f ", pen ? "L" : "M",
+			rlb_svg_axis_pos(&pl->xa, x, pl->x0 + 10, pl->x1 - 10),
+			rlb_svg_axis_pos(&pl->ya, y, pl->y1, pl->y0));
+		pen = 1;
+	}
+}
+
+/* One series: its line in COLOUR, with a dot per point when at most 64. */
+static void line_series(FILE *fp, const struct plot *pl, const char *label,
+			const char *colour, point_fn at, const void *ctx, size_t n)
+{
+	size_t k;
+	double x, y;
+
+	fputs("<g class=\"series\" data-label=\"", fp);
+	rlb_xml_escape(fp, label);
+	fprintf(fp, "\">\n<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", colour);
+	line_path(fp, pl, at, ctx, n);
+	fputs("\"/>\n", fp);
+	for (k = 0; n <= 64 && k < n; k++) {
+		y = at(ctx, k, &x);
+		if (!isnan(y))
+			fprintf(fp, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+				rlb_svg_axis_pos(&pl->xa, x, pl->x0 + 10, pl->x1 - 10),
+				rlb_svg_axis_pos(&pl->ya, y, pl->y1, pl->y0), colour);
+	}
+	fputs("</g>\n", fp);
+}
+
+/* A micro-batch chart line: one layer of a row's loads. */
+struct mb_line {
+	const struct rlb_report_series *s;
+	uint32_t layer;
+};
+
+static double mb_point(const void *ctx, size_t k, double *x)
+{
+	const struct mb_line *ml = ctx;
+
+	*x = (double)k;
+	return max_mean(ml->s, (uint32_t)k, ml->layer);
+}
+
 static int chart_microbatch(const struct rlb_report *r, size_t g,
 			    const struct rlb_report_chart_opts *o, FILE *fp,
 			    struct rlb_err *err)
@@ -111,6 +180,7 @@ static int chart_microbatch(const struct rlb_report *r, size_t g,
 	char title[160], xt[96], name[256];
 	double x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, h, top = 1.0, lh;
 	struct rlb_svg_axis xa, ya;
+	struct plot pl;
 	size_t i, nl = 0;
 	uint32_t mb, m;
 	long layer = rlb_report_chart_layer(r, g, o);
@@ -177,40 +247,16 @@ static int chart_microbatch(const struct rlb_report *r, size_t g,
 			"y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n</g>\n",
 			x0, y, x1, y, rlb_report_colour("ideal", 0));
 	}
+	pl = (struct plot){ xa, ya, x0, x1, y0, y1 };
 	for (i = 0; i < r->nrows; i++) {
 		const struct rlb_report_row *w = &r->rows[i];
-		const char *c = rlb_report_colour(w->label, i);
-		int pen = 0;
+		struct mb_line ml = { w->series, (uint32_t)layer };
 
 		if (w->group != g || !w->series || strcmp(w->policy, "ideal") == 0 ||
 		    w->series->micro_batches != m || (uint32_t)layer >= w->series->layers)
 			continue;
-		fputs("<g class=\"series\" data-label=\"", fp);
-		rlb_xml_escape(fp, rlb_svg_display_name(w, name, sizeof(name)));
-		fprintf(fp, "\">\n<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", c);
-		for (mb = 0; mb < m; mb++) {
-			double v = max_mean(w->series, mb, (uint32_t)layer);
-
-			if (isnan(v)) {
-				pen = 0;
-				continue;
-			}
-			fprintf(fp, "%s%.1f %.1f ", pen ? "L" : "M",
-				rlb_svg_axis_pos(&xa, mb, x0 + 10, x1 - 10),
-				rlb_svg_axis_pos(&ya, v, y1, y0));
-			pen = 1;
-		}
-		fputs("\"/>\n", fp);
-		if (m <= 64)
-			for (mb = 0; mb < m; mb++) {
-				double v = max_mean(w->series, mb, (uint32_t)layer);
-
-				if (!isnan(v))
-					fprintf(fp, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-						rlb_svg_axis_pos(&xa, mb, x0 + 10, x1 - 10),
-						rlb_svg_axis_pos(&ya, v, y1, y0), c);
-			}
-		fputs("</g>\n", fp);
+		line_series(fp, &pl, rlb_svg_display_name(w, name, sizeof(name)),
+			    rlb_report_colour(w->label, i), mb_point, &ml, m);
 	}
 	fputs("</svg>\n", fp);
 out:
@@ -398,27 +444,21 @@ static int steps_row(const struct rlb_report_row *w, size_t g)
 	       strcmp(w->policy, "ideal") != 0;
 }
 
-/* A polyline of N points (x[i], y[i]), NAN breaking it. */
-static void steps_path(FILE *fp, const struct rlb_svg_axis *xa,
-		       const struct rlb_svg_axis *ya, double x0, double x1,
-		       double y0, double y1, const struct rlb_report_step *s,
-		       size_t n, int ideal)
+/* A steps chart line: a row's step times, or the ideal's. */
+static double step_point(const void *ctx, size_t k, double *x)
 {
-	size_t k;
-	int pen = 0;
+	const struct rlb_report_step *s = &((const struct rlb_report_row *)ctx)->per_step[k];
 
-	for (k = 0; k < n; k++) {
-		double v = ideal ? s[k].ideal_s : s[k].step_time_s;
+	*x = s->step;
+	return s->step_time_s;
+}
 
-		if (isnan(v)) {
-			pen = 0;
-			continue;
-		}
-		fprintf(fp, "%s%.1f %.1f ", pen ? "L" : "M",
-			rlb_svg_axis_pos(xa, s[k].step, x0 + 10, x1 - 10),
-			rlb_svg_axis_pos(ya, v, y1, y0));
-		pen = 1;
-	}
+static double ideal_point(const void *ctx, size_t k, double *x)
+{
+	const struct rlb_report_step *s = &((const struct rlb_report_row *)ctx)->per_step[k];
+
+	*x = s->step;
+	return s->ideal_s;
 }
 
 static int chart_steps(const struct rlb_report *r, size_t g, FILE *fp,
@@ -429,6 +469,7 @@ static int chart_steps(const struct rlb_report *r, size_t g, FILE *fp,
 	double x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, h, lo = INFINITY, hi = 0;
 	double slo = INFINITY, shi = -INFINITY, scale, tick;
 	struct rlb_svg_axis xa, ya;
+	struct plot pl;
 	const char *unit;
 	char name[256], yt[64], buf[32];
 	size_t i, k, nl = 0, most = 0;
@@ -492,27 +533,18 @@ static int chart_steps(const struct rlb_report *r, size_t g, FILE *fp,
 	fputs("</g>\n", fp);
 	snprintf(yt, sizeof(yt), "step time (%s)", unit);
 	rlb_svg_axis_titles(fp, x0, y0, x1, y1, h - 10, "step", yt);
+	pl = (struct plot){ xa, ya, x0, x1, y0, y1 };
 	fprintf(fp, "<g class=\"reference\">\n<path fill=\"none\" stroke=\"%s\" "
 		"stroke-width=\"2\" stroke-dasharray=\"6 4\" d=\"", colours[nl]);
-	steps_path(fp, &xa, &ya, x0, x1, y0, y1, ref->per_step, ref->nper_step, 1);
+	line_path(fp, &pl, ideal_point, ref, ref->nper_step);
 	fputs("\"/>\n</g>\n", fp);
 	for (i = 0; i < r->nrows; i++) {
 		const struct rlb_report_row *w = &r->rows[i];
-		const char *c = rlb_report_colour(w->label, i);
 
-		if (!steps_row(w, g))
-			continue;
-		fputs("<g class=\"series\" data-label=\"", fp);
-		rlb_xml_escape(fp, rlb_svg_display_name(w, name, sizeof(name)));
-		fprintf(fp, "\">\n<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", c);
-		steps_path(fp, &xa, &ya, x0, x1, y0, y1, w->per_step, w->nper_step, 0);
-		fputs("\"/>\n", fp);
-		if (w->nper_step <= 64)
-			for (k = 0; k < w->nper_step; k++)
-				fprintf(fp, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-					rlb_svg_axis_pos(&xa, w->per_step[k].step, x0 + 10, x1 - 10),
-					rlb_svg_axis_pos(&ya, w->per_step[k].step_time_s, y1, y0), c);
-		fputs("</g>\n", fp);
+		if (steps_row(w, g))
+			line_series(fp, &pl, rlb_svg_display_name(w, name, sizeof(name)),
+				    rlb_report_colour(w->label, i), step_point, w,
+				    w->nper_step);
 	}
 	fputs("</svg>\n", fp);
 out:
