@@ -217,29 +217,31 @@ fuzz-run: $(FUZZ_BINS)
 	@sh fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(or $(FUZZ),$(FUZZ_NAMES))
 
 lint-man:
-	mandoc -Tlint -W warning man/relibra.1 man/relibra.yaml.5 man/relibra-trace.5
+	mandoc -Tlint -W warning man/relibra.1 man/relibra.3 man/relibra.yaml.5 man/relibra-trace.5
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/relibra \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(PCDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(PCDIR) \
 		$(DESTDIR)$(DATADIR)/configs/models $(DESTDIR)$(DATADIR)/configs/clusters
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(filter-out %_internal.h %_impl.h,$(wildcard lib/*.h)) $(DESTDIR)$(INCDIR)/relibra/
 	install -m 644 man/relibra.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 man/relibra.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/relibra.yaml.5 man/relibra-trace.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 644 configs/*.yaml $(DESTDIR)$(DATADIR)/configs/
 	install -m 644 configs/models/*.yaml $(DESTDIR)$(DATADIR)/configs/models/
 	install -m 644 configs/clusters/*.yaml $(DESTDIR)$(DATADIR)/configs/clusters/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 		-e 's|@INCDIR@|$(INCDIR)|' \
-		-e 's|@LIBS_PRIVATE@|$(strip $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)))|' \
+		-e 's|@LIBS_EXTRA@|$(strip $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)))|' \
 		-e 's|@VERSION@|'"$$(sed -n 's/^#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)"'|' \
 		relibra.pc.in > $(DESTDIR)$(PCDIR)/relibra.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/$(BIN) $(DESTDIR)$(LIBDIR)/$(LIB) $(DESTDIR)$(PCDIR)/relibra.pc \
-		$(DESTDIR)$(MANDIR)/man1/relibra.1 $(DESTDIR)$(MANDIR)/man5/relibra.yaml.5 \
+	rm -f $(DESTDIR)$(BINDIR)/relibra $(DESTDIR)$(LIBDIR)/librelibra.a $(DESTDIR)$(PCDIR)/relibra.pc \
+		$(DESTDIR)$(MANDIR)/man1/relibra.1 $(DESTDIR)$(MANDIR)/man3/relibra.3 \
+		$(DESTDIR)$(MANDIR)/man5/relibra.yaml.5 \
 		$(DESTDIR)$(MANDIR)/man5/relibra-trace.5
 	rm -rf $(DESTDIR)$(INCDIR)/relibra $(DESTDIR)$(DATADIR)
 

@@ -3,7 +3,7 @@
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v mandoc >/dev/null 2>&1 || skip "mandoc not installed"
-for m in relibra.1 relibra.yaml.5 relibra-trace.5; do
+for m in relibra.1 relibra.3 relibra.yaml.5 relibra-trace.5; do
 	mandoc -Tlint -W warning "$RLB_TOP/man/$m" || fail "mandoc -Tlint $m"
 done
 

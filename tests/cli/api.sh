@@ -1,0 +1,79 @@
+# api.sh - the library as its users get it: `make install PREFIX=DIR`,
+# examples/plan_online.c built with pkg-config against the installed
+# headers and archive, its trace and plans checked against the command
+# line's (the same plan file, byte for byte, and train-step applies it),
+# a failing run that leaves no file behind, and `make uninstall`.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
+command -v make >/dev/null 2>&1 || skip "make not installed"
+CC=${CC:-cc}
+command -v "$CC" >/dev/null 2>&1 || skip "no C compiler ($CC)"
+
+# Install the build under test: the variant of $RLB_BUILD (build,
+# build-san, build-tsan), with the make flags of the make that runs the
+# tests, so that nothing is rebuilt.  A sanitizer build's archive needs
+# its runtime.
+variant=$(basename "$RLB_BUILD")
+variant=${variant#build}
+variant=${variant#-}
+case $variant in
+"") san= ;;
+san) san="-fsanitize=address,undefined" ;;
+tsan) san="-fsanitize=thread" ;;
+*) skip "no install test for the '$variant' build" ;;
+esac
+prefix="$TEST_TMP/prefix"
+make -C "$RLB_TOP" VARIANT="$variant" PREFIX="$prefix" install > install.log 2>&1 ||
+	{ cat install.log; fail "make install PREFIX=$prefix failed"; }
+for f in bin/relibra lib/librelibra.a lib/pkgconfig/relibra.pc \
+	include/relibra/relibra.h share/man/man1/relibra.1 share/man/man3/relibra.3 \
+	share/man/man5/relibra-trace.5 share/relibra/configs/tiny-2x2.yaml; do
+	[ -f "$prefix/$f" ] || fail "make install did not install $f"
+done
+"$prefix/bin/relibra" --version > /dev/null || fail "the installed relibra does not run"
+
+# Build the example with nothing but the installed files.
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+flags=$(pkg-config --cflags --libs relibra) || fail "pkg-config does not find relibra"
+# shellcheck disable=SC2086
+"$CC" -std=c11 -Wall -Wextra -Werror $san -o plan_online \
+	"$RLB_TOP/examples/plan_online.c" $flags 2> cc.log ||
+	{ cat cc.log; fail "examples/plan_online.c does not build against the installed library"; }
+
+cfg="$prefix/share/relibra/configs/tiny-2x2.yaml"
+./plan_online "$cfg" api.rrt api.rlp > out 2> err || { cat out err; fail "plan_online failed"; }
+expect_empty err
+expect_out "wrote api.rrt and api.rlp"
+[ "$(grep -c '^step ' out)" -eq 3 ] || { cat out; fail "plan_online did not plan 3 steps"; }
+# The stand-in routing is skewed enough for relibra to replicate.
+expect_out "rank 0 sends"
+
+# The trace is an ordinary trace, from source "api".
+RELIBRA="$prefix/bin/relibra"
+run inspect api.rrt
+expect_status 0
+grep -q '^source: *api$' out || { cat out; fail "the trace's source is not 'api'"; }
+grep -q '^steps: *3 (0..2)$' out || { cat out; fail "the trace does not hold steps 0..2"; }
+
+# The library's plans are relibra plan's, byte for byte.
+run plan -c "$cfg" --no-timing -o cli.rlp api.rrt
+expect_status 0
+cmp api.rlp cli.rlp || fail "the plans of the library and of relibra plan differ"
+
+# train-step applies them (and checks they belong to the trace and config).
+run train-step -c "$cfg" --trace api.rrt --plan api.rlp --steps 2:2 --virtual-ranks 4 --verify
+expect_status 0
+
+# A failure leaves neither file, nor their .tmp files.
+./plan_online "$cfg" gone.rrt no-such-dir/gone.rlp > out 2> err && fail "plan_online wrote into a missing directory"
+grep -q "no-such-dir/gone.rlp" err || { cat err; fail "the error does not name the plan file"; }
+for f in gone.rrt gone.rrt.tmp; do
+	[ ! -e "$f" ] || fail "a failed run left $f"
+done
+
+make -C "$RLB_TOP" VARIANT="$variant" PREFIX="$prefix" uninstall > uninstall.log 2>&1 ||
+	{ cat uninstall.log; fail "make uninstall failed"; }
+left=$(find "$prefix" -type f)
+[ -z "$left" ] || fail "make uninstall left: $left"
+exit 0
