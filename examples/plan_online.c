@@ -62,9 +62,31 @@ static void routing_free(struct step_routing *r)
 }
 
 /*
- * Half of each token's picks come from the layer's few hot experts of
- * this step, the rest uniformly; a token never picks an expert twice.
+ * One token's top-k ids: each pick is, at even odds, one of the layer's
+ * HOT_EXPERTS hot experts of the step (hot, hot + 7, hot + 14) or any
+ * expert; a token never picks an expert twice.
  */
+static void pick_experts(uint16_t *pick, uint32_t topk, uint32_t experts,
+			 uint32_t hot, uint64_t *rng)
+{
+	for (uint32_t k = 0; k < topk; k++) {
+		uint32_t e, j;
+
+		do {
+			uint64_t x = next_random(rng);
+
+			if (x & 1)
+				e = (hot + (uint32_t)(x >> 1) % HOT_EXPERTS * 7) % experts;
+			else
+				e = (uint32_t)(x >> 1) % experts;
+			for (j = 0; j < k && pick[j] != e; j++)
+				;
+		} while (j < k);
+		pick[k] = (uint16_t)e;
+	}
+}
+
+/* The step's sequences: 32 to 543 tokens each. */
 static int routing_make(struct step_routing *r, uint32_t step,
 			const struct rlb_trace_header *h, uint64_t *rng)
 {
@@ -78,29 +100,10 @@ static int routing_make(struct step_routing *r, uint32_t step,
 		r->ids[i] = malloc((size_t)layers * n * topk * sizeof(uint16_t));
 		if (!r->ids[i])
 			return -1;
-		for (uint32_t l = 0; l < layers; l++) {
-			for (uint32_t t = 0; t < n; t++) {
-				uint16_t *pick = r->ids[i] + ((size_t)l * n + t) * topk;
-
-				for (uint32_t k = 0; k < topk; k++) {
-					uint32_t e, j;
-
-					do {
-						uint64_t x = next_random(rng);
-
-						if (x & 1)
-							e = (step * 5 + l * 3 +
-							     (uint32_t)(x >> 1) % HOT_EXPERTS * 7) %
-							    experts;
-						else
-							e = (uint32_t)(x >> 1) % experts;
-						for (j = 0; j < k && pick[j] != e; j++)
-							;
-					} while (j < k);
-					pick[k] = (uint16_t)e;
-				}
-			}
-		}
+		for (uint32_t l = 0; l < layers; l++)
+			for (uint32_t t = 0; t < n; t++)
+				pick_experts(r->ids[i] + ((size_t)l * n + t) * topk,
+					     topk, experts, step * 5 + l * 3, rng);
 	}
 	return 0;
 }
