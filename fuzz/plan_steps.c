@@ -132,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rlb_put_u32(q + 32, chunks);
 		rlb_put_u32(q + 36, seqs);
 	}
-	rlb_put_u32(q + 16 + entry, rrt_crc32c(q, 16 + entry));
+	rlb_put_u32(q + 16 + entry, rlb_rrt_crc32c(q, 16 + entry));
 	off += 8 + 20 + entry;
 	/* The seek table: header, step frame, index. */
 	put_frame_head(file + off, RRT_SEEK_MAGIC, 3 * 8 + 9);

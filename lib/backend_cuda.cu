@@ -337,14 +337,14 @@ static size_t align_up(size_t n)
 /* ------------------------------------------------------------------ */
 /* Kernels.                                                             */
 
-__global__ void k_f32_to_bf16(size_t n, const float *src, bf16 *dst)
+static __global__ void k_f32_to_bf16(size_t n, const float *src, bf16 *dst)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		dst[i] = __float2bfloat16(src[i]);
 }
 
-__global__ void k_bf16_to_f32(size_t n, const bf16 *src, float *dst)
+static __global__ void k_bf16_to_f32(size_t n, const bf16 *src, float *dst)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
@@ -357,7 +357,7 @@ struct ptr_args {
 	unsigned n;
 };
 
-__global__ void k_ptrs(struct ptr_args a, const void **dst)
+static __global__ void k_ptrs(struct ptr_args a, const void **dst)
 {
 	unsigned i = threadIdx.x;
 
@@ -365,7 +365,7 @@ __global__ void k_ptrs(struct ptr_args a, const void **dst)
 		dst[i] = a.p[i];
 }
 
-__global__ void k_gather(size_t n, uint32_t width, const uint32_t *idx,
+static __global__ void k_gather(size_t n, uint32_t width, const uint32_t *idx,
 			 const float *scale, const bf16 *src, bf16 *dst)
 {
 	for (size_t i = blockIdx.x; i < n; i += gridDim.x) {
@@ -385,7 +385,7 @@ __global__ void k_gather(size_t n, uint32_t width, const uint32_t *idx,
 }
 
 /* inout[t] += sum over k ascending of gate * y[idx], in fp32, rounded once. */
-__global__ void k_combine(size_t ntok, uint32_t topk, uint32_t hidden,
+static __global__ void k_combine(size_t ntok, uint32_t topk, uint32_t hidden,
 			  const uint32_t *idx, const float *gate, const bf16 *y,
 			  bf16 *inout)
 {
@@ -418,7 +418,7 @@ __device__ static float sigmoidf_(float g)
 }
 
 /* h = silu(g) * u from act rows [g | u]. */
-__global__ void k_swiglu_fwd(struct job_args a, size_t rows, uint32_t ffn)
+static __global__ void k_swiglu_fwd(struct job_args a, size_t rows, uint32_t ffn)
 {
 	const bf16 *act = (const bf16 *)a.a[blockIdx.y];
 	bf16 *h = (bf16 *)a.c[blockIdx.y];
@@ -435,7 +435,7 @@ __global__ void k_swiglu_fwd(struct job_args a, size_t rows, uint32_t ffn)
 }
 
 /* From act [g | u] and dh (fp32): dgu [dg | du] and h (for dw_down). */
-__global__ void k_swiglu_bwd(struct job_args a, size_t rows, uint32_t ffn)
+static __global__ void k_swiglu_bwd(struct job_args a, size_t rows, uint32_t ffn)
 {
 	const bf16 *act = (const bf16 *)a.a[blockIdx.y];
 	const float *dh = (const float *)a.b[blockIdx.y];
@@ -457,7 +457,7 @@ __global__ void k_swiglu_bwd(struct job_args a, size_t rows, uint32_t ffn)
 }
 
 /* dst[job] = bf16(src[job]) over n elements per job. */
-__global__ void k_cvt_jobs(struct job_args a, size_t n)
+static __global__ void k_cvt_jobs(struct job_args a, size_t n)
 {
 	const float *src = (const float *)a.a[blockIdx.y];
 	bf16 *dst = (bf16 *)a.c[blockIdx.y];
@@ -467,7 +467,7 @@ __global__ void k_cvt_jobs(struct job_args a, size_t n)
 		dst[i] = __float2bfloat16(src[i]);
 }
 
-__global__ void k_acc_add(size_t n, float *dst, const float *src)
+static __global__ void k_acc_add(size_t n, float *dst, const float *src)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
@@ -479,7 +479,7 @@ struct adam_args {
 };
 
 /* lib/expert.c's rlb_adam_update on the fp32 master, then the bf16 copy. */
-__global__ void k_adam(size_t n, struct adam_args a, const float *g,
+static __global__ void k_adam(size_t n, struct adam_args a, const float *g,
 		       float *master, float *m, float *v, bf16 *w)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

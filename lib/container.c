@@ -15,7 +15,7 @@
 #include "trace_impl.h"
 #include "util.h"
 
-int rrt_open(const char *path, const char *kind, int *fd,
+int rlb_rrt_open(const char *path, const char *kind, int *fd,
 	     uint64_t *file_bytes, struct rlb_err *err)
 {
 	struct stat st;
@@ -32,7 +32,7 @@ int rrt_open(const char *path, const char *kind, int *fd,
 	return 0;
 }
 
-int rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
+int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 		void *buf, size_t n, struct rlb_err *err)
 {
 	uint8_t *p = buf;
@@ -60,7 +60,7 @@ int rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 	return 0;
 }
 
-int rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
+int rlb_rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
 	       const char *fmt, ...)
 {
 	char msg[RLB_ERR_MSG_MAX];
@@ -73,7 +73,7 @@ int rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
 			   (unsigned long long)off, msg);
 }
 
-int rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
+int rlb_rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
 			  const char *kind, uint32_t max_bytes,
 			  uint8_t **content, uint32_t *bytes, struct rlb_err *err)
 {
@@ -83,28 +83,28 @@ int rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
 
 	*content = NULL;
 	if (file_bytes < 8)
-		return rrt_at_err(err, RLB_ETRUNC, "header", 0,
+		return rlb_rrt_at_err(err, RLB_ETRUNC, "header", 0,
 				  "file is %llu bytes, too short for a %s",
 				  (unsigned long long)file_bytes, kind);
-	ret = rrt_read_at(fd, path, file_bytes, 0, b, 8, err);
+	ret = rlb_rrt_read_at(fd, path, file_bytes, 0, b, 8, err);
 	if (ret)
 		return ret;
 	if (rlb_get_u32(b) != RRT_HEADER_MAGIC)
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 0,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 0,
 				  "not a relibra %s (magic 0x%08x)", kind,
 				  rlb_get_u32(b));
 	hsize = rlb_get_u32(b + 4);
 	if (hsize > max_bytes)
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 4,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 4,
 				  "size %u exceeds the limit %u", hsize, max_bytes);
 	if (8 + (uint64_t)hsize > file_bytes)
-		return rrt_at_err(err, RLB_ETRUNC, "header", 0,
+		return rlb_rrt_at_err(err, RLB_ETRUNC, "header", 0,
 				  "cut at end of file (%llu of %u bytes present)",
 				  (unsigned long long)file_bytes, 8 + hsize);
 	hc = malloc(hsize ? hsize : 1);
 	if (!hc)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	ret = rrt_read_at(fd, path, file_bytes, 8, hc, hsize, err);
+	ret = rlb_rrt_read_at(fd, path, file_bytes, 8, hc, hsize, err);
 	if (ret) {
 		free(hc);
 		return ret;
@@ -114,34 +114,34 @@ int rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
 	return 0;
 }
 
-size_t rrt_seek_table_bytes(size_t n)
+size_t rlb_rrt_seek_table_bytes(size_t n)
 {
 	return 8 + (n + 2) * RRT_SEEK_ENTRY + RRT_SEEK_FOOTER;
 }
 
-uint8_t *rrt_seek_table_begin(uint8_t *out, size_t n, uint32_t head_bytes)
+uint8_t *rlb_rrt_seek_table_begin(uint8_t *out, size_t n, uint32_t head_bytes)
 {
 	rlb_put_u32(out, RRT_SEEK_MAGIC);
-	rlb_put_u32(out + 4, (uint32_t)(rrt_seek_table_bytes(n) - 8));
-	return rrt_seek_entry_put(out + 8, head_bytes, 0);
+	rlb_put_u32(out + 4, (uint32_t)(rlb_rrt_seek_table_bytes(n) - 8));
+	return rlb_rrt_seek_entry_put(out + 8, head_bytes, 0);
 }
 
-uint8_t *rrt_seek_entry_put(uint8_t *p, uint32_t csize, uint32_t dsize)
+uint8_t *rlb_rrt_seek_entry_put(uint8_t *p, uint32_t csize, uint32_t dsize)
 {
 	rlb_put_u32(p, csize);
 	rlb_put_u32(p + 4, dsize);
 	return p + RRT_SEEK_ENTRY;
 }
 
-void rrt_seek_table_end(uint8_t *p, size_t n, uint32_t index_bytes)
+void rlb_rrt_seek_table_end(uint8_t *p, size_t n, uint32_t index_bytes)
 {
-	p = rrt_seek_entry_put(p, index_bytes, 0);
+	p = rlb_rrt_seek_entry_put(p, index_bytes, 0);
 	rlb_put_u32(p, (uint32_t)(n + 2));
 	p[4] = 0;
 	rlb_put_u32(p + 5, RRT_SEEKABLE_MAGIC);
 }
 
-int rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
+int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 			uint64_t data_start, uint64_t n,
 			const struct rrt_seek_limits *lim,
 			int (*frame)(void *ctx, uint64_t off, uint32_t csize,
@@ -154,21 +154,21 @@ int rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 	int ret;
 
 	if (n < 2 || n - 2 > lim->max_frames || tsize > file_bytes - data_start)
-		return rrt_at_err(err, RLB_ECORRUPT, "seek table",
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
 				  file_bytes - RRT_SEEK_FOOTER,
 				  "%llu frames do not fit in the file",
 				  (unsigned long long)n);
 	toff = file_bytes - tsize;
-	ret = rrt_read_at(fd, path, file_bytes, toff, fh, 8, err);
+	ret = rlb_rrt_read_at(fd, path, file_bytes, toff, fh, 8, err);
 	if (ret)
 		return ret;
 	if (rlb_get_u32(fh) != RRT_SEEK_MAGIC || rlb_get_u32(fh + 4) != tsize - 8)
-		return rrt_at_err(err, RLB_ECORRUPT, "seek table", toff,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", toff,
 				  "bad frame header");
 	ent = malloc((size_t)(n * RRT_SEEK_ENTRY));
 	if (!ent)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-	ret = rrt_read_at(fd, path, file_bytes, toff + 8, ent,
+	ret = rlb_rrt_read_at(fd, path, file_bytes, toff + 8, ent,
 			  (size_t)(n * RRT_SEEK_ENTRY), err);
 	if (ret)
 		goto out;
@@ -185,7 +185,7 @@ int rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 		else
 			ok = d >= lim->min_raw && d <= lim->max_raw && c >= 9;
 		if (!ok || c > toff - pos) {
-			ret = rrt_at_err(err, RLB_ECORRUPT, "seek table",
+			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
 					 toff + 8 + i * RRT_SEEK_ENTRY,
 					 "bad entry %llu (%llu bytes, %u raw)",
 					 (unsigned long long)i,
@@ -200,7 +200,7 @@ int rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 		pos += c;
 	}
 	if (pos != toff) {
-		ret = rrt_at_err(err, RLB_ECORRUPT, "seek table", toff,
+		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", toff,
 				 "frames add up to %llu bytes, the table starts at %llu",
 				 (unsigned long long)pos, (unsigned long long)toff);
 		goto out;

@@ -413,7 +413,7 @@ void rlb_exec_free(struct rlb_exec *ex)
 	if (!ex)
 		return;
 	for (i = 0; ex->rk && i < ex->nlocal; i++) {
-		exec_rank_release(ex, &ex->rk[i]);
+		rlb_exec_rank_release(ex, &ex->rk[i]);
 		rlb_backend_free(ex->rk[i].be);
 	}
 	free(ex->rk);
@@ -422,7 +422,7 @@ void rlb_exec_free(struct rlb_exec *ex)
 	rlb_schedule_release(&ex->sched);
 	rlb_trace_reader_free(ex->tr);
 	rlb_plan_reader_free(ex->pr);
-	exec_records_free(ex);
+	rlb_exec_records_free(ex);
 	free(ex->steps);
 	free(ex->cur_home);
 	free(ex->split);
@@ -492,7 +492,7 @@ static int step_begin(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
 	ex->step_tokens = 0;
 	for (c = 0; c < ex->sched.nchunks; c++)
 		ex->step_tokens += ex->sched.chunks[c].tokens;
-	ret = exec_load_tokens(ex, step, err);
+	ret = rlb_exec_load_tokens(ex, step, err);
 	if (ret < 0)
 		return ret;
 	ncell = (size_t)ex->sched.micro_batches * ex->layers * CELL_N;
@@ -543,11 +543,11 @@ static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 	ex->failed_rank = ex->first;
 	ret = step_begin(ex, step, err);
 	if (ret == 0)
-		ret = exec_migrate(ex, ex->plan.home, 1, err);
+		ret = rlb_exec_migrate(ex, ex->plan.home, 1, err);
 	for (mb = 0; ret == 0 && mb < ex->sched.micro_batches; mb++)
-		ret = exec_micro_batch(ex, mb, err);
+		ret = rlb_exec_micro_batch(ex, mb, err);
 	if (ret == 0)
-		ret = exec_adam(ex, (uint32_t)idx + 1, err);
+		ret = rlb_exec_adam(ex, (uint32_t)idx + 1, err);
 	if (ret < 0)
 		return ret;
 	/* Transfers done: the other ranks wait for it in the reduction below. */
@@ -565,7 +565,7 @@ static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 		ex->losses[idx] = v[0];
 	free(v);
 	if (ret == 0 && !ex->static_run)
-		ret = exec_record_step(ex, step, err);
+		ret = rlb_exec_record_step(ex, step, err);
 	return ret;
 }
 
@@ -576,9 +576,9 @@ static int run_all(struct rlb_exec *ex, int static_run, struct rlb_err *err)
 	int ret;
 
 	ex->static_run = static_run;
-	exec_homes_free(ex);
+	rlb_exec_homes_free(ex);
 	static_homes(ex, ex->cur_home);
-	ret = exec_homes_init(ex, err);
+	ret = rlb_exec_homes_init(ex, err);
 	for (i = 0; ret == 0 && i < ex->nsteps; i++) {
 		ret = run_step(ex, i, err);
 		if (ex->o.progress && ex->first == 0)
@@ -737,7 +737,7 @@ static int verify(struct rlb_exec *ex, struct rlb_err *err)
 	if (ret == 0) {
 		memcpy(plan_loss, ex->losses, ex->nsteps * sizeof(*plan_loss));
 		static_homes(ex, home);
-		ret = exec_migrate(ex, home, 0, err);
+		ret = rlb_exec_migrate(ex, home, 0, err);
 	}
 	if (ret == 0)
 		ret = save_weights(ex, saved, err);
@@ -776,7 +776,7 @@ int rlb_exec_run(struct rlb_exec *ex, struct rlb_exec_verify *v,
 	int ret;
 
 	memset(&ex->verify, 0, sizeof(ex->verify));
-	exec_records_free(ex);
+	rlb_exec_records_free(ex);
 	ret = run_all(ex, 0, err);
 	if (ret == 0 && ex->o.verify)
 		ret = verify(ex, err);

@@ -178,32 +178,32 @@ struct rlb_exec {
 };
 
 /* ---- exec_state.c ---- */
-int exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
+int rlb_exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
 	      struct rlb_err *err);
-void exec_dbuf_free(struct rlb_backend *be, struct dbuf *b);
+void rlb_exec_dbuf_free(struct rlb_backend *be, struct dbuf *b);
 
 /* ---- exec_route.c ---- */
 /* Read the step's tokens of the local ranks (ids, gates, positions). */
-int exec_load_tokens(struct rlb_exec *ex, uint32_t step, struct rlb_err *err);
+int rlb_exec_load_tokens(struct rlb_exec *ex, uint32_t step, struct rlb_err *err);
 /* Routes of every layer of micro-batch MB for local rank RK (host and device). */
-int exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
+int rlb_exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 		  struct rlb_err *err);
-void exec_route_release(struct rlb_backend *be, struct exec_route *r);
+void rlb_exec_route_release(struct rlb_backend *be, struct exec_route *r);
 
 /* ---- exec_state.c ---- */
-int exec_homes_init(struct rlb_exec *ex, struct rlb_err *err);
-void exec_homes_free(struct rlb_exec *ex);
-int exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
+int rlb_exec_homes_init(struct rlb_exec *ex, struct rlb_err *err);
+void rlb_exec_homes_free(struct rlb_exec *ex);
+int rlb_exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
 		 struct rlb_err *err);
-int exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err);
-void exec_rank_release(struct rlb_exec *ex, struct exec_rank *rk);
+int rlb_exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err);
+void rlb_exec_rank_release(struct rlb_exec *ex, struct exec_rank *rk);
 
 /* ---- exec_layer.c ---- */
-int exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err);
+int rlb_exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err);
 
 /* ---- exec_metrics.c ---- */
-int exec_record_step(struct rlb_exec *ex, uint32_t step, struct rlb_err *err);
-void exec_records_free(struct rlb_exec *ex);
+int rlb_exec_record_step(struct rlb_exec *ex, uint32_t step, struct rlb_err *err);
+void rlb_exec_records_free(struct rlb_exec *ex);
 
 /* ---- small helpers shared by the exec files ---- */
 

@@ -224,7 +224,7 @@ static int reduce_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 					memset(&g[j], 0, sizeof(*g));
 					rk->ngtmp = j + 1;
 				}
-				ret = exec_dbuf(be, &rk->gtmp[j], gb, err);
+				ret = rlb_exec_dbuf(be, &rk->gtmp[j], gb, err);
 				if (ret == 0)
 					ret = be->ops->recv(be, exec_comm_of(ex, in[k].gpu, rk->rank),
 							    in[k].gpu, rk->gtmp[j].p, gb, err);
@@ -332,30 +332,30 @@ static int mb_buffers(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 
 		if (r->nrecv > maxrecv)
 			maxrecv = r->nrecv;
-		ret = exec_dbuf(be, &r->x, r->nrecv * row, err);
+		ret = rlb_exec_dbuf(be, &r->x, r->nrecv * row, err);
 		if (ret == 0)
-			ret = exec_dbuf(be, &r->act, r->nrecv * 2 * (size_t)ex->ffn *
+			ret = rlb_exec_dbuf(be, &r->act, r->nrecv * 2 * (size_t)ex->ffn *
 					be->act_bytes, err);
 		if (ret)
 			return ret;
 	}
-	ret = exec_dbuf(be, &rk->h, (ex->layers + 1) * ntok * row, err);
+	ret = rlb_exec_dbuf(be, &rk->h, (ex->layers + 1) * ntok * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->dh[0], ntok * row, err);
+		ret = rlb_exec_dbuf(be, &rk->dh[0], ntok * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->dh[1], ntok * row, err);
+		ret = rlb_exec_dbuf(be, &rk->dh[1], ntok * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->sendbuf, ntok * ex->topk * row, err);
+		ret = rlb_exec_dbuf(be, &rk->sendbuf, ntok * ex->topk * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->retbuf, ntok * ex->topk * row, err);
+		ret = rlb_exec_dbuf(be, &rk->retbuf, ntok * ex->topk * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->recvbuf, maxrecv * row, err);
+		ret = rlb_exec_dbuf(be, &rk->recvbuf, maxrecv * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->ebuf, maxrecv * row, err);
+		ret = rlb_exec_dbuf(be, &rk->ebuf, maxrecv * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->ebuf2, maxrecv * row, err);
+		ret = rlb_exec_dbuf(be, &rk->ebuf2, maxrecv * row, err);
 	if (ret == 0)
-		ret = exec_dbuf(be, &rk->backbuf, maxrecv * row, err);
+		ret = rlb_exec_dbuf(be, &rk->backbuf, maxrecv * row, err);
 	if (ret == 0 && ntok * ex->hidden > rk->host_h_cap) {
 		free(rk->host_h);
 		rk->host_h = malloc(ntok * ex->hidden * sizeof(float));
@@ -552,7 +552,7 @@ static int loss(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
 	return ret;
 }
 
-int exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
+int rlb_exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
 {
 	uint32_t i, L, cur = 0;
 	int ret = 0;
@@ -560,7 +560,7 @@ int exec_micro_batch(struct rlb_exec *ex, uint32_t mb, struct rlb_err *err)
 	for (i = 0; ret == 0 && i < ex->nlocal; i++) {
 		struct exec_rank *rk = &ex->rk[i];
 
-		ret = exec_route_mb(ex, rk, mb, err);
+		ret = rlb_exec_route_mb(ex, rk, mb, err);
 		if (ret == 0)
 			ret = mb_buffers(ex, rk, mb, err);
 		if (ret == 0)

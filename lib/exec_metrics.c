@@ -14,7 +14,7 @@
 #include "relibra.h"
 #include "util.h"
 
-void exec_records_free(struct rlb_exec *ex)
+void rlb_exec_records_free(struct rlb_exec *ex)
 {
 	size_t i;
 
@@ -27,7 +27,7 @@ void exec_records_free(struct rlb_exec *ex)
 	ex->nrec = 0;
 }
 
-int exec_record_step(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
+int rlb_exec_record_step(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
 {
 	uint32_t mbs = ex->sched.micro_batches, i, r;
 	size_t ncell = (size_t)mbs * ex->layers, per = STEP_N + ncell * CELL_N, c;

@@ -78,7 +78,7 @@ static void copy_chunk(struct rlb_exec *ex, struct exec_rank *rk,
 	}
 }
 
-int exec_load_tokens(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
+int rlb_exec_load_tokens(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
 {
 	const struct rlb_schedule *s = &ex->sched;
 	uint32_t mbs = s->micro_batches, i, m;
@@ -365,11 +365,11 @@ static int upload_idx(struct rlb_backend *be, struct rlb_queue *q,
 
 	if (bytes == 0)
 		return 0;
-	ret = exec_dbuf(be, d, bytes, err);
+	ret = rlb_exec_dbuf(be, d, bytes, err);
 	return ret ? ret : be->ops->upload(be, q, d->p, host, bytes, err);
 }
 
-int exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
+int rlb_exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 		  struct rlb_err *err)
 {
 	struct rlb_backend *be = rk->be;
@@ -413,7 +413,7 @@ int exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 	return ret;
 }
 
-void exec_route_release(struct rlb_backend *be, struct exec_route *r)
+void rlb_exec_route_release(struct rlb_backend *be, struct exec_route *r)
 {
 	free(r->send_cnt);
 	free(r->recv_cnt);
@@ -424,13 +424,13 @@ void exec_route_release(struct rlb_backend *be, struct exec_route *r)
 	free(r->tk_gate);
 	free(r->perm);
 	free(r->unperm);
-	exec_dbuf_free(be, &r->d_send_idx);
-	exec_dbuf_free(be, &r->d_send_gate);
-	exec_dbuf_free(be, &r->d_tk_pos);
-	exec_dbuf_free(be, &r->d_tk_gate);
-	exec_dbuf_free(be, &r->d_perm);
-	exec_dbuf_free(be, &r->d_unperm);
-	exec_dbuf_free(be, &r->x);
-	exec_dbuf_free(be, &r->act);
+	rlb_exec_dbuf_free(be, &r->d_send_idx);
+	rlb_exec_dbuf_free(be, &r->d_send_gate);
+	rlb_exec_dbuf_free(be, &r->d_tk_pos);
+	rlb_exec_dbuf_free(be, &r->d_tk_gate);
+	rlb_exec_dbuf_free(be, &r->d_perm);
+	rlb_exec_dbuf_free(be, &r->d_unperm);
+	rlb_exec_dbuf_free(be, &r->x);
+	rlb_exec_dbuf_free(be, &r->act);
 	memset(r, 0, sizeof(*r));
 }

@@ -12,7 +12,7 @@
 /* ------------------------------------------------------------------ */
 /* Buffers.                                                             */
 
-int exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
+int rlb_exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
 	      struct rlb_err *err)
 {
 	int ret;
@@ -28,7 +28,7 @@ int exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
 	return ret;
 }
 
-void exec_dbuf_free(struct rlb_backend *be, struct dbuf *b)
+void rlb_exec_dbuf_free(struct rlb_backend *be, struct dbuf *b)
 {
 	if (be)
 		be->ops->free(be, b->p);
@@ -92,7 +92,7 @@ static void initial_weights(const struct rlb_exec *ex, uint32_t L, uint32_t e,
 	}
 }
 
-int exec_homes_init(struct rlb_exec *ex, struct rlb_err *err)
+int rlb_exec_homes_init(struct rlb_exec *ex, struct rlb_err *err)
 {
 	float *w = malloc(ex->np * sizeof(*w));
 	uint32_t i, L, e;
@@ -122,7 +122,7 @@ int exec_homes_init(struct rlb_exec *ex, struct rlb_err *err)
 	return ret;
 }
 
-void exec_homes_free(struct rlb_exec *ex)
+void rlb_exec_homes_free(struct rlb_exec *ex)
 {
 	size_t c, n = (size_t)ex->layers * ex->experts;
 	uint32_t i;
@@ -142,7 +142,7 @@ void exec_homes_free(struct rlb_exec *ex)
  * and optimizer state over point-to-point (inside the node when both
  * homes share one).  The gradient is zero between steps and not moved.
  */
-int exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
+int rlb_exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
 		 struct rlb_err *err)
 {
 	size_t c, n = (size_t)ex->layers * ex->experts;
@@ -228,7 +228,7 @@ int exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
 /* ------------------------------------------------------------------ */
 /* Adam.                                                                */
 
-int exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err)
+int rlb_exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err)
 {
 	struct rlb_adam a = ex->o.adam;
 	size_t c, n = (size_t)ex->layers * ex->experts;
@@ -260,7 +260,7 @@ int exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err)
 }
 
 /* Release everything a rank holds but its backend. */
-void exec_rank_release(struct rlb_exec *ex, struct exec_rank *rk)
+void rlb_exec_rank_release(struct rlb_exec *ex, struct exec_rank *rk)
 {
 	struct rlb_backend *be = rk->be;
 	uint32_t L, j;
@@ -284,23 +284,23 @@ void exec_rank_release(struct rlb_exec *ex, struct exec_rank *rk)
 	rk->slot = NULL;
 	rk->nslot = NULL;
 	for (L = 0; rk->route && L < ex->layers; L++)
-		exec_route_release(be, &rk->route[L]);
+		rlb_exec_route_release(be, &rk->route[L]);
 	free(rk->route);
 	rk->route = NULL;
 	for (j = 0; j < rk->ngtmp; j++)
-		exec_dbuf_free(be, &rk->gtmp[j]);
+		rlb_exec_dbuf_free(be, &rk->gtmp[j]);
 	free(rk->gtmp);
 	rk->gtmp = NULL;
 	rk->ngtmp = 0;
-	exec_dbuf_free(be, &rk->h);
-	exec_dbuf_free(be, &rk->dh[0]);
-	exec_dbuf_free(be, &rk->dh[1]);
-	exec_dbuf_free(be, &rk->sendbuf);
-	exec_dbuf_free(be, &rk->recvbuf);
-	exec_dbuf_free(be, &rk->ebuf);
-	exec_dbuf_free(be, &rk->ebuf2);
-	exec_dbuf_free(be, &rk->backbuf);
-	exec_dbuf_free(be, &rk->retbuf);
+	rlb_exec_dbuf_free(be, &rk->h);
+	rlb_exec_dbuf_free(be, &rk->dh[0]);
+	rlb_exec_dbuf_free(be, &rk->dh[1]);
+	rlb_exec_dbuf_free(be, &rk->sendbuf);
+	rlb_exec_dbuf_free(be, &rk->recvbuf);
+	rlb_exec_dbuf_free(be, &rk->ebuf);
+	rlb_exec_dbuf_free(be, &rk->ebuf2);
+	rlb_exec_dbuf_free(be, &rk->backbuf);
+	rlb_exec_dbuf_free(be, &rk->retbuf);
 	for (L = 0; rk->ev_copy && L < ex->layers; L++)
 		be->ops->event_free(be, rk->ev_copy[L]);
 	free(rk->ev_copy);

@@ -13,7 +13,7 @@
 #include <zstd.h>
 
 #include "plan_io.h"
-#include "trace_impl.h"		/* rrt_crc32c, the container's frame magics */
+#include "trace_impl.h"		/* rlb_rrt_crc32c, the container's frame magics */
 #include "util.h"
 
 /* Content magics of the header and step index skippable frames. */
@@ -246,7 +246,7 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	rlb_put_u32(p + RLP_H_LAST_STEP, h->trace_last_step);
 	rlb_put_u32(p + RLP_H_STEPS, h->trace_steps);
 	put_name(p + RLP_H_MODEL, h->model, 64);
-	rlb_put_u32(p + RLP_H_END, rrt_crc32c(p, RLP_H_END));
+	rlb_put_u32(p + RLP_H_END, rlb_rrt_crc32c(p, RLP_H_END));
 }
 
 /* Decode and check the header content p[0..len) (file offset 8). */
@@ -262,33 +262,33 @@ static int header_decode(const uint8_t *p, size_t len,
 
 	memset(h, 0, sizeof(*h));
 	if (len < 12 || memcmp(p + RLP_H_MAGIC, RLP_HEADER_ID, 8) != 0)
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 8,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8,
 			      "bad magic (not a relibra plan)");
 	major = rlb_get_u16(p + RLP_H_MAJOR);
 	minor = rlb_get_u16(p + RLP_H_MINOR);
 	if (major != RLB_PLAN_VERSION_MAJOR)
-		return rrt_at_err(err, RLB_EVERSION, "header", 8 + RLP_H_MAJOR,
+		return rlb_rrt_at_err(err, RLB_EVERSION, "header", 8 + RLP_H_MAJOR,
 			      "unsupported plan version %u.%u (this reader supports %d.x)",
 			      major, minor, RLB_PLAN_VERSION_MAJOR);
 	if (len < RLP_H_SIZE ||
 	    (minor <= RLB_PLAN_VERSION_MINOR && len != RLP_H_SIZE))
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 4,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 4,
 			      "content size %zu, expected %s%d for version %u.%u",
 			      len, minor > RLB_PLAN_VERSION_MINOR ? "at least " : "",
 			      RLP_H_SIZE, major, minor);
 	stored = rlb_get_u32(p + len - 4);
-	crc = rrt_crc32c(p, len - 4);
+	crc = rlb_rrt_crc32c(p, len - 4);
 	if (!rrt_crc_ok(stored, crc))
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + len - 4,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8 + len - 4,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
 	flags = rlb_get_u32(p + RLP_H_FLAGS);
 	if (flags & RLP_F_REQUIRED & ~RLP_F_KNOWN)
-		return rrt_at_err(err, RLB_EUNSUPPORTED, "header", 8 + RLP_H_FLAGS,
+		return rlb_rrt_at_err(err, RLB_EUNSUPPORTED, "header", 8 + RLP_H_FLAGS,
 			      "unknown flags 0x%08x",
 			      flags & RLP_F_REQUIRED & ~RLP_F_KNOWN);
 	if (p[RLP_H_RESERVED0] || rlb_get_u32(p + RLP_H_RESERVED1))
-		return rrt_at_err(err, RLB_ECORRUPT, "header",
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header",
 			      8 + (p[RLP_H_RESERVED0] ? RLP_H_RESERVED0 : RLP_H_RESERVED1),
 			      "reserved bytes are not zero");
 	nul = memchr(p + RLP_H_MODEL, '\0', 64);
@@ -296,10 +296,10 @@ static int header_decode(const uint8_t *p, size_t len,
 		if (p[RLP_H_MODEL + i])
 			nul = NULL;
 	if (!nul)
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
 			      "bad model name field");
 	if (!rlb_utf8_ok((const char *)p + RLP_H_MODEL))
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_MODEL,
 			      "model name is not UTF-8");
 	h->version_major = (uint16_t)major;
 	h->version_minor = (uint16_t)minor;
@@ -327,12 +327,12 @@ static int header_decode(const uint8_t *p, size_t len,
 	h->trace_steps = rlb_get_u32(p + RLP_H_STEPS);
 	memcpy(h->model, p + RLP_H_MODEL, 64);
 	if (!(flags & RLP_F_SCHEDULE) != !carries_schedule(h))
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_FLAGS,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_FLAGS,
 			      "the schedule flag %s, the packing rule is '%s'",
 			      flags & RLP_F_SCHEDULE ? "is set" : "is clear",
 			      rlb_pack_name(h->pack));
 	if (h->copies && h->split != RLB_SPLIT_EVEN)
-		return rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_FLAGS,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8 + RLP_H_FLAGS,
 			      "the copies flag is set, the split rule is locality");
 	ret = rlb_plan_header_check(h, err);
 	if (ret) {
@@ -642,7 +642,7 @@ static int step_decode(const struct rlb_plan_header *h,
 
 	snprintf(what, sizeof(what), "step frame");
 	if (len < RLP_S_FIXED)
-		return rrt_at_err(err, RLB_ECORRUPT, what, off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, what, off,
 			      "content of %zu bytes is shorter than its fixed part",
 			      len);
 	step = rlb_get_u32(buf);
@@ -983,7 +983,7 @@ static int write_tail(struct rlb_plan_writer *w)
 	size_t n = w->nsteps, i;
 	size_t eb = index_entry_bytes(&w->h);
 	size_t ilen = RLP_I_FIXED + n * eb + 4;
-	size_t slen = rrt_seek_table_bytes(n);
+	size_t slen = rlb_rrt_seek_table_bytes(n);
 	uint8_t *b = malloc(8 + (ilen > slen ? ilen : slen)), *p;
 	int ret;
 
@@ -1005,14 +1005,14 @@ static int write_tail(struct rlb_plan_writer *w)
 			rlb_put_u32(p + 20, w->steps[i].info.seqs);
 		}
 	}
-	rlb_put_u32(p, rrt_crc32c(b + 8, ilen - 4));
+	rlb_put_u32(p, rlb_rrt_crc32c(b + 8, ilen - 4));
 	ret = write_all(w, b, 8 + ilen);
 	if (ret)
 		goto out;
-	p = rrt_seek_table_begin(b, n, 8 + RLP_H_SIZE);
+	p = rlb_rrt_seek_table_begin(b, n, 8 + RLP_H_SIZE);
 	for (i = 0; i < n; i++)
-		p = rrt_seek_entry_put(p, w->steps[i].csize, w->steps[i].dsize);
-	rrt_seek_table_end(p, n, (uint32_t)(8 + ilen));
+		p = rlb_rrt_seek_entry_put(p, w->steps[i].csize, w->steps[i].dsize);
+	rlb_rrt_seek_table_end(p, n, (uint32_t)(8 + ilen));
 	ret = write_all(w, b, slen);
 out:
 	free(b);
@@ -1073,7 +1073,7 @@ struct rlb_plan_reader {
 static int read_at(struct rlb_plan_reader *r, uint64_t off, void *buf,
 		   size_t n, struct rlb_err *err)
 {
-	return rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
+	return rlb_rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
 }
 
 /* Collects the step frames the seek table lists. */
@@ -1117,13 +1117,13 @@ static int load_seek_table(struct rlb_plan_reader *r, uint64_t data_start,
 	if (ret)
 		return ret;
 	if (rlb_get_u32(foot + 5) != RRT_SEEKABLE_MAGIC)
-		return rrt_at_err(err, RLB_ETRUNC, "seek table", foff + 5,
+		return rlb_rrt_at_err(err, RLB_ETRUNC, "seek table", foff + 5,
 				  "no seekable footer at the end of the file (cut or not a complete plan)");
 	if (foot[4] != 0)
-		return rrt_at_err(err, RLB_ECORRUPT, "seek table", foff + 4,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", foff + 4,
 				  "descriptor 0x%02x (checksums and reserved bits are not used)",
 				  foot[4]);
-	ret = rrt_seek_table_read(r->fd, r->path, r->file_bytes, data_start,
+	ret = rlb_rrt_seek_table_read(r->fd, r->path, r->file_bytes, data_start,
 				  rlb_get_u32(foot), &lim, seek_frame, &sc,
 				  index_off, &bytes, err);
 	if (ret == 0)
@@ -1146,19 +1146,19 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 		goto out;
 	p = b + 8;
 	if (rlb_get_u32(b) != RRT_INDEX_MAGIC || rlb_get_u32(b + 4) != len) {
-		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off,
+		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			     "bad frame header");
 		goto out;
 	}
 	if (memcmp(p, RLP_INDEX_ID, 8) != 0) {
-		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8,
+		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8,
 			     "bad magic");
 		goto out;
 	}
 	stored = rlb_get_u32(p + len - 4);
-	crc = rrt_crc32c(p, (size_t)len - 4);
+	crc = rlb_rrt_crc32c(p, (size_t)len - 4);
 	if (!rrt_crc_ok(stored, crc)) {
-		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + len - 4,
+		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + len - 4,
 			     "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			     stored, crc);
 		goto out;
@@ -1169,7 +1169,7 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 	    (r->h.version_minor <= RLB_PLAN_VERSION_MINOR &&
 	     eb != index_entry_bytes(&r->h)) ||
 	    len != RLP_I_FIXED + n * eb + 4) {
-		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
+		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
 			     "%llu entries of %llu bytes in %llu bytes, the seek table has %zu steps",
 			     (unsigned long long)n, (unsigned long long)eb,
 			     (unsigned long long)len, r->nsteps);
@@ -1199,7 +1199,7 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 		     r->frames[i].dsize != step_bytes(&r->h, s->micro_batches,
 						      s->replicas, s->chunks,
 						      RLP_S_FIXED))) {
-			ret = rrt_at_err(err, RLB_ECORRUPT, "step index",
+			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index",
 				     off + 8 + (uint64_t)(e - p),
 				     "bad entry %llu (step %u, %u micro-batches, %llu replicas)",
 				     (unsigned long long)i, s->step,
@@ -1209,7 +1209,7 @@ static int load_index(struct rlb_plan_reader *r, uint64_t off, uint32_t fsize,
 		}
 		/* Bounds what schedule_decode allocates by the content. */
 		if (s->seqs > s->chunks) {
-			ret = rrt_at_err(err, RLB_ECORRUPT, "step index",
+			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index",
 				     off + 8 + (uint64_t)(e - p),
 				     "entry %llu (step %u): %u sequences in %u chunks (each sequence has one at least)",
 				     (unsigned long long)i, s->step, s->seqs, s->chunks);
@@ -1239,22 +1239,22 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	r->fd = -1;
 	r->path = strdup(path);
-	r->dctx = rrt_dctx_new();
+	r->dctx = rlb_rrt_dctx_new();
 	if (!r->path || !r->dctx) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	ret = rrt_open(path, "plan", &r->fd, &r->file_bytes, err);
+	ret = rlb_rrt_open(path, "plan", &r->fd, &r->file_bytes, err);
 	if (ret)
 		goto out;
-	ret = rrt_read_header_frame(r->fd, r->path, r->file_bytes, "plan", RLP_H_MAX,
+	ret = rlb_rrt_read_header_frame(r->fd, r->path, r->file_bytes, "plan", RLP_H_MAX,
 				    &hc, &hsize, err);
 	if (ret == 0)
 		ret = header_decode(hc, hsize, &r->h, err);
 	if (ret)
 		goto out;
 	if (r->file_bytes < 8 + (uint64_t)hsize + 8 + 8 * 2 + 9) {
-		ret = rrt_at_err(err, RLB_ETRUNC, "seek table", r->file_bytes,
+		ret = rlb_rrt_at_err(err, RLB_ETRUNC, "seek table", r->file_bytes,
 			     "file ends after %llu bytes, before its seek table",
 			     (unsigned long long)r->file_bytes);
 		goto out;
@@ -1345,33 +1345,33 @@ static int load_frame(struct rlb_plan_reader *r, size_t i, struct rlb_err *err)
 	if (ret)
 		return ret;
 	if (rlb_get_u32(r->cbuf) != RRT_ZSTD_MAGIC)
-		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "not a zstd frame (magic 0x%08x)",
 			      rlb_get_u32(r->cbuf));
 	/* Frame_Header_Descriptor: content checksum, no dictionary, reserved bit clear */
 	if (!(r->cbuf[4] & 0x04) || (r->cbuf[4] & 0x0B))
-		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off + 4,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off + 4,
 			      "frame descriptor 0x%02x (a content checksum, no dictionary and a clear reserved bit are required)",
 			      r->cbuf[4]);
 	fcs = ZSTD_getFrameContentSize(r->cbuf, f->csize);
 	if (fcs != f->dsize)
-		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "content size %lld, the seek table says %u",
 			      fcs == ZSTD_CONTENTSIZE_UNKNOWN ||
 			      fcs == ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)fcs,
 			      f->dsize);
 	got = ZSTD_findFrameCompressedSize(r->cbuf, f->csize);
 	if (ZSTD_isError(got) || got != f->csize)
-		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "frame is %s, the seek table says %u bytes",
 			      ZSTD_isError(got) ? ZSTD_getErrorName(got) : "of another size",
 			      f->csize);
 	got = ZSTD_decompressDCtx(r->dctx, r->raw, f->dsize, r->cbuf, f->csize);
 	if (ZSTD_isError(got))
-		return rrt_at_err(err, RLB_EZSTD, "step frame", f->off, "zstd: %s",
+		return rlb_rrt_at_err(err, RLB_EZSTD, "step frame", f->off, "zstd: %s",
 			      ZSTD_getErrorName(got));
 	if (got != f->dsize)
-		return rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
 			      "%zu bytes decoded, %u expected", got, f->dsize);
 	return 0;
 }

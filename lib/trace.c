@@ -87,7 +87,7 @@ static const uint32_t crc_table[256] = {
 	0xbe2da0a5, 0x4c4623a6, 0x5f16d052, 0xad7d5351,
 };
 
-ZSTD_DCtx *rrt_dctx_new(void)
+ZSTD_DCtx *rlb_rrt_dctx_new(void)
 {
 	ZSTD_DCtx *d = ZSTD_createDCtx();
 
@@ -99,7 +99,7 @@ ZSTD_DCtx *rrt_dctx_new(void)
 	return d;
 }
 
-uint32_t rrt_crc32c_update(uint32_t crc, const void *data, size_t n)
+uint32_t rlb_rrt_crc32c_update(uint32_t crc, const void *data, size_t n)
 {
 	const uint8_t *p = data;
 	uint32_t c = ~crc;
@@ -109,9 +109,9 @@ uint32_t rrt_crc32c_update(uint32_t crc, const void *data, size_t n)
 	return ~c;
 }
 
-uint32_t rrt_crc32c(const void *data, size_t n)
+uint32_t rlb_rrt_crc32c(const void *data, size_t n)
 {
-	return rrt_crc32c_update(0, data, n);
+	return rlb_rrt_crc32c_update(0, data, n);
 }
 
 static int name_ok(const char *s, size_t size)
@@ -119,7 +119,7 @@ static int name_ok(const char *s, size_t size)
 	return memchr(s, '\0', size) != NULL;
 }
 
-int rrt_check_shape(const struct rlb_trace_header *h, const char *what,
+int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 		    struct rlb_err *err)
 {
 	uint32_t unknown = h->flags & ~RRT_FLAGS_KNOWN & RRT_FLAGS_REQUIRED;
@@ -165,7 +165,7 @@ static void put_name(uint8_t *p, const char *s, size_t size)
 	memcpy(p, s, n);
 }
 
-size_t rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap)
+size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap)
 {
 	uint8_t *p = out + 8;
 
@@ -190,7 +190,7 @@ size_t rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap)
 	rlb_put_u32(p + RRT_H_FRAME_BYTES, s->frame_bytes);
 	put_name(p + RRT_H_MODEL, s->h.model, 64);
 	put_name(p + RRT_H_SOURCE, s->h.source, 32);
-	rlb_put_u32(p + RRT_H_END, rrt_crc32c(p, RRT_H_END));
+	rlb_put_u32(p + RRT_H_END, rlb_rrt_crc32c(p, RRT_H_END));
 	return 8 + RRT_H_SIZE;
 }
 
@@ -210,7 +210,7 @@ static int get_name(const uint8_t *p, size_t size, char *out, size_t outsize)
 	return 0;
 }
 
-int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
+int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		      struct rlb_err *err)
 {
 	uint32_t stored, crc, required;
@@ -234,7 +234,7 @@ int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 				   len, minor > RLB_TRACE_VERSION_MINOR ? "at least " : "",
 				   RRT_H_SIZE, major, minor);
 	stored = rlb_get_u32(p + len - 4);
-	crc = rrt_crc32c(p, len - 4);
+	crc = rlb_rrt_crc32c(p, len - 4);
 	if (!rrt_crc_ok(stored, crc))
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "header at offset %zu: checksum mismatch (stored 0x%08x, computed 0x%08x)",
@@ -260,7 +260,7 @@ int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "header at offset %d: bad source field",
 				   8 + RRT_H_SOURCE);
-	ret = rrt_check_shape(&s->h, "header at offset 8", err);
+	ret = rlb_rrt_check_shape(&s->h, "header at offset 8", err);
 	if (ret != 0 && ret != RLB_EUNSUPPORTED) {
 		/* a bad shape in a file is corruption (the error says which) */
 		ret = RLB_ECORRUPT;
@@ -309,7 +309,7 @@ int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
  * lookup uses AVX-512 VBMI where the CPU has it; each has a plain C path
  * that gives the same result.
  */
-int rrt_simd = 1;
+int rlb_rrt_simd = 1;
 
 static unsigned ctz64(uint64_t v)
 {
@@ -326,13 +326,13 @@ static unsigned ctz64(uint64_t v)
 #endif
 }
 
-unsigned rrt_max_u8(const uint8_t *p, size_t n)
+unsigned rlb_rrt_max_u8(const uint8_t *p, size_t n)
 {
 	unsigned m = 0;
 	size_t i = 0;
 
 #ifdef __SSE2__
-	if (rrt_simd && n >= 16) {
+	if (rlb_rrt_simd && n >= 16) {
 		__m128i mx = _mm_setzero_si128();
 		uint8_t b[16];
 		int j;
@@ -349,13 +349,13 @@ unsigned rrt_max_u8(const uint8_t *p, size_t n)
 	return m;
 }
 
-unsigned rrt_max_u16(const uint16_t *p, size_t n)
+unsigned rlb_rrt_max_u16(const uint16_t *p, size_t n)
 {
 	unsigned m = 0;
 	size_t i = 0;
 
 #ifdef __SSE2__
-	if (rrt_simd && n >= 8) {
+	if (rlb_rrt_simd && n >= 8) {
 		/* Signed 16-bit max on values shifted by 0x8000. */
 		__m128i bias = _mm_set1_epi16((short)0x8000), mx = _mm_set1_epi16((short)0x8000);
 		uint16_t b[8];
@@ -374,13 +374,13 @@ unsigned rrt_max_u16(const uint16_t *p, size_t n)
 	return m;
 }
 
-unsigned rrt_widen_u8(const uint8_t *p, uint16_t *o, size_t n)
+unsigned rlb_rrt_widen_u8(const uint8_t *p, uint16_t *o, size_t n)
 {
 	unsigned m = 0;
 	size_t i = 0;
 
 #ifdef __SSE2__
-	if (rrt_simd && n >= 16) {
+	if (rlb_rrt_simd && n >= 16) {
 		__m128i z = _mm_setzero_si128(), mx = z;
 		uint8_t b[16];
 		int j;
@@ -404,13 +404,13 @@ unsigned rrt_widen_u8(const uint8_t *p, uint16_t *o, size_t n)
 	return m;
 }
 
-unsigned rrt_undelta_u8(const uint8_t *p, uint16_t *o, size_t rows, unsigned k)
+unsigned rlb_rrt_undelta_u8(const uint8_t *p, uint16_t *o, size_t rows, unsigned k)
 {
 	unsigned m = 0;
 	size_t t = 0, j;
 
 #ifdef __SSE2__
-	if (rrt_simd && k == 8 && rows >= 2) {
+	if (rlb_rrt_simd && k == 8 && rows >= 2) {
 		__m128i z = _mm_setzero_si128(), mx = z;
 		uint16_t b[8];
 
@@ -513,13 +513,13 @@ static unsigned rest_vbmi2(const uint64_t *listed, unsigned n, unsigned experts,
 }
 #endif
 
-unsigned rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
+unsigned rlb_rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
 		       uint8_t *lut)
 {
 	unsigned b;
 
 #ifdef RRT_HAVE_VBMI
-	if (rrt_simd && have_vbmi2())
+	if (rlb_rrt_simd && have_vbmi2())
 		return rest_vbmi2(listed, n, experts, lut);
 #endif
 	for (b = 0; b * 64 < experts; b++) {
@@ -535,16 +535,16 @@ unsigned rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
 	return n;
 }
 
-unsigned rrt_map_u8(const uint8_t *p, uint16_t *o, size_t n, const uint8_t *lut)
+unsigned rlb_rrt_map_u8(const uint8_t *p, uint16_t *o, size_t n, const uint8_t *lut)
 {
 	unsigned mx = 0, tail;
 	size_t i = 0;
 
 #ifdef RRT_HAVE_VBMI
-	if (rrt_simd && n >= 64 && have_vbmi())
+	if (rlb_rrt_simd && n >= 64 && have_vbmi())
 		i = map_vbmi(p, o, n, lut, &mx);
 #endif
-	tail = rrt_max_u8(p + i, n - i);
+	tail = rlb_rrt_max_u8(p + i, n - i);
 	mx = tail > mx ? tail : mx;
 	for (; i + 8 <= n; i += 8) {
 		uint64_t v;

@@ -97,15 +97,15 @@ struct rrt_shape {
 };
 
 /* CRC-32C (Castagnoli), reflected, init and final xor 0xFFFFFFFF. */
-uint32_t rrt_crc32c(const void *data, size_t n);
+uint32_t rlb_rrt_crc32c(const void *data, size_t n);
 /* Continue a CRC-32C: crc is a previous result (0 to start). */
-uint32_t rrt_crc32c_update(uint32_t crc, const void *data, size_t n);
+uint32_t rlb_rrt_crc32c_update(uint32_t crc, const void *data, size_t n);
 
 /*
  * Whether a stored checksum matches the computed one.  A fuzzing build
  * (libFuzzer's FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, `make fuzz`)
  * takes every checksum as right, so that mutated inputs reach the
- * decoders behind them; rrt_dctx_new likewise skips zstd's.
+ * decoders behind them; rlb_rrt_dctx_new likewise skips zstd's.
  */
 static inline int rrt_crc_ok(uint32_t stored, uint32_t computed)
 {
@@ -119,51 +119,51 @@ static inline int rrt_crc_ok(uint32_t stored, uint32_t computed)
 }
 
 /* A zstd decompression context for the readers (NULL: out of memory). */
-struct ZSTD_DCtx_s *rrt_dctx_new(void);
+struct ZSTD_DCtx_s *rlb_rrt_dctx_new(void);
 
 /*
  * Validate the model shape of a header (writer side and reader side):
  * experts, topk, layers, flags, NUL-terminated names.  what prefixes the
  * message ("header at offset 0", "trace header").
  */
-int rrt_check_shape(const struct rlb_trace_header *h, const char *what,
+int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 		    struct rlb_err *err);
 
 /* Encode the header frame (8-byte skippable frame header + content). */
-size_t rrt_header_encode(const struct rrt_shape *s, uint8_t *out,
+size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out,
 			 size_t cap);
 
 /*
  * Decode and check a header content of len bytes (the skippable frame's
  * payload; the frame starts at file offset 0).
  */
-int rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
+int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		      struct rlb_err *err);
 
 /*
  * Frames the main cursor took from read-ahead threads since
  * rlb_trace_reader_set_threads (0 without them); for tests.
  */
-uint64_t rrt_reader_frames_ahead(const struct rlb_trace_reader *r);
+uint64_t rlb_rrt_reader_frames_ahead(const struct rlb_trace_reader *r);
 
-/* Id decoding kernels (trace.c); rrt_simd = 0 forces the plain C paths. */
-extern int rrt_simd;
+/* Id decoding kernels (trace.c); rlb_rrt_simd = 0 forces the plain C paths. */
+extern int rlb_rrt_simd;
 /* Largest byte of p[0..n). */
-unsigned rrt_max_u8(const uint8_t *p, size_t n);
+unsigned rlb_rrt_max_u8(const uint8_t *p, size_t n);
 /* Largest value of p[0..n). */
-unsigned rrt_max_u16(const uint16_t *p, size_t n);
+unsigned rlb_rrt_max_u16(const uint16_t *p, size_t n);
 /* o[i] = p[i]; returns the largest byte. */
-unsigned rrt_widen_u8(const uint8_t *p, uint16_t *o, size_t n);
+unsigned rlb_rrt_widen_u8(const uint8_t *p, uint16_t *o, size_t n);
 /* Prefix sums along each k-wide row of u8 differences; returns the largest. */
-unsigned rrt_undelta_u8(const uint8_t *p, uint16_t *o, size_t rows, unsigned k);
+unsigned rlb_rrt_undelta_u8(const uint8_t *p, uint16_t *o, size_t rows, unsigned k);
 /* o[i] = lut[p[i]] (lut has 256 entries); returns the largest p[i]. */
-unsigned rrt_map_u8(const uint8_t *p, uint16_t *o, size_t n, const uint8_t *lut);
+unsigned rlb_rrt_map_u8(const uint8_t *p, uint16_t *o, size_t n, const uint8_t *lut);
 /*
  * Append the expert ids below experts whose bit is clear in listed[4] to
  * lut from index n on, ascending; returns the new length.  lut needs 64
  * bytes of slack past 256.
  */
-unsigned rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
+unsigned rlb_rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
 		       uint8_t *lut);
 
 /* Bytes of the ids of one layer of a T-token sequence, before coding. */
@@ -181,15 +181,15 @@ static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
  * "trace" or "plan" in the message): RLB_EIO when it cannot be opened or
  * is not a regular file.
  */
-int rrt_open(const char *path, const char *kind, int *fd,
+int rlb_rrt_open(const char *path, const char *kind, int *fd,
 	     uint64_t *file_bytes, struct rlb_err *err);
 
 /* Read n bytes at off of a file of file_bytes; RLB_ETRUNC when it ends first. */
-int rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
+int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 		void *buf, size_t n, struct rlb_err *err);
 
 /* Record a structural error: "WHAT at offset OFF: message". */
-int rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
+int rlb_rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
 	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
@@ -197,20 +197,20 @@ int rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
  * RRT_HEADER_MAGIC, at most max_bytes of content): *content (malloc'd, the
  * caller frees it) and *bytes.  Errors name KIND ("trace", "plan").
  */
-int rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
+int rlb_rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
 			  const char *kind, uint32_t max_bytes,
 			  uint8_t **content, uint32_t *bytes, struct rlb_err *err);
 
 /*
- * Writing the seek table of n data frames: rrt_seek_table_bytes(n) bytes;
+ * Writing the seek table of n data frames: rlb_rrt_seek_table_bytes(n) bytes;
  * begin writes the frame header and the header frame's entry, one
- * rrt_seek_entry_put per data frame follows, end writes the index frame's
+ * rlb_rrt_seek_entry_put per data frame follows, end writes the index frame's
  * entry and the footer.  Each returns the position after what it wrote.
  */
-size_t rrt_seek_table_bytes(size_t n);
-uint8_t *rrt_seek_table_begin(uint8_t *out, size_t n, uint32_t head_bytes);
-uint8_t *rrt_seek_entry_put(uint8_t *p, uint32_t csize, uint32_t dsize);
-void rrt_seek_table_end(uint8_t *p, size_t n, uint32_t index_bytes);
+size_t rlb_rrt_seek_table_bytes(size_t n);
+uint8_t *rlb_rrt_seek_table_begin(uint8_t *out, size_t n, uint32_t head_bytes);
+uint8_t *rlb_rrt_seek_entry_put(uint8_t *p, uint32_t csize, uint32_t dsize);
+void rlb_rrt_seek_table_end(uint8_t *p, size_t n, uint32_t index_bytes);
 
 /* What the entries of a seek table may hold. */
 struct rrt_seek_limits {
@@ -227,7 +227,7 @@ struct rrt_seek_limits {
  * data_start.  frame() receives each data frame's offset and sizes in
  * order; *index_off and *index_bytes the index frame's place.
  */
-int rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
+int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 			uint64_t data_start, uint64_t n,
 			const struct rrt_seek_limits *lim,
 			int (*frame)(void *ctx, uint64_t off, uint32_t csize,

@@ -118,7 +118,7 @@ struct rlb_trace_reader {
 static int read_at(const struct rlb_trace_reader *r, uint64_t off, void *buf,
 		   size_t n, struct rlb_err *err)
 {
-	return rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
+	return rlb_rrt_read_at(r->fd, r->path, r->file_bytes, off, buf, n, err);
 }
 
 /*
@@ -216,42 +216,42 @@ static int walk_frame(struct rlb_trace_reader *r, uint64_t off,
 		return ret;
 	ret = parse_fhdr(hb, n, &fh, &why);
 	if (ret > 0)
-		return rrt_at_err(err, RLB_ETRUNC, "data frame", off,
+		return rlb_rrt_at_err(err, RLB_ETRUNC, "data frame", off,
 			      "frame header cut at end of file");
 	if (ret < 0)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", off, "%s", why);
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", off, "%s", why);
 	if (fh.content < RRT_SEQ_FIXED || fh.content > RRT_MAX_FRAME_RAW)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 			      "content size %llu is out of range [%u, %u]",
 			      (unsigned long long)fh.content, RRT_SEQ_FIXED,
 			      RRT_MAX_FRAME_RAW);
 	pos = off + fh.size;
 	while (!last) {
 		if (pos > r->file_bytes || r->file_bytes - pos < 3)
-			return rrt_at_err(err, RLB_ETRUNC, "data frame", off,
+			return rlb_rrt_at_err(err, RLB_ETRUNC, "data frame", off,
 				      "block header at offset %llu cut at end of file",
 				      (unsigned long long)pos);
 		ret = read_at(r, pos, b, 3, err);
 		if (ret != 0)
 			return ret;
 		if (block_info(b, &last, &skip, &bb, &why) != 0)
-			return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 				      "%s at offset %llu", why,
 				      (unsigned long long)pos);
 		pos += 3 + (uint64_t)skip;
 		bound += bb;
 		if (pos - off > UINT32_MAX)
-			return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 				      "frame larger than 4 GiB");
 	}
 	pos += 4;
 	if (pos > r->file_bytes)
-		return rrt_at_err(err, RLB_ETRUNC, "data frame", off,
+		return rlb_rrt_at_err(err, RLB_ETRUNC, "data frame", off,
 			      "frame cut at end of file (%llu of %llu bytes present)",
 			      (unsigned long long)(r->file_bytes - off),
 			      (unsigned long long)(pos - off));
 	if (fh.content > bound)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 			      "content size %llu exceeds what its blocks hold (%llu)",
 			      (unsigned long long)fh.content,
 			      (unsigned long long)bound);
@@ -287,25 +287,25 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 	const uint8_t *e;
 
 	if (len < RRT_I_FIXED + 4 || memcmp(p, RRT_INDEX_ID, 8) != 0)
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
 	stored = rlb_get_u32(p + len - 4);
-	crc = rrt_crc32c(p, (size_t)len - 4);
+	crc = rlb_rrt_crc32c(p, (size_t)len - 4);
 	if (!rrt_crc_ok(stored, crc))
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
 	nf = rlb_get_u32(p + 8);
 	ns = rlb_get_u64(p + 16);
 	if (rlb_get_u32(p + 12) != 0)
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 12,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 12,
 			      "reserved field is not zero");
 	if (nf != r->nframes)
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 8,
 			      "lists %llu data frames, the file has %zu",
 			      (unsigned long long)nf, r->nframes);
 	if (ns > len / RRT_I_SEQ ||
 	    len != RRT_I_FIXED + nf * RRT_I_FRAME + ns * RRT_I_SEQ + 4)
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			      "size %llu does not match %llu frames and %llu sequences",
 			      (unsigned long long)len, (unsigned long long)nf,
 			      (unsigned long long)ns);
@@ -318,7 +318,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 		uint32_t step = rlb_get_u32(e), n = rlb_get_u32(e + 4), j;
 
 		if ((i && step < prev) || n == 0 || n > ns - seq)
-			return rrt_at_err(err, RLB_ECORRUPT, "step index",
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index",
 				      off + 8 + (uint64_t)(e - p),
 				      "bad entry for data frame %llu (step %u, %u sequences)",
 				      (unsigned long long)i, step, n);
@@ -336,7 +336,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 			mt->sample = rlb_get_u32(m + 4);
 			mt->tokens = rlb_get_u32(m + 8);
 			if (mt->tokens < 1 || mt->tokens > RLB_TRACE_MAX_SEQ_TOKENS)
-				return rrt_at_err(err, RLB_ECORRUPT, "step index",
+				return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index",
 					      off + 8 + (uint64_t)(m - p),
 					      "sequence %llu has %u tokens",
 					      (unsigned long long)(seq + j), mt->tokens);
@@ -345,7 +345,7 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 		prev = step;
 	}
 	if (seq != ns)
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 16,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8 + 16,
 			      "frames hold %llu sequences, the index says %llu",
 			      (unsigned long long)seq, (unsigned long long)ns);
 	r->nmetas = ns;
@@ -361,14 +361,14 @@ static int load_index(struct rlb_trace_reader *r, uint64_t off, uint64_t fsize,
 	int ret;
 
 	if (fsize < 8 || fsize - 8 > UINT32_MAX)
-		return rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad size");
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad size");
 	b = malloc((size_t)fsize);
 	if (!b)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	ret = read_at(r, off, b, (size_t)fsize, err);
 	if (ret == 0 && (rlb_get_u32(b) != RRT_INDEX_MAGIC ||
 			 rlb_get_u32(b + 4) != fsize - 8))
-		ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off,
+		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 			     "bad frame header");
 	if (ret == 0)
 		ret = parse_index(r, off, b + 8, fsize - 8, err);
@@ -399,14 +399,14 @@ static int load_seek_table(struct rlb_trace_reader *r, struct rlb_err *err)
 	if (ret != 0)
 		return ret;
 	if (foot[4] & 0x80)
-		return rrt_at_err(err, RLB_ECORRUPT, "seek table",
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
 				  r->file_bytes - RRT_SEEK_FOOTER + 4,
 				  "checksum flag is not used by this format");
 	if (foot[4] & 0x7C)
-		return rrt_at_err(err, RLB_ECORRUPT, "seek table",
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
 				  r->file_bytes - RRT_SEEK_FOOTER + 4,
 				  "reserved bits set in the descriptor");
-	ret = rrt_seek_table_read(r->fd, r->path, r->file_bytes, r->data_start,
+	ret = rlb_rrt_seek_table_read(r->fd, r->path, r->file_bytes, r->data_start,
 				  rlb_get_u32(foot), &lim, seek_frame, r,
 				  &index_off, &index_bytes, err);
 	if (ret != 0)
@@ -446,7 +446,7 @@ static void scan(struct rlb_trace_reader *r)
 		magic = rlb_get_u32(b);
 		if (magic == RRT_ZSTD_MAGIC) {
 			if (seen_index) {
-				ret = rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
+				ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", off,
 					     "data after the step index");
 				break;
 			}
@@ -460,7 +460,7 @@ static void scan(struct rlb_trace_reader *r)
 			continue;
 		}
 		if ((magic & RRT_SKIP_MAGIC_MASK) != RRT_SKIP_MAGIC_BASE) {
-			ret = rrt_at_err(err, RLB_ECORRUPT, "frame", off,
+			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "frame", off,
 				     "unknown magic 0x%08x", magic);
 			break;
 		}
@@ -469,7 +469,7 @@ static void scan(struct rlb_trace_reader *r)
 			break;	/* cut inside a skippable frame */
 		if (magic == RRT_INDEX_MAGIC) {
 			if (seen_index) {
-				ret = rrt_at_err(err, RLB_ECORRUPT, "step index", off,
+				ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off,
 					     "second step index");
 				break;
 			}
@@ -479,12 +479,12 @@ static void scan(struct rlb_trace_reader *r)
 			seen_index = 1;
 		} else if (magic == RRT_SEEK_MAGIC) {
 			/* A complete seek table here would have been found. */
-			ret = rrt_at_err(err, RLB_ECORRUPT, "seek table", off,
+			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", off,
 				     off + size == r->file_bytes ?
 				     "bad footer" : "data after the seek table");
 			break;
 		} else if (magic == RRT_HEADER_MAGIC) {
-			ret = rrt_at_err(err, RLB_ECORRUPT, "frame", off,
+			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "frame", off,
 				     "second header");
 			break;
 		}
@@ -526,18 +526,18 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	r->fd = -1;
 	r->path = strdup(path);
-	r->dctx = rrt_dctx_new();
+	r->dctx = rlb_rrt_dctx_new();
 	if (!r->path || !r->dctx) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	ret = rrt_open(path, "trace", &r->fd, &r->file_bytes, err);
+	ret = rlb_rrt_open(path, "trace", &r->fd, &r->file_bytes, err);
 	if (ret)
 		goto out;
-	ret = rrt_read_header_frame(r->fd, r->path, r->file_bytes, "trace", RRT_H_MAX,
+	ret = rlb_rrt_read_header_frame(r->fd, r->path, r->file_bytes, "trace", RRT_H_MAX,
 				    &hc, &hsize, err);
 	if (ret == 0)
-		ret = rrt_header_decode(hc, hsize, &r->s, err);
+		ret = rlb_rrt_header_decode(hc, hsize, &r->s, err);
 	if (ret != 0)
 		goto out;
 	r->data_start = 8 + (uint64_t)hsize;
@@ -644,14 +644,14 @@ static int decode_frame(const struct rlb_trace_reader *r, size_t i,
 	if (ret != 0)
 		return ret;
 	if (rlb_get_u32(cb) != RRT_ZSTD_MAGIC)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "not a zstd frame (magic 0x%08x)", rlb_get_u32(cb));
 	ret = parse_fhdr(cb, f->csize, &fh, &why);
 	if (ret != 0)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off, "%s",
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off, "%s",
 			      ret > 0 ? "frame header cut" : why);
 	if (fh.content != f->rsize)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content size %llu, the seek table says %u",
 			      (unsigned long long)fh.content, f->rsize);
 	if (r->has_seek) {
@@ -661,32 +661,32 @@ static int decode_frame(const struct rlb_trace_reader *r, size_t i,
 
 		while (!last) {
 			if (pos + 3 > f->csize)
-				return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 					      "blocks run past the frame's end");
 			if (block_info(cb + pos, &last, &skip, &bb, &why) != 0)
-				return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 					      "%s at offset %llu", why,
 					      (unsigned long long)(f->off + pos));
 			pos += 3 + (uint64_t)skip;
 			bound += bb;
 		}
 		if (pos + 4 != f->csize || fh.content > bound)
-			return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "frame size does not match the seek table");
 	}
 	got = ZSTD_decompressDCtx(dctx, *raw, f->rsize, cb, f->csize);
 	if (ZSTD_isError(got)) {
 		if (ZSTD_getErrorCode(got) == ZSTD_error_checksum_wrong)
-			return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "checksum mismatch");
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "corrupt zstd data (%s)", ZSTD_getErrorName(got));
 	}
 	if (got != f->rsize)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content is %zu bytes, expected %u", got, f->rsize);
 	if (got < RRT_SEQ_FIXED)
-		return rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 			      "content too short for a sequence");
 	*rlen = got;
 	return 0;
@@ -850,7 +850,7 @@ int rlb_trace_reader_set_threads(struct rlb_trace_reader *r, unsigned n,
 		struct ra_worker *w = &ra->w[ra->nworkers];
 
 		w->r = r;
-		w->dctx = rrt_dctx_new();
+		w->dctx = rlb_rrt_dctx_new();
 		if (!w->dctx)
 			break;
 		if (pthread_create(&w->thread, NULL, ra_main, w) != 0) {
@@ -874,7 +874,7 @@ nomem:
 	return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 }
 
-uint64_t rrt_reader_frames_ahead(const struct rlb_trace_reader *r)
+uint64_t rlb_rrt_reader_frames_ahead(const struct rlb_trace_reader *r)
 {
 	return r->ra ? r->ra->taken : 0;
 }
@@ -935,7 +935,7 @@ static int decode_rank(const struct rrt_shape *s, const uint8_t *p, size_t len,
 {
 	uint32_t K = s->h.topk, E = s->h.experts, C = s->chunk_tokens;
 	uint32_t t0, c, j, n, maxn = E < 255 ? E : 255;
-	uint8_t lut[256 + 64];	/* slack for rrt_rank_rest */
+	uint8_t lut[256 + 64];	/* slack for rlb_rrt_rank_rest */
 	size_t q = *pos, m;
 
 	memset(lut, 0, sizeof(lut));
@@ -968,8 +968,8 @@ static int decode_rank(const struct rrt_shape *s, const uint8_t *p, size_t len,
 				lut[j] = id;
 			}
 			/* The unlisted ids follow, ascending. */
-			rrt_rank_rest(listed, n, E, lut);
-			if (rrt_map_u8(src, o, m, lut) >= E) {
+			rlb_rrt_rank_rest(listed, n, E, lut);
+			if (rlb_rrt_map_u8(src, o, m, lut) >= E) {
 				*why = "rank out of range";
 				return -1;
 			}
@@ -989,8 +989,8 @@ static int decode_plain(const struct rrt_shape *s, const uint8_t *p,
 	size_t i, t;
 
 	if (s->id_bytes == 1) {
-		mx = s->id_coding == RRT_CODING_RAW ? rrt_widen_u8(p, o, tk) :
-			rrt_undelta_u8(p, o, tk / K, K);
+		mx = s->id_coding == RRT_CODING_RAW ? rlb_rrt_widen_u8(p, o, tk) :
+			rlb_rrt_undelta_u8(p, o, tk / K, K);
 	} else if (s->id_coding == RRT_CODING_RAW) {
 		for (i = 0; i < tk; i++) {
 			o[i] = rlb_get_u16(p + 2 * i);
@@ -1213,7 +1213,7 @@ static int ensure_steps(struct rlb_trace_reader *r, struct rlb_err *err)
 				return ret;
 		}
 		if (i && r->frames[i].step < r->frames[i - 1].step)
-			return rrt_at_err(err, RLB_ECORRUPT, "data frame", r->frames[i].off,
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", r->frames[i].off,
 				      "step %u after step %u", r->frames[i].step,
 				      r->frames[i - 1].step);
 	}

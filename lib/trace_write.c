@@ -113,7 +113,7 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 	int ret;
 
 	*out = NULL;
-	ret = rrt_check_shape(h, "trace header", err);
+	ret = rlb_rrt_check_shape(h, "trace header", err);
 	if (ret != 0)
 		return ret;
 	if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
@@ -158,7 +158,7 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 	ret = rlb_atomic_open(&w->af, path, err);
 	if (ret != 0)
 		goto out;
-	n = rrt_header_encode(&w->s, hdr, sizeof(hdr));
+	n = rlb_rrt_header_encode(&w->s, hdr, sizeof(hdr));
 	ret = write_all(w, hdr, n);
 	if (ret != 0) {
 		rlb_err_set(err, ret, "%s", w->err.msg);
@@ -430,7 +430,7 @@ static int check_seq(struct rlb_trace_writer *w, const struct rlb_seq *q)
 				   SEQ_FMT "gates given but the trace has none",
 				   SEQ_ARGS(q));
 	n = (size_t)q->tokens * h->topk * h->moe_layers;
-	if (rrt_max_u16(q->ids, n) < h->experts)
+	if (rlb_rrt_max_u16(q->ids, n) < h->experts)
 		return 0;
 	for (i = 0; i < n; i++) {
 		if (q->ids[i] >= h->experts) {
@@ -512,7 +512,7 @@ static int write_tail(struct rlb_trace_writer *w)
 {
 	size_t ilen = RRT_I_FIXED + w->nframes * RRT_I_FRAME +
 		      (size_t)w->nseqs * RRT_I_SEQ + 4;
-	size_t slen = rrt_seek_table_bytes(w->nframes);
+	size_t slen = rlb_rrt_seek_table_bytes(w->nframes);
 	uint8_t *b = malloc(8 + (ilen > slen ? ilen : slen));
 	uint8_t *p;
 	size_t i;
@@ -534,15 +534,15 @@ static int write_tail(struct rlb_trace_writer *w)
 	}
 	for (i = 0; i < 3 * w->nseqs; i++, p += 4)
 		rlb_put_u32(p, w->metas[i]);
-	rlb_put_u32(p, rrt_crc32c(b + 8, ilen - 4));
+	rlb_put_u32(p, rlb_rrt_crc32c(b + 8, ilen - 4));
 	ret = write_all(w, b, 8 + ilen);
 	if (ret != 0)
 		goto out;
 
-	p = rrt_seek_table_begin(b, w->nframes, 8 + RRT_H_SIZE);
+	p = rlb_rrt_seek_table_begin(b, w->nframes, 8 + RRT_H_SIZE);
 	for (i = 0; i < w->nframes; i++)
-		p = rrt_seek_entry_put(p, w->frames[i].csize, w->frames[i].rsize);
-	rrt_seek_table_end(p, w->nframes, (uint32_t)(8 + ilen));
+		p = rlb_rrt_seek_entry_put(p, w->frames[i].csize, w->frames[i].rsize);
+	rlb_rrt_seek_table_end(p, w->nframes, (uint32_t)(8 + ilen));
 	ret = write_all(w, b, slen);
 out:
 	free(b);

@@ -1171,7 +1171,7 @@ START_TEST(test_file_schedule)
 		ck_assert(ix + 8 <= b + n);
 		ck_assert_uint_eq(rlb_get_u32(ix + 12), 24);
 		rlb_put_u32(ix + 16 + 24 + 20, 3);
-		rlb_put_u32(ix + 16 + 2 * 24, rrt_crc32c(ix, 16 + 2 * 24));
+		rlb_put_u32(ix + 16 + 2 * 24, rlb_rrt_crc32c(ix, 16 + 2 * 24));
 		spit(cut, b, n);
 		ck_assert_int_eq(rlb_plan_reader_open(&r, cut, &err), RLB_ECORRUPT);
 		snprintf(want, sizeof(want),
@@ -1217,7 +1217,7 @@ END_TEST
 static void patch_header(uint8_t *b, size_t off, const void *v, size_t n)
 {
 	memcpy(b + 8 + off, v, n);
-	rlb_put_u32(b + 8 + 152, rrt_crc32c(b + 8, 152));
+	rlb_put_u32(b + 8 + 152, rlb_rrt_crc32c(b + 8, 152));
 }
 
 START_TEST(test_file_versions)

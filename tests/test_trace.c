@@ -266,10 +266,10 @@ static void read_compare(const char *path, const struct tdata *d)
 START_TEST(test_crc32c)
 {
 	/* The standard check value of CRC-32C. */
-	ck_assert_uint_eq(rrt_crc32c("123456789", 9), 0xE3069283u);
-	ck_assert_uint_eq(rrt_crc32c_update(rrt_crc32c("1234", 4), "56789", 5),
+	ck_assert_uint_eq(rlb_rrt_crc32c("123456789", 9), 0xE3069283u);
+	ck_assert_uint_eq(rlb_rrt_crc32c_update(rlb_rrt_crc32c("1234", 4), "56789", 5),
 			  0xE3069283u);
-	ck_assert_uint_eq(rrt_crc32c("", 0), 0);
+	ck_assert_uint_eq(rlb_rrt_crc32c("", 0), 0);
 }
 END_TEST
 
@@ -338,9 +338,9 @@ START_TEST(test_roundtrip)
 	write_trace(path, &d, c->frame_bytes, c->coding);
 	read_compare(path, &d);
 	/* The plain C decoding kernels give the same. */
-	rrt_simd = 0;
+	rlb_rrt_simd = 0;
 	read_compare(path, &d);
-	rrt_simd = 1;
+	rlb_rrt_simd = 1;
 	ck_assert_msg(rlb_trace_verify(path, &info, &err) == 0, "verify: %s", err.msg);
 	for (i = 0; i < d.n; i++)
 		tokens += d.seqs[i].s.tokens;
@@ -835,7 +835,7 @@ static void rewrite_header(const char *src, const char *dst, uint16_t major,
 	rlb_put_u32(c + RRT_H_FLAGS, flags);
 	memset(c + RRT_H_END, 0xA5, extra);	/* unknown newer fields */
 	rlb_put_u32(o + 4, RRT_H_SIZE + (uint32_t)extra);
-	rlb_put_u32(c + RRT_H_END + extra, rrt_crc32c(c, RRT_H_END + extra));
+	rlb_put_u32(c + RRT_H_END + extra, rlb_rrt_crc32c(c, RRT_H_END + extra));
 	memcpy(o + hs + extra, b + hs, n - hs);
 	m = n + extra;
 	/* Seek table entry 0 covers the header frame. */
@@ -883,7 +883,7 @@ START_TEST(test_versions_and_flags)
 		uint8_t *b = slurp(path, &n);
 
 		b[8 + RRT_H_MODEL] = 0xff;
-		rlb_put_u32(b + 8 + RRT_H_END, rrt_crc32c(b + 8, RRT_H_END));
+		rlb_put_u32(b + 8 + RRT_H_END, rlb_rrt_crc32c(b + 8, RRT_H_END));
 		spit(alt, b, n);
 		free(b);
 	}
@@ -1156,7 +1156,7 @@ START_TEST(test_read_ahead)
 		}
 		ck_assert_msg(rc == 0, "%u threads: %s", t, err.msg);
 		ck_assert_uint_eq(i, d.n);
-		ck_assert_uint_eq(rrt_reader_frames_ahead(r), t >= 2 ? lo.nframes : 0);
+		ck_assert_uint_eq(rlb_rrt_reader_frames_ahead(r), t >= 2 ? lo.nframes : 0);
 		rlb_trace_reader_free(r);
 	}
 

@@ -1,8 +1,9 @@
-# api.sh - the library as its users get it: `make install PREFIX=DIR`,
-# examples/plan_online.c built with pkg-config against the installed
-# headers and archive, its trace and plans checked against the command
-# line's (the same plan file, byte for byte, and train-step applies it),
-# a failing run that leaves no file behind, and `make uninstall`.
+# api.sh - the library as its users get it: `make install PREFIX=DIR`, an
+# archive whose every global symbol is rlb_-prefixed, examples/plan_online.c
+# built with pkg-config against the installed headers and archive, its
+# trace and plans checked against the command line's (the same plan file,
+# byte for byte, and train-step applies it), a failing run that leaves no
+# file behind, and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -32,6 +33,15 @@ for f in bin/relibra lib/librelibra.a lib/pkgconfig/relibra.pc \
 	[ -f "$prefix/$f" ] || fail "make install did not install $f"
 done
 "$prefix/bin/relibra" --version > /dev/null || fail "the installed relibra does not run"
+
+# A static archive shares the program's one namespace: every symbol it
+# defines for the linker is rlb_-prefixed (CUDA kernels are static).
+if command -v nm > /dev/null 2>&1; then
+	# (AddressSanitizer adds __odr_asan.NAME for each global NAME.)
+	nm -g --defined-only "$prefix/lib/librelibra.a" | awk 'NF == 3 { print $3 }' |
+		sed 's/^__odr_asan\.//' | grep -v '^rlb_' > foreign.syms
+	[ ! -s foreign.syms ] || { head -n 20 foreign.syms; fail "librelibra.a defines symbols without the rlb_ prefix"; }
+fi
 
 # Build the example with nothing but the installed files.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
