@@ -1,9 +1,9 @@
-# api.sh - the library as its users get it: `make install PREFIX=DIR`, an
-# archive whose every global symbol is rlb_-prefixed, examples/plan_online.c
-# built with pkg-config against the installed headers and archive, its
-# trace and plans checked against the command line's (the same plan file,
-# byte for byte, and train-step applies it), a failing run that leaves no
-# file behind, and `make uninstall`.
+# api.sh - the library as its users get it: `make install PREFIX=DIR`; an
+# archive whose every global symbol is rlb_-prefixed; headers that compile
+# on their own; examples/plan_online.c built with pkg-config against the
+# installed headers and archive, its trace and plans checked against the
+# command line's (the same plan file, byte for byte, and train-step applies
+# it); a failing run that leaves no file behind; and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -42,6 +42,14 @@ if command -v nm > /dev/null 2>&1; then
 		sed 's/^__odr_asan\.//' | grep -v '^rlb_' > foreign.syms
 	[ ! -s foreign.syms ] || { head -n 20 foreign.syms; fail "librelibra.a defines symbols without the rlb_ prefix"; }
 fi
+
+# Every installed header compiles on its own, in C11.
+for h in "$prefix"/include/relibra/*.h; do
+	printf '#include <relibra/%s>\n' "${h##*/}" > header.c
+	"$CC" -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" header.c 2> cc.log ||
+		{ cat cc.log; fail "${h##*/} does not compile on its own"; }
+done
+[ -f "$prefix/include/relibra/trace_impl.h" ] && fail "make install installed an internal header"
 
 # Build the example with nothing but the installed files.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
