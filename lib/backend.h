@@ -16,6 +16,10 @@
 #include "err.h"
 #include "expert.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_world;	/* lib/comm.h: the ranks of the job and their transport */
 
 enum rlb_backend_kind {
@@ -295,5 +299,9 @@ int rlb_backend_cpu_new(const struct rlb_backend_init *init,
 /* The CUDA backend, present when RLB_BUILD_CUDA (lib/backend_cuda*.cu). */
 int rlb_backend_cuda_new(const struct rlb_backend_init *init,
 			 struct rlb_backend **out, struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

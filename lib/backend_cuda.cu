@@ -23,12 +23,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-extern "C" {
 #include "backend.h"
 #include "comm.h"
 #include "cuda_plan.h"
 #include "util.h"
-}
 
 typedef __nv_bfloat16 bf16;
 

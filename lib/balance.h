@@ -14,6 +14,10 @@
 #include "plan.h"
 #include "schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * The policies (DESIGN.md "Policies"; G EP ranks, g GPUs per node, E
  * experts, R = replica_slots):
@@ -122,5 +126,9 @@ struct rlb_cooc;
  * rlb_balancer_plan_step call; its shape must be the loads'.
  */
 void rlb_balancer_set_cooc(struct rlb_balancer *b, const struct rlb_cooc *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,6 +17,10 @@
 #include "config.h"
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One measurement: x (rows per expert, or bytes) and its time in seconds. */
 struct rlb_calib_point {
 	double x;
@@ -142,5 +146,9 @@ struct rlb_calibration {
 int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 			     const struct rlb_calibration *c, FILE *fp,
 			     struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

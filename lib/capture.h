@@ -13,6 +13,10 @@
 #include "err.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Progress callback: units done of total (total 0 when unknown). */
 typedef void (*rlb_progress_fn)(void *ctx, uint64_t done, uint64_t total,
 				const char *unit);
@@ -86,5 +90,9 @@ int rlb_import(const struct rlb_import_opts *opts, const char *path,
 	       const struct rlb_config *cfg, struct rlb_trace_writer *w,
 	       rlb_progress_fn progress, void *progress_ctx,
 	       struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

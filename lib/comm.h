@@ -16,6 +16,10 @@
 #include "backend.h"
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_world;
 
 /* 1 when the MPI transport is built in. */
@@ -138,5 +142,9 @@ int rlb_world_barrier(struct rlb_world *w, struct rlb_err *err);
  * returns (the caller returns the error).
  */
 void rlb_world_abort(struct rlb_world *w, int status);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,6 +12,10 @@
 
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_NAME_MAX 64
 #define RLB_PATH_MAX 4096
 
@@ -154,5 +158,9 @@ int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
 
 /* Names of the built-in presets, NULL-terminated (kind: "models", "clusters", or NULL for full configs). */
 const char *const *rlb_config_preset_names(const char *kind);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 #include "schedule.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_COOC_STRIDE 8	/* tokens 0, 8, 16, ... of each sequence */
 
 struct rlb_cooc {
@@ -54,5 +58,9 @@ void rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
  */
 int rlb_step_cooc(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 		  struct rlb_cooc *c, struct rlb_pool *pool, struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

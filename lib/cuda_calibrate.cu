@@ -11,12 +11,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-extern "C" {
 #include "backend.h"
 #include "calibrate.h"
 #include "comm.h"
 #include "util.h"
-}
 
 #define WARMUP 2
 /* All-to-all message sizes per GPU pair: 4 KiB, 16 KiB, ..., 64 MiB. */

@@ -13,6 +13,10 @@
 
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * CUDA devices this process sees: 0 when the CUDA backend is not built in,
  * no driver or no device is present (lib/backend_cuda.cu when built).
@@ -66,5 +70,9 @@ struct rlb_gemm_group {
 int rlb_gemm_groups(const size_t *rows, size_t n, size_t max_batch,
 		    size_t *order, struct rlb_gemm_group *groups,
 		    size_t *ngroups, struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -16,6 +16,10 @@
 #include "err.h"
 #include "schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * The data-control schedule of one step from its sequence lengths.
  * Deterministic:
@@ -35,5 +39,9 @@
 int rlb_dc_schedule(struct rlb_schedule *s, uint32_t step,
 		    const uint32_t *seq_tokens, size_t nseqs, uint32_t ranks,
 		    uint32_t mb_tokens, struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

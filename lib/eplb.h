@@ -12,6 +12,10 @@
 
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct json_t;			/* jansson's json_t */
 
 /* Limits on the shape (indices are stored as int32). */
@@ -146,5 +150,9 @@ struct json_t *rlb_eplb_result_to_json(const struct rlb_eplb_result *res,
  */
 char *rlb_eplb_result_to_string(const struct rlb_eplb_result *res,
 				struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum rlb_errcode {
 	RLB_OK = 0,
 	RLB_ENOMEM = -1,	/* allocation failed */
@@ -60,5 +64,9 @@ int rlb_err_prefix(struct rlb_err *err, const char *fmt, ...)
 
 /* Short name of a code ("corrupt data", "out of memory", ...). */
 const char *rlb_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

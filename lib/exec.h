@@ -20,6 +20,10 @@
 #include "err.h"
 #include "expert.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* How the experts' initial weights are made. */
 enum rlb_exec_init {
 	RLB_EXEC_INIT_RANDOM = 0,	/* rlb_expert_init(seed, layer, expert) */
@@ -183,5 +187,9 @@ struct rlb_exec_summary {
 	const char *policy;
 };
 void rlb_exec_summary(const struct rlb_exec *ex, struct rlb_exec_summary *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

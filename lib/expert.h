@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * One expert's parameters, one contiguous block of rlb_expert_params()
  * floats, row-major:
@@ -101,5 +105,9 @@ struct rlb_adam {
  */
 void rlb_adam_update(const struct rlb_adam *a, size_t n, float *w,
 		     const float *g, float *m, float *v);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 #include "err.h"
 #include "schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum rlb_policy {
 	RLB_POLICY_STATIC = 0,	/* Megatron-LM contiguous layout, no replicas */
 	RLB_POLICY_EPLB,	/* DeepSeek EPLB fed earlier steps' loads */
@@ -189,5 +193,9 @@ int rlb_step_plan_check(const struct rlb_step_plan *p,
 void rlb_step_plan_split(const struct rlb_step_plan *p,
 			 const struct rlb_loads *l, uint32_t mb,
 			 uint32_t layer, uint32_t expert, uint32_t *rows);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

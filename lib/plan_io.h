@@ -21,6 +21,10 @@
 #include "plan.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_PLAN_VERSION_MAJOR 1
 #define RLB_PLAN_VERSION_MINOR 2
 
@@ -284,5 +288,9 @@ int rlb_plan_eplb_export(const struct rlb_step_plan *p,
 struct json_t *rlb_plan_eplb_export_json(const struct rlb_step_plan *p,
 					 const struct rlb_plan_eplb_opts *o,
 					 struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "sim.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One planned step of a policy, with the baselines' times for it. */
 struct rlb_planner_step {
 	struct rlb_sim_step sim;	/* the policy's (rlb_sim_add_step) */
@@ -120,5 +124,9 @@ struct json_t *rlb_result_json(const struct rlb_config *cfg,
 			       const struct rlb_planner_policy *p,
 			       const struct rlb_sim_summary *static_sum,
 			       const struct rlb_result_source *src);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

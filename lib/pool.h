@@ -11,6 +11,10 @@
 
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_pool;
 
 /* Run item ITEM of a job; WORKER in [0, threads) names the thread. */
@@ -48,5 +52,9 @@ void rlb_pool_run(struct rlb_pool *p, size_t n, rlb_pool_fn *fn, void *ctx);
  */
 void rlb_pool_run_beside(struct rlb_pool *p, size_t n, rlb_pool_fn *fn,
 			 void *ctx, void (*side)(void *), void *side_ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

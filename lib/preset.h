@@ -5,6 +5,10 @@
 #ifndef RLB_PRESET_H
 #define RLB_PRESET_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_preset {
 	const char *kind;	/* "models", "clusters", or "" for full configs */
 	const char *name;	/* file name without .yaml */
@@ -14,5 +18,9 @@ struct rlb_preset {
 
 /* Terminated by an entry with name == NULL. */
 extern const struct rlb_preset rlb_presets[];
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 #include "config.h"
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_REORDER_MAX_GPUS 65536u
 #define RLB_REORDER_MAX_EXPERTS (1u << 20)
 #define RLB_REORDER_DEFAULT_PASSES 64u
@@ -172,5 +176,9 @@ double rlb_reorder_objective_rows(const struct rlb_reorder *r,
  */
 void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
 		       double *migration_s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,10 @@
 
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_REPLICATE_MAX_GPUS 65536u
 #define RLB_REPLICATE_MAX_EXPERTS (1u << 20)
 #define RLB_REPLICATE_MAX_SLOTS 65536u
@@ -201,5 +205,9 @@ rlb_replicate_instances(const struct rlb_replicate_plan *pl, uint32_t e,
 	*count = pl->expert_first[e + 1] - pl->expert_first[e];
 	return pl->instance + pl->expert_first[e];
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,6 +17,10 @@
 #include "planner.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_REPORT_SCHEMA "relibra.report/1"
 
 /* What produced a result. */
@@ -312,5 +316,9 @@ int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
 int rlb_report_series_from_plan(const struct rlb_step_plan *p,
 				struct rlb_report_series **out,
 				struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

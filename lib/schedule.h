@@ -14,6 +14,10 @@
 #include "err.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_pool;
 
 /* A contiguous token range of one sequence, placed on one bin. */
@@ -218,5 +222,9 @@ int rlb_step_loads(struct rlb_trace_reader *r, uint32_t step,
 		   const struct rlb_config *cfg, enum rlb_pack pack,
 		   struct rlb_schedule *s, struct rlb_loads *l,
 		   struct rlb_pool *pool, struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

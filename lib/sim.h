@@ -18,6 +18,10 @@
 #include "stats.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_pool;
 
 /* ------------------------------------------------------------------ */
@@ -305,5 +309,9 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
  */
 int rlb_sim_summary(const struct rlb_sim *sim, struct rlb_sim_summary *sum,
 		    struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,10 @@
 #include "err.h"
 #include "trace.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct rlb_dist {
 	uint64_t n;
 	double mean;
@@ -152,5 +156,9 @@ int rlb_stats_acc_finish(struct rlb_stats_acc *a, struct rlb_trace_stats *st,
 
 /* NULL is a no-op. */
 void rlb_stats_acc_free(struct rlb_stats_acc *a);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

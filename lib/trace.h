@@ -13,6 +13,10 @@
 #include "config.h"
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLB_TRACE_VERSION_MAJOR 1
 #define RLB_TRACE_VERSION_MINOR 0
 
@@ -217,5 +221,9 @@ int rlb_trace_verify(const char *path, struct rlb_trace_info *info,
 /* The same, reading ahead on THREADS threads (rlb_trace_reader_set_threads). */
 int rlb_trace_verify_threads(const char *path, unsigned threads,
 			     struct rlb_trace_info *info, struct rlb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * An output file written as PATH.tmp and renamed over PATH on commit, so a
  * failed run never leaves a half-written PATH.  "-" means stdout (no rename).
@@ -147,5 +151,9 @@ static inline float rlb_get_f32(const uint8_t *p)
 	memcpy(&f, &v, sizeof(f));
 	return f;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

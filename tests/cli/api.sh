@@ -3,7 +3,8 @@
 # on their own; examples/plan_online.c built with pkg-config against the
 # installed headers and archive, its trace and plans checked against the
 # command line's (the same plan file, byte for byte, and train-step applies
-# it); a failing run that leaves no file behind; and `make uninstall`.
+# it); a C++ program reading the plan; a failing run that leaves no file
+# behind; and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -61,6 +62,7 @@ flags=$(pkg-config --cflags --libs relibra) || fail "pkg-config does not find re
 
 cfg="$prefix/share/relibra/configs/tiny-2x2.yaml"
 ./plan_online "$cfg" api.rrt api.rlp > out 2> err || { cat out err; fail "plan_online failed"; }
+cp out plan_online.out
 expect_empty err
 expect_out "wrote api.rrt and api.rlp"
 [ "$(grep -c '^step ' out)" -eq 3 ] || { cat out; fail "plan_online did not plan 3 steps"; }
@@ -82,6 +84,41 @@ cmp api.rlp cli.rlp || fail "the plans of the library and of relibra plan differ
 # train-step applies them (and checks they belong to the trace and config).
 run train-step -c "$cfg" --trace api.rrt --plan api.rlp --steps 2:2 --virtual-ranks 4 --verify
 expect_status 0
+
+# C++ programs include the same headers (extern "C") and link the archive.
+CXX=${CXX:-c++}
+if command -v "$CXX" > /dev/null 2>&1; then
+	cat > reader.cc <<'EOF'
+#include <relibra/relibra.h>
+#include <cstdio>
+
+int main(int argc, char **argv)
+{
+	struct rlb_plan_reader *r;
+	struct rlb_step_plan p = {};
+	struct rlb_err err;
+	const struct rlb_plan_step_info *info;
+
+	if (argc != 2 || rlb_plan_reader_open(&r, argv[1], &err) != 0 ||
+	    rlb_plan_reader_read_step(r, 2, &p, &err) != 0) {
+		std::fprintf(stderr, "%s\n", argc == 2 ? err.msg : "usage");
+		return 1;
+	}
+	std::printf("%s plan, %zu steps, step 2: %u micro-batches\n",
+		    rlb_policy_name(rlb_plan_reader_header(r)->policy),
+		    rlb_plan_reader_steps(r, &info), p.micro_batches);
+	rlb_step_plan_release(&p);
+	rlb_plan_reader_free(r);
+	return 0;
+}
+EOF
+	# shellcheck disable=SC2086
+	"$CXX" -std=c++11 -Wall -Wextra -Werror $san -o reader reader.cc $flags 2> cc.log ||
+		{ cat cc.log; fail "a C++ program does not build against the installed library"; }
+	./reader api.rlp > out 2> err || { cat err; fail "the C++ plan reader failed"; }
+	mb=$(sed -n 's/^step 2: \([0-9]*\) micro-batches.*/\1/p' plan_online.out)
+	expect_out "relibra plan, 3 steps, step 2: $mb micro-batches"
+fi
 
 # A failure leaves neither file, nor their .tmp files.
 ./plan_online "$cfg" gone.rrt no-such-dir/gone.rlp > out 2> err && fail "plan_online wrote into a missing directory"
