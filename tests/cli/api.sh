@@ -1,10 +1,10 @@
 # api.sh - the library as its users get it: `make install PREFIX=DIR`; an
 # archive whose every global symbol is rlb_-prefixed; headers that compile
-# on their own; examples/plan_online.c built with pkg-config against the
-# installed headers and archive, its trace and plans checked against the
-# command line's (the same plan file, byte for byte, and train-step applies
-# it); a C++ program reading the plan; a failing run that leaves no file
-# behind; and `make uninstall`.
+# on their own, and so does relibra(3)'s example; examples/plan_online.c
+# built with pkg-config against the installed headers and archive, its
+# trace and plans checked against the command line's (the same plan file,
+# byte for byte, and train-step applies it); a C++ program reading the
+# plan; a failing run that leaves no file behind; and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -51,6 +51,21 @@ for h in "$prefix"/include/relibra/*.h; do
 		{ cat cc.log; fail "${h##*/} does not compile on its own"; }
 done
 [ -f "$prefix/include/relibra/trace_impl.h" ] && fail "make install installed an internal header"
+
+# The example of relibra(3) compiles as printed: its code block, in a
+# function that takes what it names.
+awk '/^\.Sh EXAMPLES/ { ex = 1 } ex && /^\.Ed/ { exit } ex && code { print } ex && /^\.Bd -literal/ { code = 1 }' \
+	"$RLB_TOP/man/relibra.3" | sed 's/\\e/\\/g' > man-example.body
+[ -s man-example.body ] || fail "no code block under EXAMPLES in relibra.3"
+{
+	printf '#include <err.h>\n#include <stdio.h>\n#include <relibra/relibra.h>\n'
+	printf 'void example(uint32_t step, const uint32_t *lens, size_t n, const struct rlb_seq *seqs);\n'
+	printf 'void example(uint32_t step, const uint32_t *lens, size_t n, const struct rlb_seq *seqs)\n{\n'
+	cat man-example.body
+	printf '}\n'
+} > man-example.c
+"$CC" -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" \
+	man-example.c 2> cc.log || { cat cc.log; fail "the example of relibra(3) does not compile"; }
 
 # Build the example with nothing but the installed files.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
