@@ -143,7 +143,9 @@ int rlb_trace_no_step_err(const struct rlb_trace_reader *r, const uint32_t *step
 
 /*
  * Steps present, ascending.  Without a seek table this scans the file once
- * (decoding each frame when the step index is missing too).
+ * (and, when the step index is missing too, decodes the first block of
+ * each frame, whose first record names the step; frames are checked in
+ * full when they are read).
  * *steps points into the reader (valid until it is freed).
  */
 int rlb_trace_reader_steps(struct rlb_trace_reader *r, const uint32_t **steps,

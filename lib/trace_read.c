@@ -1197,6 +1197,64 @@ static void cursor_seek(struct cursor *c, size_t frame)
 }
 
 /* Learn every frame's step (decoding frames when there is no index). */
+/*
+ * The step of frame i without decoding the whole frame: its first record
+ * starts with the step (u32), so the frame header and first block are
+ * enough.  The frame's checksum is verified when it is read.  A first
+ * block of under 4 bytes (no writer makes one) falls back to load_frame.
+ */
+static int peek_step(struct rlb_trace_reader *r, size_t i, struct rlb_err *err)
+{
+	struct rframe *f = &r->frames[i];
+	uint8_t hb[18], out[4];
+	struct fhdr fh;
+	const char *why = NULL;
+	uint32_t last, skip, bb;
+	size_t n = f->csize < sizeof(hb) ? f->csize : sizeof(hb), len, zret;
+	ZSTD_inBuffer in;
+	ZSTD_outBuffer o = { out, sizeof(out), 0 };
+	int ret;
+
+	ret = read_at(r, f->off, hb, n, err);
+	if (ret != 0)
+		return ret;
+	if (parse_fhdr(hb, n, &fh, &why) != 0 || fh.size + 3 > f->csize)
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				      "bad frame header");
+	if (fh.size + 3 <= n)
+		memcpy(out, hb + fh.size, 3);
+	else if ((ret = read_at(r, f->off + fh.size, out, 3, err)) != 0)
+		return ret;
+	if (block_info(out, &last, &skip, &bb, &why) != 0 ||
+	    fh.size + 3 + skip > f->csize)
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				      "bad first block");
+	len = fh.size + 3 + skip;
+	if (rlb_grow(&r->cbuf, &r->ccap, len, 1) != 0)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	ret = read_at(r, f->off, r->cbuf, len, err);
+	if (ret != 0)
+		return ret;
+	in.src = r->cbuf;
+	in.size = len;
+	in.pos = 0;
+	ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
+	zret = ZSTD_decompressStream(r->dctx, &o, &in);
+	ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
+	if (ZSTD_isError(zret))
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
+				      "corrupt zstd data (%s)", ZSTD_getErrorName(zret));
+	if (o.pos < sizeof(out)) {
+		cursor_seek(&r->scratch, i);
+		ret = load_frame(r, &r->scratch, i, SIZE_MAX, err);
+		r->scratch.loaded = 0;
+		return ret;
+	}
+	f->step = rlb_get_u32(out);
+	f->step_known = 1;
+	return 0;
+}
+
 static int ensure_steps(struct rlb_trace_reader *r, struct rlb_err *err)
 {
 	size_t i, n = 0;
@@ -1206,9 +1264,7 @@ static int ensure_steps(struct rlb_trace_reader *r, struct rlb_err *err)
 		return 0;
 	for (i = 0; i < r->nframes; i++) {
 		if (!r->frames[i].step_known) {
-			cursor_seek(&r->scratch, i);
-			ret = load_frame(r, &r->scratch, i, SIZE_MAX, err);
-			r->scratch.loaded = 0;
+			ret = peek_step(r, i, err);
 			if (ret != 0)
 				return ret;
 		}

@@ -579,6 +579,62 @@ START_TEST(test_step_seqs_with_and_without_index)
 }
 END_TEST
 
+/*
+ * Without the index and the seek table, the steps come from the first
+ * block of each frame; a frame whose checksum is wrong is reported when
+ * its step is read, naming the frame, and the steps learned are right.
+ */
+START_TEST(test_steps_without_index_defer_checksum)
+{
+	static const uint32_t lens[] = { 5, 90, 31, 260 };
+	struct rlb_trace_header h;
+	struct rlb_trace_reader *r;
+	struct rlb_seq_meta *m;
+	struct rlb_err err = {0};
+	struct layout lo;
+	struct tdata d;
+	const uint32_t *steps;
+	char path[512], cut[512], off[64];
+	size_t n, nsteps, i, failed = 0;
+	uint8_t *b;
+
+	make_header(&h, 32, 4, 2, 0);
+	tdata_gen(&d, &h, 12, 3, lens, 4, 9);
+	tpath(path, sizeof(path), "peek.rrt");
+	tpath(cut, sizeof(cut), "peek-cut.rrt");
+	write_trace(path, &d, 600, 0);
+	b = slurp(path, &n);
+	parse_layout(b, n, &lo);
+	ck_assert_uint_ge(lo.nframes, 3);
+	b[lo.end[1] - 1] ^= 0x5a;	/* frame 1's content checksum */
+	spit(cut, b, (size_t)lo.index_off);
+	ck_assert_msg(rlb_trace_reader_open(&r, cut, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_reader_steps(r, &steps, &nsteps, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(nsteps, 4);
+	for (i = 0; i < nsteps; i++)
+		ck_assert_uint_eq(steps[i], 3 + 2 * i);
+	snprintf(off, sizeof(off), "offset %llu", (unsigned long long)lo.end[0]);
+	for (i = 0; i < nsteps; i++) {
+		int ret = rlb_trace_reader_step_seqs(r, steps[i], &m, &n, &err);
+
+		if (ret == 0) {
+			free(m);
+			continue;
+		}
+		ck_assert_int_eq(ret, RLB_ECORRUPT);
+		ck_assert_msg(strstr(err.msg, "checksum mismatch") && strstr(err.msg, off),
+			      "%s", err.msg);
+		failed++;
+	}
+	ck_assert_uint_eq(failed, 1);
+	rlb_trace_reader_free(r);
+	free(b);
+	unlink(cut);
+	unlink(path);
+	tdata_free(&d);
+}
+END_TEST
+
 START_TEST(test_empty_trace)
 {
 	struct rlb_trace_header h;
@@ -1556,6 +1612,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_loop_test(tc, test_roundtrip, 0, sizeof(shapes) / sizeof(shapes[0]));
 	tcase_add_test(tc, test_many_steps_and_seek);
 	tcase_add_test(tc, test_step_seqs_with_and_without_index);
+	tcase_add_test(tc, test_steps_without_index_defer_checksum);
 	tcase_add_test(tc, test_empty_trace);
 	tcase_add_test(tc, test_append_validation);
 	tcase_add_test(tc, test_append_too_large);
