@@ -16,9 +16,10 @@
  *      (rlb_loads_add_seq) and plans the step with the config's policy
  *      (rlb_balancer_plan_step);
  *   3. prints what the plan does to micro-batch 0, layer 0: each GPU's
- *      expert rows before (the static layout) and after, and for the first
+ *      expert rows before (the static layout) and after; for the first
  *      replicated expert, its instances and the rows each source rank
- *      sends to each (rlb_step_plan_cell, rlb_step_plan_split);
+ *      sends to each (rlb_step_plan_cell, rlb_step_plan_split); and where
+ *      rank 0's (token, expert) rows go, row by row (rlb_step_plan_route);
  *   4. appends the plan to PLAN (struct rlb_plan_writer).
  *
  * `relibra plan -c CONFIG --no-timing -o X TRACE` plans TRACE into the same
@@ -191,6 +192,56 @@ static int show_cell(const struct rlb_step_plan *p, const struct rlb_loads *l,
 	return 0;
 }
 
+/*
+ * What rank 0 does with its tokens of micro-batch 0, layer 0: their
+ * expert ids in its token order (its chunks in (sequence, start) order),
+ * and for each (token, k) row the instance, hence the GPU, that computes
+ * it (rlb_step_plan_route).
+ */
+static int show_route(const struct rlb_step_plan *p, const struct rlb_loads *l,
+		      const struct rlb_schedule *sched,
+		      const struct step_routing *r, uint32_t topk,
+		      struct rlb_err *err)
+{
+	size_t ntok = 0, t = 0, *inst = NULL;
+	uint32_t *per_gpu = calloc(p->ranks, sizeof(*per_gpu));
+	uint16_t *ids = NULL;
+	int ret;
+
+	for (size_t c = 0; c < sched->nchunks; c++)
+		if (sched->chunks[c].mb == 0 && sched->chunks[c].rank == 0)
+			ntok += sched->chunks[c].tokens;
+	ids = malloc((ntok ? ntok : 1) * topk * sizeof(*ids));
+	inst = malloc((ntok ? ntok : 1) * topk * sizeof(*inst));
+	if (!per_gpu || !ids || !inst) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t c = 0; c < sched->nchunks; c++) {
+		const struct rlb_chunk *ch = &sched->chunks[c];
+
+		if (ch->mb != 0 || ch->rank != 0)
+			continue;
+		/* Layer 0 of the sequence is its first tokens * topk ids. */
+		memcpy(ids + t * topk, r->ids[ch->seq] + (size_t)ch->start * topk,
+		       (size_t)ch->tokens * topk * sizeof(*ids));
+		t += ch->tokens;
+	}
+	ret = rlb_step_plan_route(p, l, 0, 0, 0, ids, ntok, topk, inst, err);
+	if (ret)
+		goto out;
+	for (t = 0; t < ntok * topk; t++)
+		per_gpu[p->inst[inst[t]].gpu]++;
+	printf("  rank 0 sends its %zu rows of mb 0, layer 0 to GPUs", ntok * topk);
+	for (uint32_t g = 0; g < p->ranks; g++)
+		printf(" %u: %u%s", g, per_gpu[g], g + 1 < p->ranks ? "," : "\n");
+out:
+	free(per_gpu);
+	free(ids);
+	free(inst);
+	return ret;
+}
+
 /* Steps 1 to 4 of the header for one step. */
 static int run_step(uint32_t step, const struct rlb_config *cfg,
 		    const struct rlb_trace_header *th, uint64_t *rng,
@@ -236,6 +287,8 @@ static int run_step(uint32_t step, const struct rlb_config *cfg,
 		printf("step %u: %u micro-batches, %u experts changed node\n",
 		       step, plan.micro_batches, plan.migrated_experts);
 		ret = show_cell(&plan, &loads, err);
+		if (ret == 0)
+			ret = show_route(&plan, &loads, &sched, &r, th->topk, err);
 	}
 	if (ret == 0 && rlb_plan_writer_append(pw, &plan))
 		ret = rlb_plan_writer_error(pw, err);

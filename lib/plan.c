@@ -458,6 +458,85 @@ void rlb_step_plan_split(const struct rlb_step_plan *p,
 			    rows, n);
 }
 
+int rlb_step_plan_route(const struct rlb_step_plan *p,
+			const struct rlb_loads *l, uint32_t mb, uint32_t layer,
+			uint32_t rank, const uint16_t *ids, size_t ntok,
+			uint32_t topk, size_t *inst, struct rlb_err *err)
+{
+	uint32_t E = p->experts, e, n, k;
+	uint32_t *rows = NULL, *left = NULL, *cur = NULL;
+	size_t *first = NULL, t, total = 0;
+	int ret = 0;
+
+	if (l->micro_batches != p->micro_batches || l->layers != p->layers ||
+	    l->ranks != p->ranks || l->experts != E)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "loads of %u x %u x %u x %u, the plan is %u x %u x %u x %u",
+				   l->micro_batches, l->layers, l->ranks, l->experts,
+				   p->micro_batches, p->layers, p->ranks, E);
+	if (mb >= p->micro_batches || layer >= p->layers || rank >= p->ranks ||
+	    topk == 0)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "mb %u, layer %u, rank %u, topk %u: outside the plan's %u x %u x %u",
+				   mb, layer, rank, topk, p->micro_batches, p->layers, p->ranks);
+	rows = malloc((size_t)p->ranks * p->ranks * sizeof(*rows));
+	first = malloc(((size_t)E + 1) * sizeof(*first));
+	left = malloc(((size_t)E * p->ranks + 1) * sizeof(*left));
+	cur = calloc(E ? E : 1, sizeof(*cur));
+	if (!rows || !first || !left || !cur) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* This rank's rows for each instance of each expert, in cell order. */
+	for (e = 0; e < E; e++) {
+		rlb_step_plan_cell(p, mb, layer, e, &n);
+		first[e] = total;
+		memset(rows, 0, (size_t)p->ranks * n * sizeof(*rows));
+		rlb_step_plan_split(p, l, mb, layer, e, rows);
+		memcpy(left + total, rows + (size_t)rank * n, n * sizeof(*left));
+		total += n;
+	}
+	first[E] = total;
+	/* Each row to the first instance that still takes rows from this rank. */
+	for (t = 0; t < ntok; t++)
+		for (k = 0; k < topk; k++) {
+			e = ids[t * topk + k];
+			if (e >= E) {
+				ret = rlb_err_set(err, RLB_EINVAL,
+						  "token %zu: expert id %u, the plan has %u experts",
+						  t, e, E);
+				goto out;
+			}
+			n = (uint32_t)(first[e + 1] - first[e]);
+			while (cur[e] < n && left[first[e] + cur[e]] == 0)
+				cur[e]++;
+			if (cur[e] == n) {
+				ret = rlb_err_set(err, RLB_EMISMATCH,
+						  "step %u mb %u layer %u: rank %u has more rows of expert %u than its loads",
+						  p->step, mb, layer, rank, e);
+				goto out;
+			}
+			left[first[e] + cur[e]]--;
+			inst[t * topk + k] = p->inst_first[((size_t)mb * p->layers + layer) * E + e] +
+					     cur[e];
+		}
+	for (t = 0; t < total; t++)
+		if (left[t]) {
+			for (e = 0; first[e + 1] <= t; e++)
+				;
+			ret = rlb_err_set(err, RLB_EMISMATCH,
+					  "step %u mb %u layer %u: rank %u has fewer rows of expert %u than its loads",
+					  p->step, mb, layer, rank, e);
+			break;
+		}
+out:
+	free(rows);
+	free(first);
+	free(left);
+	free(cur);
+	return ret;
+}
+
 /* ------------------------------------------------------------------ */
 /* Text dump                                                            */
 

@@ -194,6 +194,24 @@ void rlb_step_plan_split(const struct rlb_step_plan *p,
 			 const struct rlb_loads *l, uint32_t mb,
 			 uint32_t layer, uint32_t expert, uint32_t *rows);
 
+/*
+ * Where each of one source rank's rows of (mb, layer) goes, row by row:
+ * ids[t * topk + k] are the expert ids of the rank's tokens of the
+ * micro-batch in its own token order (chunks in (sequence, start) order,
+ * as rlb_loads_add_seq counts them); inst[t * topk + k] receives the
+ * index in p->inst of the instance that computes the row (its gpu and
+ * expert).  The rows of an expert go to its instances in order, each
+ * taking as many as rlb_step_plan_split gives it from this rank: what
+ * train-step does.  Errors: RLB_EINVAL (l's shape differs from the
+ * plan's, mb, layer or rank out of range, topk 0, an id not below
+ * experts), RLB_EMISMATCH (the ids hold more or fewer rows of an expert
+ * than l counts for the rank), RLB_ENOMEM.
+ */
+int rlb_step_plan_route(const struct rlb_step_plan *p,
+			const struct rlb_loads *l, uint32_t mb, uint32_t layer,
+			uint32_t rank, const uint16_t *ids, size_t ntok,
+			uint32_t topk, size_t *inst, struct rlb_err *err);
+
 #ifdef __cplusplus
 }
 #endif

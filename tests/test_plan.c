@@ -521,6 +521,141 @@ START_TEST(test_split_even_copies)
 END_TEST
 
 /*
+ * rlb_step_plan_route on the small plan: rank 2 sends 6 rows of expert 0,
+ * 2 to the home (GPU 0) and 4 to the replica (GPU 1) by the split, in its
+ * token order; instances are e0: 0 (home), 1 (replica), e1: 2, e2: 3,
+ * e3: 4.
+ */
+START_TEST(test_route_hand)
+{
+	static const uint16_t ids[8] = { 0, 2, 0, 0, 3, 0, 0, 0 };
+	static const size_t want[8] = { 0, 3, 0, 1, 4, 1, 1, 1 };
+	uint16_t more[9], bad[8];
+	struct rlb_step_plan p;
+	struct rlb_loads l;
+	struct rlb_err err;
+	size_t inst[9];
+
+	small_loads(&l);
+	small_plan(&p);
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, ids, 8, 1, inst, &err), 0);
+	ck_assert_mem_eq(inst, want, sizeof(want));
+	/* The same rows as 4 tokens of top-2. */
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, ids, 4, 2, inst, &err), 0);
+	ck_assert_mem_eq(inst, want, sizeof(want));
+	/* A row more, a row fewer, an id beyond the experts, a rank beyond. */
+	memcpy(more, ids, sizeof(ids));
+	more[8] = 0;
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, more, 9, 1, inst, &err),
+			 RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "step 3 mb 0 layer 0: rank 2 has more rows of expert 0 than its loads");
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, ids, 7, 1, inst, &err),
+			 RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "step 3 mb 0 layer 0: rank 2 has fewer rows of expert 0 than its loads");
+	memcpy(bad, ids, sizeof(ids));
+	bad[5] = 4;
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, bad, 8, 1, inst, &err),
+			 RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "token 5: expert id 4, the plan has 4 experts");
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 4, ids, 8, 1, inst, &err),
+			 RLB_EINVAL);
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 1, 0, 2, ids, 8, 1, inst, &err),
+			 RLB_EINVAL);
+	rlb_step_plan_release(&p);
+	rlb_loads_release(&l);
+}
+END_TEST
+
+/*
+ * On random replication plans, every rank's routed rows per instance are
+ * rlb_step_plan_split's, and an expert's rows fill its instances in order.
+ */
+START_TEST(test_route_matches_split)
+{
+	uint64_t st = 7;
+	size_t routed = 0;
+	int it;
+
+	for (it = 0; it < 100; it++) {
+		uint32_t gpn = 1 + rnd(&st) % 4, nodes = 1 + rnd(&st) % 3;
+		uint32_t G = gpn * nodes, E = G * (1 + rnd(&st) % 3);
+		struct rlb_replicate_params rp = { G, gpn, E, 1 + rnd(&st) % 3,
+						   rnd(&st) % 8, 0 };
+		struct rlb_replicate_planner pl;
+		struct rlb_step_plan p;
+		struct rlb_loads l;
+		uint32_t e, s, k, n, *rows, *got, *last;
+		uint16_t *ids;
+		size_t *inst, nrows, i;
+
+		ck_assert_int_eq(rlb_replicate_planner_init(&pl, &rp, NULL), 0);
+		ck_assert_int_eq(rlb_loads_init(&l, 1, 1, G, E, NULL), 0);
+		for (s = 0; s < G; s++)
+			for (e = 0; e < E; e++)
+				l.count[rlb_loads_index(&l, 0, 0, s, e)] =
+					rnd(&st) % 4 == 0 ? rnd(&st) % 300 : rnd(&st) % 10;
+		ck_assert_int_eq(rlb_replicate_planner_run(&pl, NULL, l.count, NULL), 0);
+		ck_assert_int_eq(rlb_step_plan_init(&p, 0, 1, 1, E, G, gpn,
+						    rp.replica_slots,
+						    RLB_SPLIT_LOCALITY, NULL), 0);
+		for (e = 0; e < E; e++) {
+			const struct rlb_replicate_instance *in =
+				rlb_replicate_instances(&pl.plan, e, &n);
+
+			for (k = 0; k < n; k++)
+				ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, e, in[k].gpu,
+								   (uint32_t)in[k].quota_tokens,
+								   NULL), 0);
+		}
+		rows = malloc((size_t)G * G * sizeof(*rows));
+		got = calloc(p.ninst, sizeof(*got));
+		last = calloc(E, sizeof(*last));
+		s = rnd(&st) % G;
+		/* The rank's rows in a random order. */
+		for (e = 0, nrows = 0; e < E; e++)
+			nrows += l.count[rlb_loads_index(&l, 0, 0, s, e)];
+		ids = malloc((nrows ? nrows : 1) * sizeof(*ids));
+		inst = malloc((nrows ? nrows : 1) * sizeof(*inst));
+		for (e = 0, i = 0; e < E; e++)
+			for (k = 0; k < l.count[rlb_loads_index(&l, 0, 0, s, e)]; k++)
+				ids[i++] = (uint16_t)e;
+		for (i = nrows; i > 1; i--) {
+			size_t j = rnd(&st) % i;
+			uint16_t x = ids[i - 1];
+
+			ids[i - 1] = ids[j];
+			ids[j] = x;
+		}
+		ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, s, ids, nrows, 1, inst, NULL), 0);
+		for (i = 0; i < nrows; i++) {
+			ck_assert_uint_eq(p.inst[inst[i]].expert, ids[i]);
+			ck_assert_uint_ge(inst[i], last[ids[i]]);
+			last[ids[i]] = (uint32_t)inst[i];
+			got[inst[i]]++;
+		}
+		for (e = 0; e < E; e++) {
+			const struct rlb_plan_instance *in = rlb_step_plan_cell(&p, 0, 0, e, &n);
+
+			rlb_step_plan_split(&p, &l, 0, 0, e, rows);
+			for (k = 0; k < n; k++)
+				ck_assert_uint_eq(got[(size_t)(in - p.inst) + k],
+						  rows[(size_t)s * n + k]);
+		}
+		routed += nrows;
+		free(ids);
+		free(inst);
+		free(rows);
+		free(got);
+		free(last);
+		rlb_step_plan_release(&p);
+		rlb_loads_release(&l);
+		rlb_replicate_planner_release(&pl);
+	}
+	ck_assert_uint_gt(routed, 10000);
+}
+END_TEST
+
+/*
  * The plan module's LOCALITY split equals the replication planner's rows
  * on random loads: one rule, two users.
  */
@@ -1799,6 +1934,8 @@ Suite *rlb_suite_plan(void)
 	tcase_add_test(tc, test_check_valid_plan);
 	tcase_add_test(tc, test_check_violations);
 	tcase_add_test(tc, test_split_locality_hand);
+	tcase_add_test(tc, test_route_hand);
+	tcase_add_test(tc, test_route_matches_split);
 	tcase_add_test(tc, test_split_even_hand);
 	tcase_add_test(tc, test_split_even_copies);
 	tcase_add_test(tc, test_split_matches_replicate);

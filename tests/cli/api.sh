@@ -81,8 +81,10 @@ cp out plan_online.out
 expect_empty err
 expect_out "wrote api.rrt and api.rlp"
 [ "$(grep -c '^step ' out)" -eq 3 ] || { cat out; fail "plan_online did not plan 3 steps"; }
-# The stand-in routing is skewed enough for relibra to replicate.
+# The stand-in routing is skewed enough for relibra to replicate, and
+# rank 0's rows are routed (rlb_step_plan_route checks them against the loads).
 expect_out "rank 0 sends"
+expect_out "rows of mb 0, layer 0 to GPUs 0:"
 
 # The trace is an ordinary trace, from source "api".
 RELIBRA="$prefix/bin/relibra"
