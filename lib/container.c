@@ -16,7 +16,7 @@
 #include "util.h"
 
 int rlb_rrt_open(const char *path, const char *kind, int *fd,
-	     uint64_t *file_bytes, struct rlb_err *err)
+		 uint64_t *file_bytes, struct rlb_err *err)
 {
 	struct stat st;
 
@@ -33,7 +33,7 @@ int rlb_rrt_open(const char *path, const char *kind, int *fd,
 }
 
 int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
-		void *buf, size_t n, struct rlb_err *err)
+		    void *buf, size_t n, struct rlb_err *err)
 {
 	uint8_t *p = buf;
 
@@ -61,7 +61,7 @@ int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 }
 
 int rlb_rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
-	       const char *fmt, ...)
+		   const char *fmt, ...)
 {
 	char msg[RLB_ERR_MSG_MAX];
 	va_list ap;
@@ -74,8 +74,8 @@ int rlb_rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off
 }
 
 int rlb_rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
-			  const char *kind, uint32_t max_bytes,
-			  uint8_t **content, uint32_t *bytes, struct rlb_err *err)
+			      const char *kind, uint32_t max_bytes,
+			      uint8_t **content, uint32_t *bytes, struct rlb_err *err)
 {
 	uint8_t b[8], *hc;
 	uint32_t hsize;
@@ -84,23 +84,23 @@ int rlb_rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
 	*content = NULL;
 	if (file_bytes < 8)
 		return rlb_rrt_at_err(err, RLB_ETRUNC, "header", 0,
-				  "file is %llu bytes, too short for a %s",
-				  (unsigned long long)file_bytes, kind);
+				      "file is %llu bytes, too short for a %s",
+				      (unsigned long long)file_bytes, kind);
 	ret = rlb_rrt_read_at(fd, path, file_bytes, 0, b, 8, err);
 	if (ret)
 		return ret;
 	if (rlb_get_u32(b) != RRT_HEADER_MAGIC)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 0,
-				  "not a relibra %s (magic 0x%08x)", kind,
-				  rlb_get_u32(b));
+				      "not a relibra %s (magic 0x%08x)", kind,
+				      rlb_get_u32(b));
 	hsize = rlb_get_u32(b + 4);
 	if (hsize > max_bytes)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 4,
-				  "size %u exceeds the limit %u", hsize, max_bytes);
+				      "size %u exceeds the limit %u", hsize, max_bytes);
 	if (8 + (uint64_t)hsize > file_bytes)
 		return rlb_rrt_at_err(err, RLB_ETRUNC, "header", 0,
-				  "cut at end of file (%llu of %u bytes present)",
-				  (unsigned long long)file_bytes, 8 + hsize);
+				      "cut at end of file (%llu of %u bytes present)",
+				      (unsigned long long)file_bytes, 8 + hsize);
 	hc = malloc(hsize ? hsize : 1);
 	if (!hc)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -142,12 +142,12 @@ void rlb_rrt_seek_table_end(uint8_t *p, size_t n, uint32_t index_bytes)
 }
 
 int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
-			uint64_t data_start, uint64_t n,
-			const struct rrt_seek_limits *lim,
-			int (*frame)(void *ctx, uint64_t off, uint32_t csize,
+			    uint64_t data_start, uint64_t n,
+			    const struct rrt_seek_limits *lim,
+			    int (*frame)(void *ctx, uint64_t off, uint32_t csize,
 				     uint32_t dsize, struct rlb_err *err),
-			void *ctx, uint64_t *index_off, uint64_t *index_bytes,
-			struct rlb_err *err)
+			    void *ctx, uint64_t *index_off, uint64_t *index_bytes,
+			    struct rlb_err *err)
 {
 	uint8_t fh[8], *ent = NULL;
 	uint64_t tsize = 8 + n * RRT_SEEK_ENTRY + RRT_SEEK_FOOTER, toff, pos, i;
@@ -155,21 +155,21 @@ int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 
 	if (n < 2 || n - 2 > lim->max_frames || tsize > file_bytes - data_start)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
-				  file_bytes - RRT_SEEK_FOOTER,
-				  "%llu frames do not fit in the file",
-				  (unsigned long long)n);
+				      file_bytes - RRT_SEEK_FOOTER,
+				      "%llu frames do not fit in the file",
+				      (unsigned long long)n);
 	toff = file_bytes - tsize;
 	ret = rlb_rrt_read_at(fd, path, file_bytes, toff, fh, 8, err);
 	if (ret)
 		return ret;
 	if (rlb_get_u32(fh) != RRT_SEEK_MAGIC || rlb_get_u32(fh + 4) != tsize - 8)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", toff,
-				  "bad frame header");
+				      "bad frame header");
 	ent = malloc((size_t)(n * RRT_SEEK_ENTRY));
 	if (!ent)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	ret = rlb_rrt_read_at(fd, path, file_bytes, toff + 8, ent,
-			  (size_t)(n * RRT_SEEK_ENTRY), err);
+			      (size_t)(n * RRT_SEEK_ENTRY), err);
 	if (ret)
 		goto out;
 	pos = 0;
@@ -186,10 +186,10 @@ int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 			ok = d >= lim->min_raw && d <= lim->max_raw && c >= 9;
 		if (!ok || c > toff - pos) {
 			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
-					 toff + 8 + i * RRT_SEEK_ENTRY,
-					 "bad entry %llu (%llu bytes, %u raw)",
-					 (unsigned long long)i,
-					 (unsigned long long)c, d);
+					     toff + 8 + i * RRT_SEEK_ENTRY,
+					     "bad entry %llu (%llu bytes, %u raw)",
+					     (unsigned long long)i,
+					     (unsigned long long)c, d);
 			goto out;
 		}
 		if (i > 0 && i < n - 1) {
@@ -201,8 +201,8 @@ int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
 	}
 	if (pos != toff) {
 		ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", toff,
-				 "frames add up to %llu bytes, the table starts at %llu",
-				 (unsigned long long)pos, (unsigned long long)toff);
+				     "frames add up to %llu bytes, the table starts at %llu",
+				     (unsigned long long)pos, (unsigned long long)toff);
 		goto out;
 	}
 	*index_bytes = rlb_get_u32(ent + (n - 1) * RRT_SEEK_ENTRY);

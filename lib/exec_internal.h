@@ -179,7 +179,7 @@ struct rlb_exec {
 
 /* ---- exec_state.c ---- */
 int rlb_exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
-	      struct rlb_err *err);
+		  struct rlb_err *err);
 void rlb_exec_dbuf_free(struct rlb_backend *be, struct dbuf *b);
 
 /* ---- exec_route.c ---- */
@@ -187,14 +187,14 @@ void rlb_exec_dbuf_free(struct rlb_backend *be, struct dbuf *b);
 int rlb_exec_load_tokens(struct rlb_exec *ex, uint32_t step, struct rlb_err *err);
 /* Routes of every layer of micro-batch MB for local rank RK (host and device). */
 int rlb_exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
-		  struct rlb_err *err);
+		      struct rlb_err *err);
 void rlb_exec_route_release(struct rlb_backend *be, struct exec_route *r);
 
 /* ---- exec_state.c ---- */
 int rlb_exec_homes_init(struct rlb_exec *ex, struct rlb_err *err);
 void rlb_exec_homes_free(struct rlb_exec *ex);
 int rlb_exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
-		 struct rlb_err *err);
+		     struct rlb_err *err);
 int rlb_exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err);
 void rlb_exec_rank_release(struct rlb_exec *ex, struct exec_rank *rk);
 

@@ -335,7 +335,7 @@ static int mb_buffers(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 		ret = rlb_exec_dbuf(be, &r->x, r->nrecv * row, err);
 		if (ret == 0)
 			ret = rlb_exec_dbuf(be, &r->act, r->nrecv * 2 * (size_t)ex->ffn *
-					be->act_bytes, err);
+					    be->act_bytes, err);
 		if (ret)
 			return ret;
 	}

@@ -370,7 +370,7 @@ static int upload_idx(struct rlb_backend *be, struct rlb_queue *q,
 }
 
 int rlb_exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
-		  struct rlb_err *err)
+		      struct rlb_err *err)
 {
 	struct rlb_backend *be = rk->be;
 	uint32_t L, ntok = rk->mb_first[mb + 1] - rk->mb_first[mb];

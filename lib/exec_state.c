@@ -13,7 +13,7 @@
 /* Buffers.                                                             */
 
 int rlb_exec_dbuf(struct rlb_backend *be, struct dbuf *b, size_t bytes,
-	      struct rlb_err *err)
+		  struct rlb_err *err)
 {
 	int ret;
 
@@ -143,7 +143,7 @@ void rlb_exec_homes_free(struct rlb_exec *ex)
  * homes share one).  The gradient is zero between steps and not moved.
  */
 int rlb_exec_migrate(struct rlb_exec *ex, const uint32_t *new_home, int measure,
-		 struct rlb_err *err)
+		     struct rlb_err *err)
 {
 	size_t c, n = (size_t)ex->layers * ex->experts;
 	struct exec_home **out = NULL;

@@ -1118,14 +1118,14 @@ static int load_seek_table(struct rlb_plan_reader *r, uint64_t data_start,
 		return ret;
 	if (rlb_get_u32(foot + 5) != RRT_SEEKABLE_MAGIC)
 		return rlb_rrt_at_err(err, RLB_ETRUNC, "seek table", foff + 5,
-				  "no seekable footer at the end of the file (cut or not a complete plan)");
+				      "no seekable footer at the end of the file (cut or not a complete plan)");
 	if (foot[4] != 0)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", foff + 4,
-				  "descriptor 0x%02x (checksums and reserved bits are not used)",
-				  foot[4]);
+				      "descriptor 0x%02x (checksums and reserved bits are not used)",
+				      foot[4]);
 	ret = rlb_rrt_seek_table_read(r->fd, r->path, r->file_bytes, data_start,
-				  rlb_get_u32(foot), &lim, seek_frame, &sc,
-				  index_off, &bytes, err);
+				      rlb_get_u32(foot), &lim, seek_frame, &sc,
+				      index_off, &bytes, err);
 	if (ret == 0)
 		*index_size = (uint32_t)bytes;
 	return ret;
@@ -1248,7 +1248,7 @@ int rlb_plan_reader_open(struct rlb_plan_reader **out, const char *path,
 	if (ret)
 		goto out;
 	ret = rlb_rrt_read_header_frame(r->fd, r->path, r->file_bytes, "plan", RLP_H_MAX,
-				    &hc, &hsize, err);
+					&hc, &hsize, err);
 	if (ret == 0)
 		ret = header_decode(hc, hsize, &r->h, err);
 	if (ret)

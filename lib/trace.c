@@ -120,7 +120,7 @@ static int name_ok(const char *s, size_t size)
 }
 
 int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
-		    struct rlb_err *err)
+			struct rlb_err *err)
 {
 	uint32_t unknown = h->flags & ~RRT_FLAGS_KNOWN & RRT_FLAGS_REQUIRED;
 
@@ -211,7 +211,7 @@ static int get_name(const uint8_t *p, size_t size, char *out, size_t outsize)
 }
 
 int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
-		      struct rlb_err *err)
+			  struct rlb_err *err)
 {
 	uint32_t stored, crc, required;
 	unsigned major, minor;
@@ -514,7 +514,7 @@ static unsigned rest_vbmi2(const uint64_t *listed, unsigned n, unsigned experts,
 #endif
 
 unsigned rlb_rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
-		       uint8_t *lut)
+			   uint8_t *lut)
 {
 	unsigned b;
 

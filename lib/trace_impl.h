@@ -127,18 +127,18 @@ struct ZSTD_DCtx_s *rlb_rrt_dctx_new(void);
  * message ("header at offset 0", "trace header").
  */
 int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
-		    struct rlb_err *err);
+			struct rlb_err *err);
 
 /* Encode the header frame (8-byte skippable frame header + content). */
 size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out,
-			 size_t cap);
+			     size_t cap);
 
 /*
  * Decode and check a header content of len bytes (the skippable frame's
  * payload; the frame starts at file offset 0).
  */
 int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
-		      struct rlb_err *err);
+			  struct rlb_err *err);
 
 /*
  * Frames the main cursor took from read-ahead threads since
@@ -164,7 +164,7 @@ unsigned rlb_rrt_map_u8(const uint8_t *p, uint16_t *o, size_t n, const uint8_t *
  * bytes of slack past 256.
  */
 unsigned rlb_rrt_rank_rest(const uint64_t *listed, unsigned n, unsigned experts,
-		       uint8_t *lut);
+			   uint8_t *lut);
 
 /* Bytes of the ids of one layer of a T-token sequence, before coding. */
 static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
@@ -182,15 +182,15 @@ static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
  * is not a regular file.
  */
 int rlb_rrt_open(const char *path, const char *kind, int *fd,
-	     uint64_t *file_bytes, struct rlb_err *err);
+		 uint64_t *file_bytes, struct rlb_err *err);
 
 /* Read n bytes at off of a file of file_bytes; RLB_ETRUNC when it ends first. */
 int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
-		void *buf, size_t n, struct rlb_err *err);
+		    void *buf, size_t n, struct rlb_err *err);
 
 /* Record a structural error: "WHAT at offset OFF: message". */
 int rlb_rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off,
-	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Read the header frame that starts the file (a skippable frame with
@@ -198,8 +198,8 @@ int rlb_rrt_at_err(struct rlb_err *err, int code, const char *what, uint64_t off
  * caller frees it) and *bytes.  Errors name KIND ("trace", "plan").
  */
 int rlb_rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
-			  const char *kind, uint32_t max_bytes,
-			  uint8_t **content, uint32_t *bytes, struct rlb_err *err);
+			      const char *kind, uint32_t max_bytes,
+			      uint8_t **content, uint32_t *bytes, struct rlb_err *err);
 
 /*
  * Writing the seek table of n data frames: rlb_rrt_seek_table_bytes(n) bytes;
@@ -228,11 +228,11 @@ struct rrt_seek_limits {
  * order; *index_off and *index_bytes the index frame's place.
  */
 int rlb_rrt_seek_table_read(int fd, const char *path, uint64_t file_bytes,
-			uint64_t data_start, uint64_t n,
-			const struct rrt_seek_limits *lim,
-			int (*frame)(void *ctx, uint64_t off, uint32_t csize,
+			    uint64_t data_start, uint64_t n,
+			    const struct rrt_seek_limits *lim,
+			    int (*frame)(void *ctx, uint64_t off, uint32_t csize,
 				     uint32_t dsize, struct rlb_err *err),
-			void *ctx, uint64_t *index_off, uint64_t *index_bytes,
-			struct rlb_err *err);
+			    void *ctx, uint64_t *index_off, uint64_t *index_bytes,
+			    struct rlb_err *err);
 
 #endif

@@ -400,15 +400,15 @@ static int load_seek_table(struct rlb_trace_reader *r, struct rlb_err *err)
 		return ret;
 	if (foot[4] & 0x80)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
-				  r->file_bytes - RRT_SEEK_FOOTER + 4,
-				  "checksum flag is not used by this format");
+				      r->file_bytes - RRT_SEEK_FOOTER + 4,
+				      "checksum flag is not used by this format");
 	if (foot[4] & 0x7C)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table",
-				  r->file_bytes - RRT_SEEK_FOOTER + 4,
-				  "reserved bits set in the descriptor");
+				      r->file_bytes - RRT_SEEK_FOOTER + 4,
+				      "reserved bits set in the descriptor");
 	ret = rlb_rrt_seek_table_read(r->fd, r->path, r->file_bytes, r->data_start,
-				  rlb_get_u32(foot), &lim, seek_frame, r,
-				  &index_off, &index_bytes, err);
+				      rlb_get_u32(foot), &lim, seek_frame, r,
+				      &index_off, &index_bytes, err);
 	if (ret != 0)
 		return ret;
 	ret = load_index(r, index_off, index_bytes, err);
@@ -535,7 +535,7 @@ int rlb_trace_reader_open(struct rlb_trace_reader **out, const char *path,
 	if (ret)
 		goto out;
 	ret = rlb_rrt_read_header_frame(r->fd, r->path, r->file_bytes, "trace", RRT_H_MAX,
-				    &hc, &hsize, err);
+					&hc, &hsize, err);
 	if (ret == 0)
 		ret = rlb_rrt_header_decode(hc, hsize, &r->s, err);
 	if (ret != 0)
