@@ -1,6 +1,6 @@
 # relibra - one non-recursive GNU Makefile.
 #
-#   make                 build relibra and librelibra.a
+#   make                 build relibra, librelibra.a and librelibra.so
 #   make check           install missing packages, build, run every test
 #   make demo            install missing packages, build, run the quickstart
 #   make bench           run the benchmarks
@@ -112,6 +112,13 @@ DEPS := $(LIB_OBJS:.o=.d) $(CMD_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_BINS:=.d)
 
 BIN := $(if $(VARIANT),$(BUILD)/relibra,relibra)
 LIB := $(if $(VARIANT),$(BUILD)/librelibra.a,librelibra.a)
+# The shared library, for programs and plugins that load relibra at run
+# time (Python's ctypes, a trainer's extension module): the default build
+# only; the sanitizer and fuzz builds make the archive alone.  Its soname
+# carries major.minor: before 1.0 a minor release may change the ABI.
+VERSION := $(shell sed -n 's/^\#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)
+SONAME := librelibra.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
+SHLIB := $(if $(VARIANT),,librelibra.so.$(VERSION))
 TEST_BIN := $(BUILD)/tests/check_relibra
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
@@ -121,7 +128,7 @@ FUZZ_SECONDS ?= 60
 	demo-run bench bench-run install uninstall clean lint-man config-info \
 	fuzz fuzz-run
 
-all: config-info $(BIN) $(LIB)
+all: config-info $(BIN) $(LIB) $(SHLIB)
 
 config-info:
 	@if ! pkg-config --exists $(PKGS); then \
@@ -142,13 +149,21 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/lib/comm_mpi.o: ALL_CFLAGS += $(MPI_CFLAGS)
 
-# Objects depend on RLB_BUILD_CUDA: a stamp per value rebuilds them when it flips.
-CUDA_STAMP := $(BUILD)/.build-cuda-$(BUILD_CUDA)
-$(CUDA_STAMP):
+# The library's objects are position-independent, so that librelibra.so is
+# made of them and librelibra.a links into shared objects too.
+LIB_PIC := -fPIC -fno-semantic-interposition
+$(BUILD)/lib/%.o $(BUILD)/presets.o: ALL_CFLAGS += $(LIB_PIC)
+$(BUILD)/lib/%.o: ALL_NVCCFLAGS += -Xcompiler -fPIC
+
+# Objects depend on the compiler flags (RLB_BUILD_CUDA among them): a stamp
+# per set rebuilds them when the flags change.
+FLAGS_SUM := $(BUILD_CUDA)-$(firstword $(shell printf '%s\n' '$(ALL_CFLAGS) $(LIB_PIC) $(ALL_NVCCFLAGS) $(MPI_CFLAGS)' | cksum))
+FLAGS_STAMP := $(BUILD)/.build-flags-$(FLAGS_SUM)
+$(FLAGS_STAMP):
 	@mkdir -p $(BUILD)
-	@rm -f $(BUILD)/.build-cuda-*
+	@rm -f $(BUILD)/.build-cuda-* $(BUILD)/.build-flags-*
 	@touch $@
-$(LIB_OBJS) $(CMD_OBJS) $(TEST_OBJS): $(CUDA_STAMP)
+$(LIB_OBJS) $(CMD_OBJS) $(TEST_OBJS): $(FLAGS_STAMP)
 
 # CUDA sources (lib/*.cu): only in a BUILD_CUDA=1 build.
 $(BUILD)/%.o: %.cu
@@ -172,6 +187,10 @@ $(LIB): $(LIB_OBJS)
 
 $(BIN): $(CMD_OBJS) $(LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(CMD_OBJS) $(LIB) $(LIBS)
+
+$(SHLIB): $(LIB_OBJS)
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined \
+		-o $@ $(LIB_OBJS) $(LIBS)
 
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(CHECK_LIBS) $(LIBS)
@@ -219,12 +238,19 @@ fuzz-run: $(FUZZ_BINS)
 lint-man:
 	mandoc -Tlint -W warning man/relibra.1 man/relibra.3 man/relibra.yaml.5 man/relibra-trace.5
 
+# What the library links against besides the Requires packages: for
+# static links only when the shared library is installed too.
+PC_LIBS := $(strip $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)) -lm -lpthread)
+
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/relibra \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(PCDIR) \
 		$(DESTDIR)$(DATADIR)/configs/models $(DESTDIR)$(DATADIR)/configs/clusters
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	$(if $(SHLIB),install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/)
+	$(if $(SHLIB),ln -sf $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME))
+	$(if $(SHLIB),ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librelibra.so)
 	install -m 644 $(filter-out %_internal.h %_impl.h,$(wildcard lib/*.h)) $(DESTDIR)$(INCDIR)/relibra/
 	install -m 644 man/relibra.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/relibra.3 $(DESTDIR)$(MANDIR)/man3/
@@ -234,18 +260,21 @@ install: all
 	install -m 644 configs/clusters/*.yaml $(DESTDIR)$(DATADIR)/configs/clusters/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 		-e 's|@INCDIR@|$(INCDIR)|' \
-		-e 's|@LIBS_EXTRA@|$(strip $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)))|' \
-		-e 's|@VERSION@|'"$$(sed -n 's/^#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)"'|' \
+		-e 's|@REQUIRES@|$(if $(SHLIB),Requires.private,Requires)|' \
+		-e 's|@LIBS@|$(if $(SHLIB),,$(PC_LIBS))|' \
+		-e 's|@LIBS_PRIVATE@|$(if $(SHLIB),$(PC_LIBS))|' \
+		-e 's|@VERSION@|$(VERSION)|' \
 		relibra.pc.in > $(DESTDIR)$(PCDIR)/relibra.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/relibra $(DESTDIR)$(LIBDIR)/librelibra.a $(DESTDIR)$(PCDIR)/relibra.pc \
+		$(DESTDIR)$(LIBDIR)/librelibra.so $(DESTDIR)$(LIBDIR)/librelibra.so.* \
 		$(DESTDIR)$(MANDIR)/man1/relibra.1 $(DESTDIR)$(MANDIR)/man3/relibra.3 \
 		$(DESTDIR)$(MANDIR)/man5/relibra.yaml.5 \
 		$(DESTDIR)$(MANDIR)/man5/relibra-trace.5
 	rm -rf $(DESTDIR)$(INCDIR)/relibra $(DESTDIR)$(DATADIR)
 
 clean:
-	rm -rf build build-* $(BIN) $(LIB)
+	rm -rf build build-* relibra librelibra.a librelibra.so.*
 
 -include $(DEPS)

@@ -1,10 +1,13 @@
 # api.sh - the library as its users get it: `make install PREFIX=DIR`; an
-# archive whose every global symbol is rlb_-prefixed; headers that compile
-# on their own, and so does relibra(3)'s example; examples/plan_online.c
-# built with pkg-config against the installed headers and archive, its
+# archive (and a shared library) whose every global symbol is
+# rlb_-prefixed; headers that compile on their own, and so does
+# relibra(3)'s example; examples/plan_online.c built with pkg-config against
+# the installed files, linked with librelibra.so and with librelibra.a, its
 # trace and plans checked against the command line's (the same plan file,
 # byte for byte, and train-step applies it); a C++ program reading the
-# plan; a failing run that leaves no file behind; and `make uninstall`.
+# plan; a plugin that links the archive, and Python's ctypes loading the
+# shared library; a failing run that leaves no file behind; and
+# `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -67,18 +70,46 @@ awk '/^\.Sh EXAMPLES/ { ex = 1 } ex && /^\.Ed/ { exit } ex && code { print } ex 
 "$CC" -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" \
 	man-example.c 2> cc.log || { cat cc.log; fail "the example of relibra(3) does not compile"; }
 
-# Build the example with nothing but the installed files.
+# Build the example with nothing but the installed files.  The default
+# build installs librelibra.so, which pkg-config links (the program runs
+# with the prefix's lib/ on LD_LIBRARY_PATH); the archive links too.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+shared=0
+[ -f "$prefix/lib/librelibra.so" ] && shared=1
+[ -n "$variant" ] || [ $shared = 1 ] || fail "make install did not install librelibra.so"
 flags=$(pkg-config --cflags --libs relibra) || fail "pkg-config does not find relibra"
-# shellcheck disable=SC2086
-"$CC" -std=c11 -Wall -Wextra -Werror $san -o plan_online \
-	"$RLB_TOP/examples/plan_online.c" $flags 2> cc.log ||
-	{ cat cc.log; fail "examples/plan_online.c does not build against the installed library"; }
+build_example() {
+	# shellcheck disable=SC2086
+	"$CC" -std=c11 -Wall -Wextra -Werror $san -o "$1" \
+		"$RLB_TOP/examples/plan_online.c" $2 2> cc.log ||
+		{ cat cc.log; fail "examples/plan_online.c does not build against the installed library ($2)"; }
+}
+build_example plan_online "$flags"
+if [ $shared = 1 ]; then
+	if command -v readelf > /dev/null 2>&1; then
+		readelf -d plan_online | grep -q 'NEEDED.*librelibra\.so\.' ||
+			fail "pkg-config --libs relibra did not link librelibra.so"
+		# The shared library exports the rlb_ names alone.
+		nm -D --defined-only "$prefix/lib/librelibra.so" | awk 'NF == 3 { print $3 }' |
+			grep -v '^rlb_' > foreign.syms
+		[ ! -s foreign.syms ] || { head -n 20 foreign.syms; fail "librelibra.so exports symbols without the rlb_ prefix"; }
+	fi
+	build_example plan_online_static \
+		"$(pkg-config --static --cflags --libs relibra | sed "s|-lrelibra|$prefix/lib/librelibra.a|")"
+fi
 
 cfg="$prefix/share/relibra/configs/tiny-2x2.yaml"
 ./plan_online "$cfg" api.rrt api.rlp > out 2> err || { cat out err; fail "plan_online failed"; }
 cp out plan_online.out
 expect_empty err
+if [ $shared = 1 ]; then
+	./plan_online_static "$cfg" static.rrt static.rlp > out 2> err ||
+		{ cat out err; fail "plan_online linked with librelibra.a failed"; }
+	cmp static.rrt api.rrt && cmp static.rlp api.rlp ||
+		fail "the programs linked with librelibra.so and librelibra.a wrote different files"
+	cp plan_online.out out
+fi
 expect_out "wrote api.rrt and api.rlp"
 [ "$(grep -c '^step ' out)" -eq 3 ] || { cat out; fail "plan_online did not plan 3 steps"; }
 # The stand-in routing is skewed enough for relibra to replicate, and
@@ -137,6 +168,70 @@ EOF
 	expect_out "relibra plan, 3 steps, step 2: $mb micro-batches"
 fi
 
+# A plugin (a shared object, such as a Python extension module) can link the
+# archive, whose objects are position-independent; and Python loads the
+# shared library with ctypes.  Not for sanitizer builds, whose runtime
+# must come first in the program.
+if [ -z "$san" ]; then
+	cat > probe.c <<'EOF'
+#include <relibra/relibra.h>
+
+int probe_steps(const char *path);
+
+int probe_steps(const char *path)
+{
+	struct rlb_plan_reader *r;
+	const struct rlb_plan_step_info *info;
+	int n;
+
+	if (rlb_plan_reader_open(&r, path, NULL) != 0)
+		return -1;
+	n = (int)rlb_plan_reader_steps(r, &info);
+	rlb_plan_reader_free(r);
+	return n;
+}
+EOF
+	cat > load.c <<'EOF'
+#include <dlfcn.h>
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+	void *h = dlopen("./probe.so", RTLD_NOW | RTLD_LOCAL);
+	int (*steps)(const char *);
+
+	if (argc != 2 || !h) {
+		fprintf(stderr, "%s\n", h ? "usage: load PLAN" : dlerror());
+		return 1;
+	}
+	*(void **)&steps = dlsym(h, "probe_steps");
+	printf("%d\n", steps ? steps(argv[1]) : -2);
+	return 0;
+}
+EOF
+	# shellcheck disable=SC2046
+	"$CC" -std=c11 -Wall -Wextra -Werror -fPIC -shared -o probe.so probe.c \
+		"$prefix/lib/librelibra.a" $(pkg-config --static --cflags --libs relibra | sed 's/-lrelibra//') \
+		2> cc.log || { cat cc.log; fail "a shared object does not link librelibra.a"; }
+	"$CC" -std=c11 -Wall -o load load.c -ldl 2> cc.log || { cat cc.log; fail "cannot build the loader"; }
+	[ "$(./load api.rlp)" = 3 ] || fail "the plugin linked with librelibra.a did not read the plan's 3 steps"
+	if [ $shared = 1 ] && command -v python3 > /dev/null 2>&1; then
+		python3 - "$prefix/lib/librelibra.so" api.rlp api.rrt > out 2> err <<'EOF' ||
+import ctypes
+import sys
+
+lib = ctypes.CDLL(sys.argv[1])
+lib.rlb_strerror.restype = ctypes.c_char_p
+assert lib.rlb_strerror(-6) == b"corrupt data", lib.rlb_strerror(-6)
+assert lib.rlb_plan_probe(sys.argv[2].encode(), None) == 1
+assert lib.rlb_plan_probe(sys.argv[3].encode(), None) == 0
+print("ctypes: ok")
+EOF
+			{ cat err; fail "Python cannot use librelibra.so through ctypes"; }
+		expect_out "ctypes: ok"
+	fi
+fi
+
 # A failure leaves neither file, nor their .tmp files.
 ./plan_online "$cfg" gone.rrt no-such-dir/gone.rlp > out 2> err && fail "plan_online wrote into a missing directory"
 grep -q "no-such-dir/gone.rlp" err || { cat err; fail "the error does not name the plan file"; }
@@ -146,6 +241,6 @@ done
 
 make -C "$RLB_TOP" VARIANT="$variant" PREFIX="$prefix" uninstall > uninstall.log 2>&1 ||
 	{ cat uninstall.log; fail "make uninstall failed"; }
-left=$(find "$prefix" -type f)
+left=$(find "$prefix" ! -type d)
 [ -z "$left" ] || fail "make uninstall left: $left"
 exit 0
