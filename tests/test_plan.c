@@ -521,6 +521,38 @@ START_TEST(test_split_even_copies)
 END_TEST
 
 /*
+ * A random replication plan of one (micro-batch, layer): 1 to 3 nodes of
+ * 1 to 4 GPUs, 1 to 3 experts per GPU, 1 to 3 replica slots, loads mostly
+ * small with a hot quarter; *pl keeps the planner's own rows.
+ */
+static void random_replicate_plan(uint64_t *st, struct rlb_replicate_planner *pl,
+				  struct rlb_step_plan *p, struct rlb_loads *l)
+{
+	uint32_t gpn = 1 + rnd(st) % 4, nodes = 1 + rnd(st) % 3;
+	uint32_t G = gpn * nodes, E = G * (1 + rnd(st) % 3), s, e, k, n;
+	struct rlb_replicate_params rp = { G, gpn, E, 1 + rnd(st) % 3, rnd(st) % 8, 0 };
+
+	ck_assert_int_eq(rlb_replicate_planner_init(pl, &rp, NULL), 0);
+	ck_assert_int_eq(rlb_loads_init(l, 1, 1, G, E, NULL), 0);
+	for (s = 0; s < G; s++)
+		for (e = 0; e < E; e++)
+			l->count[rlb_loads_index(l, 0, 0, s, e)] =
+				rnd(st) % 4 == 0 ? rnd(st) % 300 : rnd(st) % 10;
+	ck_assert_int_eq(rlb_replicate_planner_run(pl, NULL, l->count, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_init(p, 0, 1, 1, E, G, gpn, rp.replica_slots,
+					    RLB_SPLIT_LOCALITY, NULL), 0);
+	for (e = 0; e < E; e++) {
+		const struct rlb_replicate_instance *in =
+			rlb_replicate_instances(&pl->plan, e, &n);
+
+		for (k = 0; k < n; k++)
+			ck_assert_int_eq(rlb_step_plan_add(p, 0, 0, e, in[k].gpu,
+							   (uint32_t)in[k].quota_tokens,
+							   NULL), 0);
+	}
+}
+
+/*
  * rlb_step_plan_route on the small plan: rank 2 sends 6 rows of expert 0,
  * 2 to the home (GPU 0) and 4 to the replica (GPU 1) by the split, in its
  * token order; instances are e0: 0 (home), 1 (replica), e1: 2, e2: 3,
@@ -577,36 +609,16 @@ START_TEST(test_route_matches_split)
 	int it;
 
 	for (it = 0; it < 100; it++) {
-		uint32_t gpn = 1 + rnd(&st) % 4, nodes = 1 + rnd(&st) % 3;
-		uint32_t G = gpn * nodes, E = G * (1 + rnd(&st) % 3);
-		struct rlb_replicate_params rp = { G, gpn, E, 1 + rnd(&st) % 3,
-						   rnd(&st) % 8, 0 };
 		struct rlb_replicate_planner pl;
 		struct rlb_step_plan p;
 		struct rlb_loads l;
-		uint32_t e, s, k, n, *rows, *got, *last;
+		uint32_t G, E, e, s, k, n, *rows, *got, *last;
 		uint16_t *ids;
 		size_t *inst, nrows, i;
 
-		ck_assert_int_eq(rlb_replicate_planner_init(&pl, &rp, NULL), 0);
-		ck_assert_int_eq(rlb_loads_init(&l, 1, 1, G, E, NULL), 0);
-		for (s = 0; s < G; s++)
-			for (e = 0; e < E; e++)
-				l.count[rlb_loads_index(&l, 0, 0, s, e)] =
-					rnd(&st) % 4 == 0 ? rnd(&st) % 300 : rnd(&st) % 10;
-		ck_assert_int_eq(rlb_replicate_planner_run(&pl, NULL, l.count, NULL), 0);
-		ck_assert_int_eq(rlb_step_plan_init(&p, 0, 1, 1, E, G, gpn,
-						    rp.replica_slots,
-						    RLB_SPLIT_LOCALITY, NULL), 0);
-		for (e = 0; e < E; e++) {
-			const struct rlb_replicate_instance *in =
-				rlb_replicate_instances(&pl.plan, e, &n);
-
-			for (k = 0; k < n; k++)
-				ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, e, in[k].gpu,
-								   (uint32_t)in[k].quota_tokens,
-								   NULL), 0);
-		}
+		random_replicate_plan(&st, &pl, &p, &l);
+		G = p.ranks;
+		E = p.experts;
 		rows = malloc((size_t)G * G * sizeof(*rows));
 		got = calloc(p.ninst, sizeof(*got));
 		last = calloc(E, sizeof(*last));
@@ -665,34 +677,14 @@ START_TEST(test_split_matches_replicate)
 	int it;
 
 	for (it = 0; it < 200; it++) {
-		uint32_t gpn = 1 + rnd(&st) % 4, nodes = 1 + rnd(&st) % 3;
-		uint32_t G = gpn * nodes, E = G * (1 + rnd(&st) % 3);
-		struct rlb_replicate_params rp = { G, gpn, E, 1 + rnd(&st) % 3,
-						   rnd(&st) % 8, 0 };
 		struct rlb_replicate_planner pl;
 		struct rlb_step_plan p;
 		struct rlb_loads l;
-		uint32_t e, s, k, n, *rows;
+		uint32_t G, E, e, s, k, n, *rows;
 
-		ck_assert_int_eq(rlb_replicate_planner_init(&pl, &rp, NULL), 0);
-		ck_assert_int_eq(rlb_loads_init(&l, 1, 1, G, E, NULL), 0);
-		for (s = 0; s < G; s++)
-			for (e = 0; e < E; e++)
-				l.count[rlb_loads_index(&l, 0, 0, s, e)] =
-					rnd(&st) % 4 == 0 ? rnd(&st) % 300 : rnd(&st) % 10;
-		ck_assert_int_eq(rlb_replicate_planner_run(&pl, NULL, l.count, NULL), 0);
-		ck_assert_int_eq(rlb_step_plan_init(&p, 0, 1, 1, E, G, gpn,
-						    rp.replica_slots,
-						    RLB_SPLIT_LOCALITY, NULL), 0);
-		for (e = 0; e < E; e++) {
-			const struct rlb_replicate_instance *in =
-				rlb_replicate_instances(&pl.plan, e, &n);
-
-			for (k = 0; k < n; k++)
-				ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, e, in[k].gpu,
-								   (uint32_t)in[k].quota_tokens,
-								   NULL), 0);
-		}
+		random_replicate_plan(&st, &pl, &p, &l);
+		G = p.ranks;
+		E = p.experts;
 		ck_assert_int_eq(rlb_step_plan_check(&p, &l, NULL), 0);
 		rows = malloc((size_t)G * G * sizeof(*rows));
 		for (e = 0; e < E; e++) {
