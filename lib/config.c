@@ -683,6 +683,59 @@ out:
 	return rc;
 }
 
+int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
+		   size_t size, struct rlb_err *err)
+{
+	char sec_name[RLB_NAME_MAX], sugbuf[RLB_NAME_MAX + 16], num[40];
+	const char *dot = strchr(key, '.'), *sug = NULL, *text;
+	int sec = -1, ki = -1;
+	size_t n;
+
+	if (dot && (size_t)(dot - key) < sizeof(sec_name)) {
+		memcpy(sec_name, key, (size_t)(dot - key));
+		sec_name[dot - key] = '\0';
+		sec = rlb_cfg_find_section(sec_name);
+		if (sec >= 0)
+			ki = rlb_cfg_find_key(sec, dot + 1);
+	}
+	if (ki < 0) {
+		if (strlen(key) < RLB_NAME_MAX * 2)
+			sug = suggest_path(key, sugbuf, sizeof(sugbuf));
+		return rlb_err_set(err, RLB_ENOTFOUND, "unknown key '%s'%s%s%s", key,
+				   sug ? " (did you mean '" : "", sug ? sug : "",
+				   sug ? "'?)" : "");
+	}
+	text = rlb_cfg_value_text(cfg, &rlb_cfg_sections[sec].keys[ki], num, sizeof(num));
+	n = strlen(text);
+	if (n >= size)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "the value of '%s' takes %zu bytes, the buffer %zu",
+				   key, n + 1, size);
+	memcpy(buf, text, n + 1);
+	return 0;
+}
+
+struct rlb_config *rlb_config_new(const char *path, const char *const *sets,
+				  size_t nsets, struct rlb_err *err)
+{
+	struct rlb_config *cfg = malloc(sizeof(*cfg));
+
+	if (!cfg) {
+		rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (rlb_config_load(cfg, path, sets, nsets, err) != 0) {
+		free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
+void rlb_config_free(struct rlb_config *cfg)
+{
+	free(cfg);
+}
+
 int rlb_config_set(struct rlb_config *cfg, const char *assignment,
 		   struct rlb_err *err)
 {

@@ -132,6 +132,27 @@ void rlb_config_defaults(struct rlb_config *cfg);
 int rlb_config_load(struct rlb_config *cfg, const char *path,
 		    const char *const *sets, size_t nsets, struct rlb_err *err);
 
+/*
+ * The same, for callers that cannot hold a struct rlb_config (a foreign
+ * function interface such as Python's ctypes): a loaded configuration on
+ * the heap, NULL on failure (err says why); free it with rlb_config_free
+ * (NULL is a no-op).
+ */
+struct rlb_config *rlb_config_new(const char *path, const char *const *sets,
+				  size_t nsets, struct rlb_err *err);
+void rlb_config_free(struct rlb_config *cfg);
+
+/*
+ * The effective value of KEY ("section.key", as --set names it) as text
+ * into buf (size bytes, NUL included), as `relibra config` prints it:
+ * integers in decimal, numbers in their shortest exact form, true or
+ * false, strings and names as they are (an unset string is "").
+ * Errors: RLB_ENOTFOUND (no such key; the message suggests one),
+ * RLB_ERANGE (buf too small).
+ */
+int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
+		   size_t size, struct rlb_err *err);
+
 /* Apply one "key.path=value" override, checked like the file. */
 int rlb_config_set(struct rlb_config *cfg, const char *assignment,
 		   struct rlb_err *err);

@@ -72,6 +72,12 @@ const void *rlb_cfg_cfield(const struct rlb_config *cfg, const struct key *k);
 const char *rlb_cfg_type_text(const struct key *k, char *buf, size_t size);
 /* The shortest %g text (15 to 17 digits) that reads back as V. */
 void rlb_cfg_fmt_double(double v, char *buf, size_t size);
+/*
+ * The text of key k's value in cfg: numbers as `relibra config` prints
+ * them (into num), true/false, strings and names as they are.
+ */
+const char *rlb_cfg_value_text(const struct rlb_config *cfg, const struct key *k,
+			       char *num, size_t size);
 /* K's range as "[min, max]", "(min, max]" or "(at least min)", in BUF. */
 const char *rlb_cfg_range_text(const struct key *k, char *buf, size_t size);
 int rlb_cfg_in_range(const struct key *k, double v);

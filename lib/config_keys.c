@@ -347,14 +347,42 @@ static void put_string(FILE *fp, const char *s)
 	fputc('"', fp);
 }
 
+const char *rlb_cfg_value_text(const struct rlb_config *cfg, const struct key *k,
+			       char *num, size_t size)
+{
+	const void *p = rlb_cfg_cfield(cfg, k);
+	int v, n;
+
+	switch (k->type) {
+	case KT_INT:
+		snprintf(num, size, "%d", *(const int *)p);
+		return num;
+	case KT_DOUBLE:
+		rlb_cfg_fmt_double(*(const double *)p, num, size);
+		return num;
+	case KT_BOOL:
+		return *(const int *)p ? "true" : "false";
+	case KT_STRING:
+		return memchr(p, '\0', (size_t)k->max + 1) ? p : "";
+	case KT_CHOICE:
+		return memchr(p, '\0', RLB_NAME_MAX) &&
+		       rlb_cfg_choice_index(k->choices, p) >= 0 ? (const char *)p : "";
+	case KT_ENUM:
+		v = *(const int *)p;
+		for (n = 0; k->choices[n]; n++)
+			;
+		return v >= 0 && v < n ? k->choices[v] : "";
+	}
+	return "";
+}
+
 int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
 			  struct rlb_err *err)
 {
 	const struct key *k;
-	const void *p;
 	char num[40];
 	size_t i;
-	int s, v, n;
+	int s;
 
 	fprintf(fp, "# relibra configuration: every key with its effective value\n"
 		    "# (man relibra.yaml.5)\n");
@@ -362,33 +390,11 @@ int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
 		fprintf(fp, "%s:\n", rlb_cfg_sections[s].name);
 		for (i = 0; i < rlb_cfg_sections[s].nkeys; i++) {
 			k = &rlb_cfg_sections[s].keys[i];
-			p = rlb_cfg_cfield(cfg, k);
 			fprintf(fp, "  %s: ", k->name);
-			switch (k->type) {
-			case KT_INT:
-				fprintf(fp, "%d", *(const int *)p);
-				break;
-			case KT_DOUBLE:
-				rlb_cfg_fmt_double(*(const double *)p, num, sizeof(num));
-				fputs(num, fp);
-				break;
-			case KT_BOOL:
-				fputs(*(const int *)p ? "true" : "false", fp);
-				break;
-			case KT_STRING:
-				put_string(fp, memchr(p, '\0', (size_t)k->max + 1) ? p : "");
-				break;
-			case KT_CHOICE:
-				fputs(memchr(p, '\0', RLB_NAME_MAX) &&
-				      rlb_cfg_choice_index(k->choices, p) >= 0 ? (const char *)p : "", fp);
-				break;
-			case KT_ENUM:
-				v = *(const int *)p;
-				for (n = 0; k->choices[n]; n++)
-					;
-				fputs(v >= 0 && v < n ? k->choices[v] : "", fp);
-				break;
-			}
+			if (k->type == KT_STRING)
+				put_string(fp, rlb_cfg_value_text(cfg, k, num, sizeof(num)));
+			else
+				fputs(rlb_cfg_value_text(cfg, k, num, sizeof(num)), fp);
 			fputc('\n', fp);
 		}
 	}

@@ -399,6 +399,49 @@ static const struct {
 	{ "model.preset=a/b", "invalid model preset name 'a/b' (letters, digits, '-', '_', '.')" },
 };
 
+/* The heap form and the key getter, for foreign function interfaces. */
+START_TEST(test_new_get)
+{
+	const char *sets[] = { "parallel.pack=ffd", "model.name=t \"q\"",
+			       "balancer.reorder=off", "cluster.gemm_eff_max=0.55" };
+	struct rlb_err err = { 0, "" };
+	struct rlb_config *cfg;
+	char buf[64], tiny[4];
+
+	cfg = rlb_config_new(shipped("tiny-2x2.yaml"), sets, 4, &err);
+	ck_assert_msg(cfg != NULL, "%s", err.msg);
+	ck_assert_int_eq(rlb_config_get(cfg, "parallel.ep_size", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "4");
+	ck_assert_int_eq(rlb_config_get(cfg, "parallel.pack", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "ffd");
+	ck_assert_int_eq(rlb_config_get(cfg, "model.name", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "t \"q\"");
+	ck_assert_int_eq(rlb_config_get(cfg, "balancer.reorder", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "false");
+	ck_assert_int_eq(rlb_config_get(cfg, "balancer.policy", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "relibra");
+	ck_assert_int_eq(rlb_config_get(cfg, "cluster.gemm_eff_max", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "0.55");
+	ck_assert_int_eq(rlb_config_get(cfg, "cluster.peak_tflops", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "0.01");
+	/* Unknown keys (with a suggestion), a section, a short buffer. */
+	ck_assert_int_eq(rlb_config_get(cfg, "parallel.ep_sise", buf, sizeof(buf), &err),
+			 RLB_ENOTFOUND);
+	ck_assert_str_eq(err.msg, "unknown key 'parallel.ep_sise' (did you mean 'parallel.ep_size'?)");
+	ck_assert_int_eq(rlb_config_get(cfg, "parallel", buf, sizeof(buf), &err), RLB_ENOTFOUND);
+	ck_assert_int_eq(rlb_config_get(cfg, "nosuch.key", buf, sizeof(buf), &err), RLB_ENOTFOUND);
+	ck_assert_int_eq(rlb_config_get(cfg, "model.name", tiny, sizeof(tiny), &err), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "the value of 'model.name' takes 6 bytes, the buffer 4");
+	rlb_config_free(cfg);
+	rlb_config_free(NULL);
+	/* A failing load gives NULL and says why. */
+	ck_assert_ptr_null(rlb_config_new(fixture("no-such-file.yaml"), NULL, 0, &err));
+	ck_assert_int_eq(err.code, RLB_EIO);
+	ck_assert_ptr_null(rlb_config_new(NULL, (const char *[]){ "model.experts=0" }, 1, &err));
+	ck_assert_int_eq(err.code, RLB_ECONFIG);
+}
+END_TEST
+
 START_TEST(test_set_bad)
 {
 	struct rlb_config cfg;
@@ -826,6 +869,7 @@ Suite *rlb_suite_config(void)
 	tcase_add_test(tc, test_shipped_values);
 	tcase_add_test(tc, test_preset_overrides);
 	tcase_add_test(tc, test_set_good);
+	tcase_add_test(tc, test_new_get);
 	tcase_add_loop_test(tc, test_set_bad, 0, (int)(sizeof(bad_sets) / sizeof(bad_sets[0])));
 	tcase_add_loop_test(tc, test_error_fixtures, 0,
 			    (int)(sizeof(bad_files) / sizeof(bad_files[0])));

@@ -5,9 +5,9 @@
 # the installed files, linked with librelibra.so and with librelibra.a, its
 # trace and plans checked against the command line's (the same plan file,
 # byte for byte, and train-step applies it); a C++ program reading the
-# plan; a plugin that links the archive, and Python's ctypes loading the
-# shared library; a failing run that leaves no file behind; and
-# `make uninstall`.
+# plan; a plugin that links the archive; Python's ctypes loading the shared
+# library, and examples/plan_online.py planning the same steps; a failing
+# run that leaves no file behind; and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -229,6 +229,11 @@ print("ctypes: ok")
 EOF
 			{ cat err; fail "Python cannot use librelibra.so through ctypes"; }
 		expect_out "ctypes: ok"
+		# The Python trainer side of the example plans the same steps alike.
+		python3 "$RLB_TOP/examples/plan_online.py" "$prefix/lib/librelibra.so" "$cfg" \
+			> out 2> err || { cat err; fail "examples/plan_online.py failed"; }
+		sed '$d' plan_online.out | diff - out ||
+			fail "examples/plan_online.py and plan_online.c print different plans"
 	fi
 fi
 
