@@ -1206,7 +1206,7 @@ static void cursor_seek(struct cursor *c, size_t frame)
 static int peek_step(struct rlb_trace_reader *r, size_t i, struct rlb_err *err)
 {
 	struct rframe *f = &r->frames[i];
-	uint8_t hb[18], out[4];
+	uint8_t hb[18 + 3], out[4];	/* the largest frame header, a block header */
 	struct fhdr fh;
 	const char *why = NULL;
 	uint32_t last, skip, bb;
@@ -1218,14 +1218,10 @@ static int peek_step(struct rlb_trace_reader *r, size_t i, struct rlb_err *err)
 	ret = read_at(r, f->off, hb, n, err);
 	if (ret != 0)
 		return ret;
-	if (parse_fhdr(hb, n, &fh, &why) != 0 || fh.size + 3 > f->csize)
+	if (parse_fhdr(hb, n, &fh, &why) != 0 || fh.size + 3 > n)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "bad frame header");
-	if (fh.size + 3 <= n)
-		memcpy(out, hb + fh.size, 3);
-	else if ((ret = read_at(r, f->off + fh.size, out, 3, err)) != 0)
-		return ret;
-	if (block_info(out, &last, &skip, &bb, &why) != 0 ||
+	if (block_info(hb + fh.size, &last, &skip, &bb, &why) != 0 ||
 	    fh.size + 3 + skip > f->csize)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "data frame", f->off,
 				      "bad first block");
