@@ -14,7 +14,7 @@
 
 static const char usage[] =
 	"usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] "
-	"[-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] [--threads N] TRACE|PLAN\n"
+	"[-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd|dynamic] [--threads N] TRACE|PLAN\n"
 	"\n"
 	"  --json               print everything as one JSON object (schema relibra.inspect/1)\n"
 	"  --stats              load statistics under the config's schedule (needs -c)\n"

@@ -19,7 +19,7 @@ static const char usage[] =
 	"usage: relibra plan [-h] -c CONFIG [--set KEY=VALUE]... [--policy NAME] [-o PLAN] "
 	"[--summary FILE] [--json] [--no-timing] [--replica-slots R] [--no-reorder] "
 	"[--no-replicate] [--colocate] [--data-control] [--eplb-window W] [--steps A:B] "
-	"[--pack in-order|ffd | --schedule FILE] [--eplb-export FILE] [--fail-below F] "
+	"[--pack in-order|ffd|dynamic | --schedule FILE] [--eplb-export FILE] [--fail-below F] "
 	"[--threads N] TRACE\n"
 	"       relibra plan --eplb-weights FILE --slots P --groups G --nodes N --gpus X\n"
 	"\n"

@@ -16,7 +16,7 @@
 
 static const char usage[] =
 	"usage: relibra report [-h] [-c CONFIG] [--set KEY=VALUE]... [--trace TRACE] "
-	"[--policies LIST] [--sweep KEY=V1,V2,...] [--steps A:B] [--pack in-order|ffd] "
+	"[--policies LIST] [--sweep KEY=V1,V2,...] [--steps A:B] [--pack in-order|ffd|dynamic] "
 	"[--format table|markdown|csv|json] [-o FILE] [--html FILE] [--svg DIR] "
 	"[--layer L] [--threads N] [RESULT.json]...\n"
 	"\n"

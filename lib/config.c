@@ -183,7 +183,7 @@ static int set_value(struct loader *ld, int si, int sec, int ki,
 						 sug ? sug : "", sug ? "'?)" : "");
 		}
 		if (k->type == KT_ENUM) {
-			*(int *)dst = idx;
+			*(int *)dst = k->values[idx];
 		} else {
 			memset(dst, 0, RLB_NAME_MAX);
 			memcpy(dst, k->choices[idx], strlen(k->choices[idx]));

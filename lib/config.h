@@ -19,10 +19,14 @@ extern "C" {
 #define RLB_NAME_MAX 64
 #define RLB_PATH_MAX 4096
 
-/* Micro-batch packing rules (lib/schedule.h). */
+/*
+ * Micro-batch packing rules (lib/schedule.h, docs/schedule.md).  The
+ * values are the plan format's pack codes (trace_format/SPEC.md).
+ */
 enum rlb_pack {
 	RLB_PACK_IN_ORDER = 0,	/* consecutive windows of the rollout order */
 	RLB_PACK_FFD = 1,	/* first-fit-decreasing over the whole step */
+	RLB_PACK_DYNAMIC = 4,	/* each rank's share cut into balanced micro-batches */
 	/* Not rules of the config: schedules that no rule rebuilds, carried in the plan. */
 	RLB_PACK_DATA_CONTROL = 2,	/* chosen by the plan (relibra --data-control) */
 	RLB_PACK_FILE = 3,		/* the trainer's own (relibra plan --schedule FILE) */

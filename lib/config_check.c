@@ -143,16 +143,11 @@ static int check_ranges(struct loader *ld)
 					continue;
 				return fail_key(ld, s, (int)i, "'%s.%s' is not terminated",
 						rlb_cfg_sections[s].name, k->name);
-			case KT_ENUM: {
-				int v = *(const int *)p, n = 0;
-
-				while (k->choices[n])
-					n++;
-				if (v >= 0 && v < n)
+			case KT_ENUM:
+				if (rlb_cfg_enum_index(k, *(const int *)p) >= 0)
 					continue;
 				return fail_key(ld, s, (int)i, "'%s.%s' has no value %d",
-						rlb_cfg_sections[s].name, k->name, v);
-			}
+						rlb_cfg_sections[s].name, k->name, *(const int *)p);
 			case KT_CHOICE:
 				if (memchr(p, '\0', RLB_NAME_MAX) &&
 				    rlb_cfg_choice_index(k->choices, p) >= 0)

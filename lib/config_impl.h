@@ -26,7 +26,7 @@ enum key_type {
 	KT_DOUBLE,	/* double, finite */
 	KT_BOOL,	/* int 0/1: true/false, yes/no, on/off */
 	KT_STRING,	/* char[max + 1] */
-	KT_ENUM,	/* int index into choices */
+	KT_ENUM,	/* int: values[i] for choices[i] */
 	KT_CHOICE,	/* char[RLB_NAME_MAX] holding one of choices */
 };
 
@@ -44,6 +44,7 @@ struct key {
 	double min, max;
 	unsigned flags;
 	const char *const *choices;	/* KT_ENUM, KT_CHOICE; NULL-terminated */
+	const int *values;		/* KT_ENUM: the value of each choice */
 };
 
 struct section {
@@ -65,6 +66,8 @@ int rlb_cfg_find_key(int sec, const char *name);
 size_t rlb_cfg_section_cands(int sec, const char **cands);
 /* Index of S in the NULL-terminated CHOICES, or -1. */
 int rlb_cfg_choice_index(const char *const *choices, const char *s);
+/* Index in K's choices of the KT_ENUM value V, or -1. */
+int rlb_cfg_enum_index(const struct key *k, int v);
 /* Key K's field in CFG. */
 void *rlb_cfg_field(struct rlb_config *cfg, const struct key *k);
 const void *rlb_cfg_cfield(const struct rlb_config *cfg, const struct key *k);

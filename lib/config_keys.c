@@ -33,12 +33,15 @@
 #define KSTR(sec, f) \
 	{ .name = #f, .type = KT_STRING, .offset = OFF(sec, f), .min = 0, \
 	  .max = FIELD_SIZE(sec, f) - 1 }
-#define KENUM(sec, f, names) \
-	{ .name = #f, .type = KT_ENUM, .offset = OFF(sec, f), .choices = (names) }
+#define KENUM(sec, f, names, vals) \
+	{ .name = #f, .type = KT_ENUM, .offset = OFF(sec, f), .choices = (names), \
+	  .values = (vals) }
 #define KCHOICE(sec, f, names) \
 	{ .name = #f, .type = KT_CHOICE, .offset = OFF(sec, f), .choices = (names) }
 
-static const char *const pack_names[] = { "in-order", "ffd", NULL };
+/* The packing rules a config names (the others come with a plan). */
+static const char *const pack_names[] = { "in-order", "ffd", "dynamic", NULL };
+static const int pack_values[] = { RLB_PACK_IN_ORDER, RLB_PACK_FFD, RLB_PACK_DYNAMIC };
 static const char *const policy_names[] = {
 	"static", "eplb", "eplb-oracle", "replicate", "relibra", "ideal", NULL
 };
@@ -84,7 +87,7 @@ static const struct key parallel_keys[] = {
 	KINT(parallel, ep_size, 0, 262144),
 	KINT(parallel, micro_batch_tokens, 1, 16777216),
 	KBOOL(parallel, recompute),
-	KENUM(parallel, pack, pack_names),
+	KENUM(parallel, pack, pack_names, pack_values),
 };
 
 static const struct key balancer_keys[] = {
@@ -243,6 +246,16 @@ int rlb_cfg_in_range(const struct key *k, double v)
 	return !isnan(v) && v >= k->min && v <= k->max;
 }
 
+int rlb_cfg_enum_index(const struct key *k, int v)
+{
+	int i;
+
+	for (i = 0; k->choices[i]; i++)
+		if (k->values[i] == v)
+			return i;
+	return -1;
+}
+
 int rlb_cfg_choice_index(const char *const *choices, const char *s)
 {
 	int i;
@@ -311,8 +324,11 @@ int rlb_config_ep_nodes(const struct rlb_config *cfg)
 
 const char *rlb_pack_name(enum rlb_pack pack)
 {
-	if ((int)pack >= 0 && (size_t)pack < NELEM(pack_names) - 1)
-		return pack_names[pack];
+	size_t i;
+
+	for (i = 0; i < NELEM(pack_values); i++)
+		if ((int)pack == pack_values[i])
+			return pack_names[i];
 	if (pack == RLB_PACK_DATA_CONTROL)
 		return "data-control";
 	if (pack == RLB_PACK_FILE)
@@ -326,9 +342,9 @@ int rlb_pack_from_name(const char *name, enum rlb_pack *pack, struct rlb_err *er
 
 	if (i < 0)
 		return rlb_err_set(err, RLB_EINVAL,
-				   "unknown packing rule '%s' (expected in-order or ffd)",
+				   "unknown packing rule '%s' (expected in-order, ffd or dynamic)",
 				   name);
-	*pack = (enum rlb_pack)i;
+	*pack = (enum rlb_pack)pack_values[i];
 	return 0;
 }
 
@@ -351,7 +367,7 @@ const char *rlb_cfg_value_text(const struct rlb_config *cfg, const struct key *k
 			       char *num, size_t size)
 {
 	const void *p = rlb_cfg_cfield(cfg, k);
-	int v, n;
+	int v;
 
 	switch (k->type) {
 	case KT_INT:
@@ -368,10 +384,8 @@ const char *rlb_cfg_value_text(const struct rlb_config *cfg, const struct key *k
 		return memchr(p, '\0', RLB_NAME_MAX) &&
 		       rlb_cfg_choice_index(k->choices, p) >= 0 ? (const char *)p : "";
 	case KT_ENUM:
-		v = *(const int *)p;
-		for (n = 0; k->choices[n]; n++)
-			;
-		return v >= 0 && v < n ? k->choices[v] : "";
+		v = rlb_cfg_enum_index(k, *(const int *)p);
+		return v >= 0 ? k->choices[v] : "";
 	}
 	return "";
 }

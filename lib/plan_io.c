@@ -163,7 +163,7 @@ int rlb_plan_header_check(const struct rlb_plan_header *h,
 		return rlb_err_set(err, RLB_EINVAL, "unknown split rule %d",
 				   (int)h->split);
 	if (h->pack != RLB_PACK_IN_ORDER && h->pack != RLB_PACK_FFD &&
-	    !carries_schedule(h))
+	    h->pack != RLB_PACK_DYNAMIC && !carries_schedule(h))
 		return rlb_err_set(err, RLB_EINVAL, "unknown packing rule %d",
 				   (int)h->pack);
 	if (h->layers < 1 || h->layers > RLB_PLAN_MAX_LAYERS)
@@ -224,8 +224,10 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 	rlb_put_u32(out + 4, RLP_H_SIZE);
 	memcpy(p + RLP_H_MAGIC, RLP_HEADER_ID, 8);
 	rlb_put_u16(p + RLP_H_MAJOR, RLB_PLAN_VERSION_MAJOR);
-	/* a plan without a schedule or copies is exactly a 1.0 file */
-	rlb_put_u16(p + RLP_H_MINOR, h->copies ? 2 : carries_schedule(h) ? 1 : 0);
+	/* the lowest version that has what the plan uses: without a
+	 * schedule, copies or the dynamic rule it is exactly a 1.0 file */
+	rlb_put_u16(p + RLP_H_MINOR, h->pack == RLB_PACK_DYNAMIC ? 3 :
+		    h->copies ? 2 : carries_schedule(h) ? 1 : 0);
 	rlb_put_u32(p + RLP_H_FLAGS, flags);
 	p[RLP_H_POLICY] = (uint8_t)h->policy;
 	p[RLP_H_SPLIT] = (uint8_t)h->split;

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define RLB_PLAN_VERSION_MAJOR 1
-#define RLB_PLAN_VERSION_MINOR 2
+#define RLB_PLAN_VERSION_MINOR 3
 
 /* Limits of the format (SPEC.md (plan format) "Limits"). */
 #define RLB_PLAN_MAX_LAYERS 65536u

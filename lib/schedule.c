@@ -1,6 +1,6 @@
 /*
- * schedule.c - micro-batch packing (in-order windows and step-wide
- * first-fit-decreasing) and the per-(micro-batch, layer, source rank,
+ * schedule.c - micro-batch packing (in-order windows, step-wide
+ * first-fit-decreasing, per-rank dynamic batching) and the per-(micro-batch, layer, source rank,
  * expert) token counts that plan, the simulator and train-step share.
  * The rules are documented in docs/schedule.md.
  */
@@ -192,6 +192,196 @@ out:
 	return ret;
 }
 
+/*
+ * A binary min-heap of indices ordered by (key, index), for "the rank (or
+ * micro-batch) with the fewest tokens, lowest on ties".  With every key
+ * equal, the identity order is already a heap.
+ */
+static int lighter(const uint64_t *key, uint32_t a, uint32_t b)
+{
+	return key[a] < key[b] || (key[a] == key[b] && a < b);
+}
+
+static void heap_init(uint32_t *h, uint64_t *key, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		h[i] = i;
+		key[i] = 0;
+	}
+}
+
+/* Key of the top grew by ADD: sift it down. */
+static void heap_add_top(uint32_t *h, uint64_t *key, uint32_t n, uint64_t add)
+{
+	uint32_t i = 0, top = h[0];
+
+	key[top] += add;
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && lighter(key, h[c + 1], h[c]))
+			c++;
+		if (!lighter(key, h[c], top))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = top;
+}
+
+/*
+ * One rank's chunks ord[0..n) (longest first) into m micro-batches: each
+ * to the one with the fewest tokens, lowest on ties (it has the most
+ * room, so when it cannot take the chunk none can).  Writes ch->mb and
+ * the tokens of each micro-batch to key; 0 when a chunk fits none.
+ */
+static int split_rank(struct rlb_schedule *s, const uint32_t *ord, size_t n,
+		      uint32_t m, uint32_t *h, uint64_t *key)
+{
+	size_t i;
+
+	heap_init(h, key, m);
+	for (i = 0; i < n; i++) {
+		struct rlb_chunk *ch = &s->chunks[ord[i]];
+
+		if (key[h[0]] + ch->tokens > s->mb_tokens)
+			return 0;
+		ch->mb = h[0];
+		heap_add_top(h, key, m, ch->tokens);
+	}
+	return 1;
+}
+
+/* Micro-batches first-fit-decreasing needs for ord[0..n) (longest first). */
+static int ffd_count(const struct rlb_schedule *s, const uint32_t *ord, size_t n,
+		     uint32_t *count)
+{
+	struct room_tree rt = {0};
+	size_t i, b;
+
+	for (i = 0; i < n; i++) {
+		uint32_t len = s->chunks[ord[i]].tokens;
+
+		b = rt.t ? tree_first(&rt, len) : SIZE_MAX;
+		if (b == SIZE_MAX) {
+			b = rt.nbins;
+			if (tree_grow(&rt, rt.nbins + 1) < 0) {
+				free(rt.t);
+				return RLB_ENOMEM;
+			}
+			tree_set(&rt, rt.nbins++, s->mb_tokens);
+		}
+		tree_set(&rt, b, rt.t[rt.cap + b] - len);
+	}
+	*count = (uint32_t)rt.nbins;
+	free(rt.t);
+	return 0;
+}
+
+/* Heavier micro-batches first, then lower index. */
+static int heavier(const void *key, uint32_t a, uint32_t b)
+{
+	const uint64_t *k = key;
+
+	return k[a] > k[b];
+}
+
+/*
+ * dynamic: token-budget ("dynamic") batching as RL trainers do it.  The
+ * step is dealt over the ranks balanced by tokens, each rank cuts its
+ * share into the same number of micro-batches balanced by tokens, and
+ * micro-batch m runs every rank's m-th heaviest.
+ */
+static int pack_dynamic(struct rlb_schedule *s, struct rlb_err *err)
+{
+	uint32_t R = s->ranks, m = 0, r, b, nb, *idx, *tmp, *ord, *h, *num;
+	uint64_t *key;
+	size_t c, n, *first;
+	int ret = 0;
+
+	if (s->nchunks == 0)
+		return 0;
+	if (s->nchunks >= UINT32_MAX)
+		return rlb_err_set(err, RLB_EINVAL, "schedule: step %u has too many chunks (%zu)",
+				   s->step, s->nchunks);
+	n = s->nchunks > R ? s->nchunks : R;
+	idx = malloc(n * sizeof(*idx));
+	tmp = malloc(n * sizeof(*tmp));
+	ord = malloc(n * sizeof(*ord));
+	h = malloc(n * sizeof(*h));
+	num = malloc(n * sizeof(*num));
+	key = malloc(n * sizeof(*key));
+	first = calloc((size_t)R + 1, sizeof(*first));
+	if (!idx || !tmp || !ord || !h || !num || !key || !first) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+		goto out;
+	}
+	for (c = 0; c < s->nchunks; c++)
+		idx[c] = (uint32_t)c;
+	rlb_sort_stable(idx, tmp, s->nchunks, longer, s->chunks);
+	/* Deal: longest first, each chunk to the rank with the fewest tokens. */
+	heap_init(h, key, R);
+	for (c = 0; c < s->nchunks; c++) {
+		struct rlb_chunk *ch = &s->chunks[idx[c]];
+
+		ch->rank = h[0];
+		first[h[0] + 1]++;
+		heap_add_top(h, key, R, ch->tokens);
+	}
+	/* Each rank's chunks, still longest first, at ord[first[r] .. first[r + 1]). */
+	for (r = 0; r < R; r++)
+		first[r + 1] += first[r];
+	for (c = 0; c < s->nchunks; c++)
+		ord[first[s->chunks[idx[c]].rank]++] = idx[c];
+	for (r = R; r > 0; r--)
+		first[r] = first[r - 1];
+	first[0] = 0;
+	for (r = 0; r < R; r++) {
+		if (ffd_count(s, ord + first[r], first[r + 1] - first[r], &nb) < 0) {
+			ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+			goto out;
+		}
+		if (nb > m)
+			m = nb;
+	}
+	/* Split every rank into m micro-batches; one more for all when one fails. */
+	for (r = 0; r < R;) {
+		if (split_rank(s, ord + first[r], first[r + 1] - first[r], m, h, key)) {
+			r++;
+			continue;
+		}
+		m++;
+		r = 0;
+	}
+	/* Number each rank's micro-batches by descending tokens. */
+	for (r = 0; r < R; r++) {
+		memset(key, 0, m * sizeof(*key));
+		for (c = first[r]; c < first[r + 1]; c++)
+			key[s->chunks[ord[c]].mb] += s->chunks[ord[c]].tokens;
+		for (b = 0; b < m; b++)
+			idx[b] = b;
+		rlb_sort_stable(idx, tmp, m, heavier, key);
+		for (b = 0; b < m; b++)
+			num[idx[b]] = b;
+		for (c = first[r]; c < first[r + 1]; c++)
+			s->chunks[ord[c]].mb = num[s->chunks[ord[c]].mb];
+	}
+	s->micro_batches = m;
+out:
+	free(idx);
+	free(tmp);
+	free(ord);
+	free(h);
+	free(num);
+	free(key);
+	free(first);
+	return ret;
+}
+
 /* Zero s, record what every schedule holds, and check what both builders take. */
 static int schedule_begin(struct rlb_schedule *s, uint32_t step, enum rlb_pack pack,
 			  uint32_t ranks, uint32_t mb_tokens, size_t nseqs,
@@ -225,13 +415,15 @@ int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
 		return ret;
 	if (nseqs && !seq_tokens)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: no sequence lengths");
-	if (pack != RLB_PACK_IN_ORDER && pack != RLB_PACK_FFD)
+	if (pack != RLB_PACK_IN_ORDER && pack != RLB_PACK_FFD && pack != RLB_PACK_DYNAMIC)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: unknown packing rule %d", (int)pack);
 	ret = make_chunks(s, seq_tokens, nseqs, mb_tokens, err);
 	if (ret < 0)
 		return ret;
 	if (pack == RLB_PACK_IN_ORDER)
 		return pack_in_order(s, err);
+	if (pack == RLB_PACK_DYNAMIC)
+		return pack_dynamic(s, err);
 	return pack_ffd(s, err);
 }
 

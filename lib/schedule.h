@@ -53,6 +53,13 @@ struct rlb_schedule {
  *   ffd: chunks by descending length (ties in (seq, start) order) go to
  *     the first (micro-batch, rank) bin in (mb, rank) order with room; a
  *     new micro-batch is opened when no bin has room.
+ *   dynamic: chunks by descending length (ties in (seq, start) order) are
+ *     dealt to the rank with the fewest tokens (lowest rank on ties); M is
+ *     the most micro-batches first-fit-decreasing needs for one rank's
+ *     share; each rank's chunks, longest first, go to its micro-batch with
+ *     the fewest tokens that still fits them (lowest on ties), M growing
+ *     by one for every rank when a chunk fits none; each rank's
+ *     micro-batches are then numbered by descending tokens.
  * s is initialised here (release it with rlb_schedule_release, also after
  * a failure).  Errors: RLB_EINVAL (ranks or mb_tokens 0, too many
  * sequences), RLB_ENOMEM.

@@ -383,8 +383,8 @@ static const struct {
 	{ "parallel.recompute=maybe",
 	  "expected a boolean (true or false) for 'parallel.recompute', got 'maybe'" },
 	{ "parallel.pack=fifo",
-	  "expected one of in-order, ffd for 'parallel.pack', got 'fifo' (did you mean 'ffd'?)" },
-	{ "parallel.pack=random", "expected one of in-order, ffd for 'parallel.pack', got 'random'" },
+	  "expected one of in-order, ffd, dynamic for 'parallel.pack', got 'fifo' (did you mean 'ffd'?)" },
+	{ "parallel.pack=random", "expected one of in-order, ffd, dynamic for 'parallel.pack', got 'random'" },
 	{ "balancer.policy=eplb_oracle",
 	  "expected one of static, eplb, eplb-oracle, replicate, relibra, ideal for "
 	  "'balancer.policy', got 'eplb_oracle' (did you mean 'eplb-oracle'?)" },
@@ -402,7 +402,7 @@ static const struct {
 /* The heap form and the key getter, for foreign function interfaces. */
 START_TEST(test_new_get)
 {
-	const char *sets[] = { "parallel.pack=ffd", "model.name=t \"q\"",
+	const char *sets[] = { "parallel.pack=dynamic", "model.name=t \"q\"",
 			       "balancer.reorder=off", "cluster.gemm_eff_max=0.55" };
 	struct rlb_err err = { 0, "" };
 	struct rlb_config *cfg;
@@ -412,8 +412,9 @@ START_TEST(test_new_get)
 	ck_assert_msg(cfg != NULL, "%s", err.msg);
 	ck_assert_int_eq(rlb_config_get(cfg, "parallel.ep_size", buf, sizeof(buf), &err), 0);
 	ck_assert_str_eq(buf, "4");
+	ck_assert_int_eq(cfg->parallel.pack, RLB_PACK_DYNAMIC);
 	ck_assert_int_eq(rlb_config_get(cfg, "parallel.pack", buf, sizeof(buf), &err), 0);
-	ck_assert_str_eq(buf, "ffd");
+	ck_assert_str_eq(buf, "dynamic");
 	ck_assert_int_eq(rlb_config_get(cfg, "model.name", buf, sizeof(buf), &err), 0);
 	ck_assert_str_eq(buf, "t \"q\"");
 	ck_assert_int_eq(rlb_config_get(cfg, "balancer.reorder", buf, sizeof(buf), &err), 0);
@@ -756,8 +757,15 @@ START_TEST(test_validate_programmatic)
 	ck_assert_str_eq(err.msg, "x.yaml: 'model.expert_groups' 4 needs 'model.topk_groups' between 1 and 4");
 	cfg.model.topk_groups = 2;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.parallel.pack = RLB_PACK_DYNAMIC;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
 	cfg.parallel.pack = (enum rlb_pack)7;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'parallel.pack' has no value 7");
+	/* data control and schedule files come with a plan, never from a config */
+	cfg.parallel.pack = RLB_PACK_DATA_CONTROL;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'parallel.pack' has no value 2");
 }
 END_TEST
 
@@ -772,8 +780,16 @@ START_TEST(test_pack_names)
 	ck_assert_int_eq(p, RLB_PACK_FFD);
 	ck_assert_int_eq(rlb_pack_from_name("in-order", &p, &err), 0);
 	ck_assert_int_eq(p, RLB_PACK_IN_ORDER);
+	ck_assert_str_eq(rlb_pack_name(RLB_PACK_DYNAMIC), "dynamic");
+	ck_assert_str_eq(rlb_pack_name(RLB_PACK_DATA_CONTROL), "data-control");
+	ck_assert_str_eq(rlb_pack_name(RLB_PACK_FILE), "file");
+	ck_assert_str_eq(rlb_pack_name((enum rlb_pack)9), "unknown");
+	ck_assert_int_eq(rlb_pack_from_name("dynamic", &p, &err), 0);
+	ck_assert_int_eq(p, RLB_PACK_DYNAMIC);
 	ck_assert_int_eq(rlb_pack_from_name("fifo", &p, &err), RLB_EINVAL);
-	ck_assert_str_eq(err.msg, "unknown packing rule 'fifo' (expected in-order or ffd)");
+	ck_assert_str_eq(err.msg, "unknown packing rule 'fifo' (expected in-order, ffd or dynamic)");
+	/* names of schedules that come with a plan are not rules */
+	ck_assert_int_eq(rlb_pack_from_name("data-control", &p, &err), RLB_EINVAL);
 }
 END_TEST
 

@@ -915,6 +915,19 @@ START_TEST(test_file_round_trip)
 	rlb_plan_reader_rewind(r);
 	ck_assert_int_eq(rlb_plan_reader_next(r, &q, &err), 1);
 	ck_assert_uint_eq(q.step, 0);
+	rlb_plan_reader_free(r);
+
+	/* The dynamic rule is a 1.3 plan (older readers refuse pack 4), the same steps. */
+	h.pack = RLB_PACK_DYNAMIC;
+	write_plans(path, &h, p, 3, NULL);
+	ck_assert_int_eq(rlb_plan_reader_open(&r, path, &err), 0);
+	rh = rlb_plan_reader_header(r);
+	ck_assert_uint_eq(rh->version_minor, 3);
+	ck_assert_int_eq(rh->pack, RLB_PACK_DYNAMIC);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(rlb_plan_reader_next(r, &q, &err), 1);
+		plans_equal(&q, &p[i]);
+	}
 	rlb_step_plan_release(&q);
 	rlb_plan_reader_free(r);
 	for (i = 0; i < 3; i++)

@@ -1,6 +1,6 @@
 /*
  * test_schedule.c - unit tests of lib/schedule: chunking, in-order windows,
- * first-fit-decreasing, the budget and coverage invariants, and the
+ * first-fit-decreasing, dynamic batching, the budget and coverage invariants, and the
  * per-(micro-batch, layer, rank, expert) counts, alone and from a trace.
  */
 #include <stdio.h>
@@ -95,6 +95,54 @@ START_TEST(test_ffd_hand)
 }
 END_TEST
 
+/*
+ * Same input, dynamic.  Deal, longest first, to the rank with fewer
+ * tokens: 10 -> r0, 7 -> r1, 6 -> r1, 5 -> r0, 4 -> r1, 3 -> r0 (r0 holds
+ * 10 5 3, r1 7 6 4).  First-fit-decreasing needs 2 micro-batches on each.
+ * r0: 10 -> a, 5 -> b, 3 -> b (a 10, b 8: a is mb 0).  r1: 7 -> a, 6 -> b,
+ * 4 -> b (a 7, b 10: b is mb 0).
+ */
+START_TEST(test_dynamic_hand)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 6, 5, 4, 7, 3, 10 };
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 6, 2, 10, RLB_PACK_DYNAMIC, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	expect_chunk(&s.chunks[0], 0, 0, 6, 0, 1);
+	expect_chunk(&s.chunks[1], 1, 0, 5, 1, 0);
+	expect_chunk(&s.chunks[2], 2, 0, 4, 0, 1);
+	expect_chunk(&s.chunks[3], 3, 0, 7, 1, 1);
+	expect_chunk(&s.chunks[4], 4, 0, 3, 1, 0);
+	expect_chunk(&s.chunks[5], 5, 0, 10, 0, 0);
+	rlb_schedule_release(&s);
+}
+END_TEST
+
+/*
+ * One rank, budget 10, lengths 5 5 4 3 3: first-fit-decreasing needs 2
+ * micro-batches (5 5 | 4 3 3), but the balanced split into 2 leaves the
+ * last 3 no room (5 4 | 5 3, then 8 + 3 > 10), so it takes 3: 5 -> a,
+ * 5 -> b, 4 -> c, 3 -> c, 3 -> a (a 8, c 7, b 5).
+ */
+START_TEST(test_dynamic_grows)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 5, 5, 4, 3, 3 };
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 5, 1, 10, RLB_PACK_DYNAMIC, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 3);
+	expect_chunk(&s.chunks[0], 0, 0, 5, 0, 0);
+	expect_chunk(&s.chunks[1], 1, 0, 5, 2, 0);
+	expect_chunk(&s.chunks[2], 2, 0, 4, 1, 0);
+	expect_chunk(&s.chunks[3], 3, 0, 3, 1, 0);
+	expect_chunk(&s.chunks[4], 4, 0, 3, 0, 0);
+	rlb_schedule_release(&s);
+}
+END_TEST
+
 /* ffd ties keep (seq, start) order: equal chunks fill bins in file order. */
 START_TEST(test_ffd_stable)
 {
@@ -119,6 +167,37 @@ END_TEST
  * is reported.
  */
 #define EXPECT(cond) do { if (!(cond) && !bad) bad = #cond; } while (0)
+
+/*
+ * dynamic: the ranks' shares differ by at most the longest chunk (the
+ * deal gives each chunk to the lightest rank), and each rank's
+ * micro-batches come heaviest first.
+ */
+static void check_dynamic(const struct rlb_schedule *s, const uint64_t *used,
+			  const char **bad_out)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint32_t longest = 0, mb, r;
+	const char *bad = *bad_out;
+	size_t c;
+
+	for (c = 0; c < s->nchunks; c++)
+		if (s->chunks[c].tokens > longest)
+			longest = s->chunks[c].tokens;
+	for (r = 0; r < s->ranks; r++) {
+		uint64_t share = 0;
+
+		for (mb = 0; mb < s->micro_batches; mb++) {
+			share += used[(size_t)mb * s->ranks + r];
+			EXPECT(mb == 0 || used[(size_t)mb * s->ranks + r] <=
+					  used[(size_t)(mb - 1) * s->ranks + r]);
+		}
+		lo = share < lo ? share : lo;
+		hi = share > hi ? share : hi;
+	}
+	EXPECT(s->nchunks == 0 || hi - lo <= longest);
+	*bad_out = bad;
+}
 
 static void check_schedule(const struct rlb_schedule *s, const uint32_t *len,
 			   size_t n)
@@ -151,6 +230,8 @@ static void check_schedule(const struct rlb_schedule *s, const uint32_t *len,
 		EXPECT(next == len[i]);	/* every token exactly once */
 	}
 	EXPECT(c == s->nchunks);
+	if (s->pack == RLB_PACK_DYNAMIC)
+		check_dynamic(s, used, &bad);
 	for (mb = 0; mb < s->micro_batches; mb++) {
 		uint64_t sum = 0;
 		uint32_t r;
@@ -177,7 +258,8 @@ START_TEST(test_random_invariants)
 		uint32_t *len = calloc(n + 1, sizeof(*len));
 		uint32_t ranks = 1 + (uint32_t)(test_rand(&x) % 8);
 		uint32_t budget = iter % 50 == 7 ? 1 : 1 + (uint32_t)(test_rand(&x) % 3000);
-		enum rlb_pack pack = iter % 2 ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
+		enum rlb_pack pack = iter % 3 == 2 ? RLB_PACK_DYNAMIC :
+				     iter % 3 ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
 
 		for (i = 0; i < n; i++)
 			len[i] = test_rand(&x) % 7 == 0 ? 0 : (uint32_t)(test_rand(&x) % (budget == 1 ? 50 : 9000));
@@ -213,6 +295,9 @@ START_TEST(test_edge_cases)
 	ck_assert_int_eq(rlb_schedule_build(&s, 3, NULL, 0, 4, 100, RLB_PACK_FFD, &err), 0);
 	ck_assert_uint_eq(s.micro_batches, 0);
 	rlb_schedule_release(&s);
+	ck_assert_int_eq(rlb_schedule_build(&s, 3, NULL, 0, 4, 100, RLB_PACK_DYNAMIC, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 0);
+	rlb_schedule_release(&s);
 
 	/* one huge sequence on one rank: one chunk per micro-batch */
 	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 1, 8192, RLB_PACK_IN_ORDER, &err), 0);
@@ -231,6 +316,11 @@ START_TEST(test_edge_cases)
 	check_schedule(&s, huge, 1);
 	rlb_schedule_release(&s);
 	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 8, 8192, RLB_PACK_FFD, &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 16);
+	check_schedule(&s, huge, 1);
+	rlb_schedule_release(&s);
+	/* dynamic deals the 123 chunks 16, 16, 16, 15, ... and cuts each share in 16 */
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 8, 8192, RLB_PACK_DYNAMIC, &err), 0);
 	ck_assert_uint_eq(s.micro_batches, 16);
 	check_schedule(&s, huge, 1);
 	rlb_schedule_release(&s);
@@ -718,6 +808,8 @@ Suite *rlb_suite_schedule(void)
 	tcase_add_test(tc, test_chunking);
 	tcase_add_test(tc, test_in_order_hand);
 	tcase_add_test(tc, test_ffd_hand);
+	tcase_add_test(tc, test_dynamic_hand);
+	tcase_add_test(tc, test_dynamic_grows);
 	tcase_add_test(tc, test_ffd_stable);
 	tcase_add_test(tc, test_random_invariants);
 	tcase_add_test(tc, test_edge_cases);

@@ -9,7 +9,7 @@ tiny="$EX/tiny.rrt"
 run inspect -h
 expect_status 0
 head -n 1 out > first
-echo "usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] [-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd] [--threads N] TRACE|PLAN" > want
+echo "usage: relibra inspect [-h] [--json] [--stats] [--dump] [--schedule] [--steps A:B] [-c CONFIG] [--set KEY=VALUE]... [--pack in-order|ffd|dynamic] [--threads N] TRACE|PLAN" > want
 cmp -s first want || { cat first; fail "usage line differs"; }
 
 run inspect "$tiny"

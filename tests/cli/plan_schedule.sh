@@ -48,6 +48,30 @@ run inspect --schedule ef.rlp
 expect_status 0
 cmp -s out rule.json || fail "the eplb plan's schedule differs from the file it was made on"
 
+# The dynamic rule: a 1.3 plan that carries no schedule; its schedule as a
+# file plans the same; train-step rebuilds it from the trace and applies it.
+run inspect --schedule -c "$cfg" --pack dynamic t.rrt
+expect_status 0
+cp out dyn-rule.json
+cmp -s dyn-rule.json rule.json && fail "the dynamic rule gave the in-order schedule"
+run plan -c "$cfg" --policy relibra --pack dynamic --no-timing -o dyn.rlp --json t.rrt
+expect_status 0
+grep -q '"pack": "dynamic"' out || fail "the summary does not name the dynamic packing"
+sed -e '/"pack"/d' out > dyn.json
+run plan -c "$cfg" --policy relibra --no-timing --schedule dyn-rule.json --json t.rrt
+expect_status 0
+sed -e '/"pack"/d' -e '/"schedule"/d' out > dynf.json
+cmp -s dyn.json dynf.json || { diff dyn.json dynf.json; fail "the dynamic rule's schedule as a file changed the result"; }
+run inspect dyn.rlp
+expect_status 0
+expect_out "plan 1.3: policy relibra, split locality, pack dynamic"
+run inspect --schedule dyn.rlp
+expect_status 1
+expect_err "relibra inspect: plan 'dyn.rlp' carries no schedule (pack dynamic: the trace and config rebuild it)"
+run train-step -c "$cfg" --trace t.rrt --plan dyn.rlp --steps 1:1 --virtual-ranks 4 --verify -o dyn-m.json
+expect_status 0
+expect_out "verify: agrees with the static plan"
+
 # Data control: its own schedule, carried by the plan; the ideal stays the rule's.
 run plan -c "$cfg" --policy relibra --data-control --no-timing -o dc.rlp --summary dc.json t.rrt
 expect_status 0
