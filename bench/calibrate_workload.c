@@ -1,6 +1,6 @@
 /*
  * calibrate_workload.c - measure the synthetic workload's load statistics
- * (static layout, in-order and ffd packing) against the calibration
+ * (static layout; in-order, ffd and dynamic packing) against the calibration
  * targets of docs/workload.md, without writing a trace.  Exits 1 when an
  * in-order target is missed, 2 on usage errors.
  *
@@ -19,12 +19,18 @@
 
 #include "relibra.h"
 
+/* The packings measured, a column each; the targets are in-order's. */
+#define NPACK 3
+static const enum rlb_pack packs[NPACK] = {
+	RLB_PACK_IN_ORDER, RLB_PACK_FFD, RLB_PACK_DYNAMIC,
+};
+
 static const char usage[] =
 	"usage: calibrate_workload [-c CONFIG] [--layers N] [--steps N] [--seed N]\n"
 	"                          [--uniform] [--set KEY=VALUE]...\n";
 
 struct sink_ctx {
-	struct rlb_stats_acc *acc[2];	/* in-order, ffd */
+	struct rlb_stats_acc *acc[NPACK];	/* one per packing of packs[] */
 	uint32_t *lens, *groups;
 	size_t cap;
 	uint64_t ids;
@@ -50,7 +56,7 @@ static int on_begin(void *ctx, uint32_t step, const struct rlb_seq_meta *m,
 		c->lens[i] = m[i].tokens;
 		c->groups[i] = m[i].group;
 	}
-	for (k = 0; k < 2; k++) {
+	for (k = 0; k < NPACK; k++) {
 		ret = rlb_stats_acc_begin_step(c->acc[k], step, c->lens, c->groups, n, err);
 		if (ret < 0)
 			return ret;
@@ -62,10 +68,11 @@ static int on_seq(void *ctx, uint32_t index, const struct rlb_seq *seq,
 		  struct rlb_err *err)
 {
 	struct sink_ctx *c = ctx;
+	int k;
 
 	(void)err;
-	rlb_stats_acc_add_seq(c->acc[0], index, seq);
-	rlb_stats_acc_add_seq(c->acc[1], index, seq);
+	for (k = 0; k < NPACK; k++)
+		rlb_stats_acc_add_seq(c->acc[k], index, seq);
 	c->ids += seq->tokens;
 	return 0;
 }
@@ -73,19 +80,18 @@ static int on_seq(void *ctx, uint32_t index, const struct rlb_seq *seq,
 static int on_end(void *ctx, uint32_t step, struct rlb_err *err)
 {
 	struct sink_ctx *c = ctx;
-	int ret;
+	int k, ret = 0;
 
 	(void)step;
-	ret = rlb_stats_acc_end_step(c->acc[0], err);
-	if (ret == 0)
-		ret = rlb_stats_acc_end_step(c->acc[1], err);
+	for (k = 0; k < NPACK && ret == 0; k++)
+		ret = rlb_stats_acc_end_step(c->acc[k], err);
 	return ret;
 }
 
 /* One table row: a value per packing and the target range (in-order). */
-static int row(const char *name, double lo, double hi, double a, double b)
+static int row(const char *name, double lo, double hi, const double *v)
 {
-	int ok = a >= lo && a <= hi;
+	int ok = v[0] >= lo && v[0] <= hi, k;
 	char target[32];
 
 	if (lo <= -1e300)
@@ -96,10 +102,16 @@ static int row(const char *name, double lo, double hi, double a, double b)
 		snprintf(target, sizeof(target), "-");
 	else
 		snprintf(target, sizeof(target), "%.2f .. %.2f", lo, hi);
-	printf("%-36s %-14s %9.3f %9.3f  %s\n", name, target, a, b,
-	       lo == hi ? "" : ok ? "ok" : "MISSED");
+	printf("%-36s %-14s", name, target);
+	for (k = 0; k < NPACK; k++)
+		printf(" %9.3f", v[k]);
+	printf("  %s\n", lo == hi ? "" : ok ? "ok" : "MISSED");
 	return lo == hi || ok;
 }
+
+/* A row of field F of every packing's statistics. */
+#define ROW(name, lo, hi, f) \
+	row(name, lo, hi, (const double[NPACK]){ st[0].f, st[1].f, st[2].f })
 
 int main(int argc, char **argv)
 {
@@ -117,7 +129,7 @@ int main(int argc, char **argv)
 	struct rlb_err err = {0};
 	struct sink_ctx ctx = {0};
 	struct rlb_synth_sink sink = { &ctx, on_begin, on_seq, on_end };
-	struct rlb_trace_stats st[2] = {{0}};
+	struct rlb_trace_stats st[NPACK] = {{0}};
 	struct rlb_stats_params p;
 	const char *config = NULL, **sets = NULL;
 	size_t nsets = 0, i;
@@ -197,8 +209,8 @@ int main(int argc, char **argv)
 	p.ranks = (uint32_t)cfg.parallel.ep_size;
 	p.gpus_per_node = (uint32_t)cfg.cluster.gpus_per_node;
 	p.mb_tokens = (uint32_t)cfg.parallel.micro_batch_tokens;
-	for (k = 0; k < 2; k++) {
-		p.pack = k ? RLB_PACK_FFD : RLB_PACK_IN_ORDER;
+	for (k = 0; k < NPACK; k++) {
+		p.pack = packs[k];
 		if (rlb_stats_acc_new(&ctx.acc[k], &p, &err) < 0)
 			goto fail;
 	}
@@ -206,7 +218,7 @@ int main(int argc, char **argv)
 	if (rlb_synth_generate_cb(&cfg, seed, uniform, &sink, NULL, NULL, &err) < 0)
 		goto fail;
 	t1 = rlb_now_ns();
-	for (k = 0; k < 2; k++)
+	for (k = 0; k < NPACK; k++)
 		if (rlb_stats_acc_finish(ctx.acc[k], &st[k], &err) < 0)
 			goto fail;
 
@@ -226,23 +238,27 @@ int main(int argc, char **argv)
 	       cfg.workload.segment_min, cfg.workload.segment_max,
 	       cfg.workload.layer_correlation, cfg.workload.token_noise,
 	       cfg.workload.segment_concentration);
-	printf("%-36s %-14s %9s %9s\n", "statistic", "target", "in-order", "ffd");
-	ok &= row("mb GPU max/mean, median", 1.5, 2.1, st[0].mb_gpu.p50, st[1].mb_gpu.p50);
-	ok &= row("mb GPU max/mean, p99", 2.5, 4.5, st[0].mb_gpu.p99, st[1].mb_gpu.p99);
-	ok &= row("mb node max/mean, median", 1.08, 1.20, st[0].mb_node.p50, st[1].mb_node.p50);
-	ok &= row("step GPU max/mean, median", 1.15, 1.40, st[0].step_gpu.p50, st[1].step_gpu.p50);
-	ok &= row("hot expert churn, micro-batches", 0.60, inf, st[0].hot_churn_mb, st[1].hot_churn_mb);
-	ok &= row("hot expert churn, steps", -inf, 0.30, st[0].hot_churn_step, st[1].hot_churn_step);
-	ok &= row("prompts per micro-batch, median", 4, 10, st[0].prompts_per_mb.p50, st[1].prompts_per_mb.p50);
-	row("mb GPU max/mean, mean", 0, 0, st[0].mb_gpu.mean, st[1].mb_gpu.mean);
-	row("mb GPU max/mean, p90", 0, 0, st[0].mb_gpu.p90, st[1].mb_gpu.p90);
-	row("mb GPU max/mean, max", 0, 0, st[0].mb_gpu.max, st[1].mb_gpu.max);
-	row("mb node max/mean, p99", 0, 0, st[0].mb_node.p99, st[1].mb_node.p99);
-	row("step GPU max/mean, p90", 0, 0, st[0].step_gpu.p90, st[1].step_gpu.p90);
-	row("step GPU max/mean, max", 0, 0, st[0].step_gpu.max, st[1].step_gpu.max);
-	row("prompts per micro-batch, mean", 0, 0, st[0].prompts_per_mb.mean, st[1].prompts_per_mb.mean);
-	row("micro-batches per step", 0, 0, (double)st[0].micro_batches / (double)st[0].steps,
-	    (double)st[1].micro_batches / (double)st[1].steps);
+	printf("%-36s %-14s", "statistic", "target");
+	for (k = 0; k < NPACK; k++)
+		printf(" %9s", rlb_pack_name(packs[k]));
+	printf("\n");
+	ok &= ROW("mb GPU max/mean, median", 1.5, 2.1, mb_gpu.p50);
+	ok &= ROW("mb GPU max/mean, p99", 2.5, 4.5, mb_gpu.p99);
+	ok &= ROW("mb node max/mean, median", 1.08, 1.20, mb_node.p50);
+	ok &= ROW("step GPU max/mean, median", 1.15, 1.40, step_gpu.p50);
+	ok &= ROW("hot expert churn, micro-batches", 0.60, inf, hot_churn_mb);
+	ok &= ROW("hot expert churn, steps", -inf, 0.30, hot_churn_step);
+	ok &= ROW("prompts per micro-batch, median", 4, 10, prompts_per_mb.p50);
+	ROW("mb GPU max/mean, mean", 0, 0, mb_gpu.mean);
+	ROW("mb GPU max/mean, p90", 0, 0, mb_gpu.p90);
+	ROW("mb GPU max/mean, max", 0, 0, mb_gpu.max);
+	ROW("mb node max/mean, p99", 0, 0, mb_node.p99);
+	ROW("step GPU max/mean, p90", 0, 0, step_gpu.p90);
+	ROW("step GPU max/mean, max", 0, 0, step_gpu.max);
+	ROW("prompts per micro-batch, mean", 0, 0, prompts_per_mb.mean);
+	ROW("rank tokens max/mean, median", 0, 0, rank_tokens_mb.p50);
+	ROW("rank tokens max/mean, max", 0, 0, rank_tokens_mb.max);
+	ROW("micro-batches per step", 0, 0, micro_batches / (double)st[0].steps);
 	printf("tokens %llu over %llu steps; generation and counting %.1f s (%.2f ns per id)\n",
 	       (unsigned long long)st[0].tokens, (unsigned long long)st[0].steps, (t1 - t0) / 1e9,
 	       (double)(t1 - t0) / ((double)ctx.ids * p.layers * p.topk));
@@ -257,7 +273,7 @@ fail:
 	fprintf(stderr, "calibrate_workload: %s\n", err.msg);
 	ret = 1;
 out:
-	for (k = 0; k < 2; k++) {
+	for (k = 0; k < NPACK; k++) {
 		rlb_trace_stats_release(&st[k]);
 		rlb_stats_acc_free(ctx.acc[k]);
 	}

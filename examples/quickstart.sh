@@ -42,6 +42,10 @@ step "beyond placement: relibra chooses the micro-batches too (data control; the
 	"relibra plan -c $cfg --policy relibra --data-control -o $out/relibra-dc.rlp $out/rl.rrt"
 "$bin" plan -c "$cfg" --policy relibra --data-control -o "$out/relibra-dc.rlp" "$out/rl.rrt"
 
+step "the same on the trainer's token-budget batching (slime, verl): --pack dynamic" \
+	"relibra plan -c $cfg --policy relibra --pack dynamic $out/rl.rrt"
+"$bin" plan -c "$cfg" --policy relibra --pack dynamic "$out/rl.rrt"
+
 step "compare every policy on the cluster: one pass over the trace, a table and an HTML report" \
 	"relibra report -c $cfg --trace $out/rl.rrt --html $out/report.html --svg $out/charts"
 "$bin" report -c "$cfg" --trace "$out/rl.rrt" --html "$out/report.html" --svg "$out/charts"
