@@ -158,8 +158,9 @@ int rlb_report_write_html(const struct rlb_report *r,
 			  struct rlb_err *err)
 {
 	struct rlb_cells t;
+	char title[32];
 	size_t g, i;
-	int ret, ideal;
+	int ret, m;
 
 	if (!r->finished)
 		return rlb_err_set(err, RLB_EINVAL, "the report is not finished");
@@ -174,11 +175,11 @@ int rlb_report_write_html(const struct rlb_report *r,
 		fputs("<section id=\"sweep\">\n<h2>Sweep over ", fp);
 		rlb_xml_escape(fp, r->sweep_key);
 		fputs("</h2>\n", fp);
-		for (ideal = 0; ideal < 2; ideal++) {
-			if (rlb_cells_sweep(r, ideal, &t))
+		for (m = 0; m < RLB_SWEEP_METRICS; m++) {
+			if (rlb_cells_sweep(r, (enum rlb_sweep_metric)m, &t))
 				return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-			fprintf(fp, "<h3>%s</h3>\n", ideal ? "Fraction of ideal" :
-				"Speedup over static");
+			fprintf(fp, "<h3>%s</h3>\n", rlb_sweep_title(r, (enum rlb_sweep_metric)m,
+								      title, sizeof(title)));
 			html_table(&t, fp);
 			rlb_cells_release(&t);
 		}

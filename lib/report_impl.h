@@ -35,8 +35,18 @@ int rlb_cells_group(const struct rlb_report *r, size_t g,
 /* Measured against simulated in group G; rows == 0 when it has no pair. */
 int rlb_cells_measured(const struct rlb_report *r, size_t g,
 		       struct rlb_cells *t);
-/* Sweep pivot: IDEAL 0 speedup over static, 1 fraction of ideal. */
-int rlb_cells_sweep(const struct rlb_report *r, int ideal,
+/* What a sweep pivot shows of each (value, result), and its title. */
+enum rlb_sweep_metric {
+	RLB_SWEEP_STEP,		/* step time, s */
+	RLB_SWEEP_SPEEDUP,	/* speedup over the value's own static */
+	RLB_SWEEP_IDEAL,	/* fraction of the value's own ideal */
+	RLB_SWEEP_METRICS
+};
+/* The pivot's title ("Step time (ms)", ...) in BUF. */
+const char *rlb_sweep_title(const struct rlb_report *r, enum rlb_sweep_metric m,
+			    char *buf, size_t size);
+/* Sweep pivot: one row per value of the key, one column per result. */
+int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 		    struct rlb_cells *t);
 
 /* A rate with an SI prefix ("163k", "1.11M"), 3 significant figures. */

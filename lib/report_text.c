@@ -308,20 +308,56 @@ static long intern(const char **list, size_t *n, size_t max, const char *s)
 	return (long)(*n)++;
 }
 
-int rlb_cells_sweep(const struct rlb_report *r, int ideal, struct rlb_cells *t)
+static int sweep_row(const struct rlb_report_row *w)
 {
-	const char **vals = NULL, **labels = NULL, **cells = NULL;
+	return w->sweep_value && w->kind == RLB_RESULT_PLAN;
+}
+
+/* One time unit for the step time pivot: its largest value's. */
+static void sweep_step_unit(const struct rlb_report *r, double *scale,
+			    const char **unit)
+{
+	double m = 0;
+	size_t i;
+
+	for (i = 0; i < r->nrows; i++)
+		if (sweep_row(&r->rows[i]) && r->rows[i].step_time_s > m)
+			m = r->rows[i].step_time_s;
+	rlb_report_time_unit(&m, 1, scale, unit);
+}
+
+const char *rlb_sweep_title(const struct rlb_report *r, enum rlb_sweep_metric m,
+			    char *buf, size_t size)
+{
+	double scale;
+	const char *unit;
+
+	if (m == RLB_SWEEP_SPEEDUP)
+		return "Speedup over static";
+	if (m == RLB_SWEEP_IDEAL)
+		return "Fraction of ideal";
+	sweep_step_unit(r, &scale, &unit);
+	snprintf(buf, size, "Step time (%s)", unit);
+	return buf;
+}
+
+int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
+		    struct rlb_cells *t)
+{
+	const char **vals = NULL, **labels = NULL, **cells = NULL, *unit;
 	char (*buf)[32] = NULL;
 	size_t nv = 0, nl = 0, i, j, k;
+	double scale;
 	int ret = -1;
 
 	memset(t, 0, sizeof(*t));
+	sweep_step_unit(r, &scale, &unit);
 	vals = calloc(r->nrows + 1, sizeof(*vals));
 	labels = calloc(r->nrows + 1, sizeof(*labels));
 	if (!vals || !labels)
 		goto out;
 	for (i = 0; i < r->nrows; i++) {
-		if (!r->rows[i].sweep_value || r->rows[i].kind != RLB_RESULT_PLAN)
+		if (!sweep_row(&r->rows[i]))
 			continue;
 		intern(vals, &nv, r->nrows, r->rows[i].sweep_value);
 		intern(labels, &nl, r->nrows, r->rows[i].label);
@@ -344,10 +380,11 @@ int rlb_cells_sweep(const struct rlb_report *r, int ideal, struct rlb_cells *t)
 			for (i = 0; i < r->nrows; i++) {
 				const struct rlb_report_row *w = &r->rows[i];
 
-				if (w->sweep_value && w->kind == RLB_RESULT_PLAN &&
-				    strcmp(w->sweep_value, vals[k]) == 0 &&
+				if (sweep_row(w) && strcmp(w->sweep_value, vals[k]) == 0 &&
 				    strcmp(w->label, labels[j]) == 0) {
-					v = ideal ? w->fraction_of_ideal : w->x_static;
+					v = m == RLB_SWEEP_STEP ? w->step_time_s * scale :
+					    m == RLB_SWEEP_SPEEDUP ? w->x_static :
+					    w->fraction_of_ideal;
 					break;
 				}
 			}
@@ -443,15 +480,15 @@ static int write_human(const struct rlb_report *r, int md, FILE *fp)
 	struct rlb_cells t;
 	char title[1024];
 	size_t g, i;
-	int ideal;
+	int m;
 
 	if (r->sweep_key) {
-		for (ideal = 0; ideal < 2; ideal++) {
-			if (rlb_cells_sweep(r, ideal, &t))
+		for (m = 0; m < RLB_SWEEP_METRICS; m++) {
+			if (rlb_cells_sweep(r, (enum rlb_sweep_metric)m, &t))
 				return -1;
 			fprintf(fp, md ? "### %s against %s\n\n" : "%s against %s\n",
-				ideal ? "Fraction of ideal" : "Speedup over static",
-				r->sweep_key);
+				rlb_sweep_title(r, (enum rlb_sweep_metric)m, title,
+						sizeof(title)), r->sweep_key);
 			(md ? draw_markdown : draw_text)(&t, fp);
 			fputc('\n', fp);
 			rlb_cells_release(&t);

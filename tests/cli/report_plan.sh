@@ -58,6 +58,17 @@ expect_status 0
 expect_out "Speedup over static against parallel.micro_batch_tokens"
 expect_out "Fraction of ideal against parallel.micro_batch_tokens"
 expect_out "parallel.micro_batch_tokens=256: tiny on toy-2x2"
+# The step time pivot shows each value's own step time (packings compare).
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
+	--sweep parallel.pack=in-order,dynamic
+expect_status 0
+pivot=$(awk '/^Step time \(ms\) against parallel.pack$/ { on = 1; next }
+	on && /^$/ { exit } on && $1 == "dynamic" { print $3 }' out)
+group=$(awk '/^parallel.pack=dynamic: / { on = 1; next }
+	on && $1 == "relibra" { print $2; exit }' out)
+[ -n "$pivot" ] && [ "$pivot" = "$group" ] ||
+	fail "step time pivot: relibra on dynamic '$pivot', its own table '$group'"
+expect_out "parallel.pack=dynamic: tiny on toy-2x2 (2 nodes x 2 GPUs, EP 4), dynamic packing"
 run report -c "$cfg" --trace tiny.rrt --sweep parallel.micro_batch_tokens=256,abc
 expect_status 1
 expect_err "parallel.micro_batch_tokens"
