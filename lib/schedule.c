@@ -1,7 +1,8 @@
 /*
  * schedule.c - micro-batch packing (in-order windows, step-wide
- * first-fit-decreasing, per-rank dynamic batching) and the per-(micro-batch, layer, source rank,
- * expert) token counts that plan, the simulator and train-step share.
+ * first-fit-decreasing, per-rank dynamic batching) and the
+ * per-(micro-batch, layer, source rank, expert) token counts that plan,
+ * the simulator and train-step share.
  * The rules are documented in docs/schedule.md.
  */
 #include <stdint.h>
@@ -333,13 +334,12 @@ static int pack_dynamic(struct rlb_schedule *s, struct rlb_err *err)
 		heap_add_top(h, key, R, ch->tokens);
 	}
 	/* Each rank's chunks, still longest first, at ord[first[r] .. first[r + 1]). */
-	for (r = 0; r < R; r++)
+	for (r = 0; r < R; r++) {
 		first[r + 1] += first[r];
+		num[r] = (uint32_t)first[r];	/* where the rank's next chunk goes */
+	}
 	for (c = 0; c < s->nchunks; c++)
-		ord[first[s->chunks[idx[c]].rank]++] = idx[c];
-	for (r = R; r > 0; r--)
-		first[r] = first[r - 1];
-	first[0] = 0;
+		ord[num[s->chunks[idx[c]].rank]++] = idx[c];
 	for (r = 0; r < R; r++) {
 		if (ffd_count(s, ord + first[r], first[r + 1] - first[r], &nb) < 0) {
 			ret = rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
