@@ -235,6 +235,7 @@ enum rlb_report_chart {
 	RLB_CHART_STEPS,	/* step time per planned step, the ideal dashed */
 	RLB_CHART_SWEEP_SPEEDUP,	/* speedup over static against the swept key */
 	RLB_CHART_SWEEP_IDEAL,	/* fraction of ideal against the swept key */
+	RLB_CHART_SWEEP_STEP,	/* step time against the swept key */
 	RLB_CHART_COUNT
 };
 

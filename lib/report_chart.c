@@ -17,7 +17,7 @@
 
 static const char *const chart_names[RLB_CHART_COUNT] = {
 	"tokens", "microbatch", "breakdown", "heatmap", "steps",
-	"sweep-speedup", "sweep-ideal",
+	"sweep-speedup", "sweep-ideal", "sweep-step",
 };
 
 const char *rlb_report_chart_name(enum rlb_report_chart c)
@@ -556,18 +556,26 @@ out:
 /* ------------------------------------------------------------------ */
 /* (6) the sweep lines.                                                 */
 
-static int chart_sweep(const struct rlb_report *r, int ideal, FILE *fp,
-		       struct rlb_err *err)
+/*
+ * One line per result of metric M against the swept key's values.  The
+ * ratios keep 1 in view with a reference line there; step times start at
+ * 0, in the pivot table's unit.
+ */
+static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
+		       FILE *fp, struct rlb_err *err)
 {
-	const char **vals = NULL, **labels = NULL, **colours = NULL;
-	double *num = NULL, x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, h, lo = 1, hi = 1, lh;
+	const char **vals = NULL, **labels = NULL, **colours = NULL, *unit;
+	double *num = NULL, x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, h, lo, hi, lh, scale;
 	size_t nv = 0, nl = 0, i, j, k;
 	int numeric = 1, ret = 0;
 	struct rlb_svg_axis xa, ya;
-	char buf[64], title[256];
+	char buf[64], title[256], ytitle[64];
 
 	if (!r->sweep_key)
 		return rlb_err_set(err, RLB_ENOTFOUND, "no sweep");
+	rlb_sweep_step_unit(r, &scale, &unit);
+	lo = m == RLB_SWEEP_STEP ? 0 : 1;
+	hi = lo;
 	vals = calloc(r->nrows + 1, sizeof(*vals));
 	labels = calloc(r->nrows + 1, sizeof(*labels));
 	colours = calloc(r->nrows + 1, sizeof(*colours));
@@ -578,9 +586,9 @@ static int chart_sweep(const struct rlb_report *r, int ideal, FILE *fp,
 	}
 	for (i = 0; i < r->nrows; i++) {
 		const struct rlb_report_row *w = &r->rows[i];
-		double v = ideal ? w->fraction_of_ideal : w->x_static;
+		double v = rlb_sweep_value(w, m, scale);
 
-		if (!w->sweep_value || w->kind != RLB_RESULT_PLAN)
+		if (!rlb_sweep_row(w))
 			continue;
 		for (j = 0; j < nv && strcmp(vals[j], w->sweep_value); j++)
 			;
@@ -634,27 +642,33 @@ static int chart_sweep(const struct rlb_report *r, int ideal, FILE *fp,
 		xa.hi = nv - 0.5;
 	}
 	snprintf(title, sizeof(title), "%s against %s",
-		 ideal ? "Fraction of ideal" : "Speedup over static", r->sweep_key);
+		 rlb_sweep_title(r, m, ytitle, sizeof(ytitle)), r->sweep_key);
+	if (m == RLB_SWEEP_STEP)
+		snprintf(ytitle, sizeof(ytitle), "step time (%s)", unit);
+	else
+		snprintf(ytitle, sizeof(ytitle), "%s", m == RLB_SWEEP_IDEAL ?
+			 "fraction of ideal" : "speedup over static (x)");
 	lh = rlb_svg_legend_height(x0, labels, nl);
 	y0 = 44 + lh;
 	y1 = y0 + 260;
 	h = y1 + 50;
 	rlb_svg_open(fp, h, title);
 	rlb_svg_legend(fp, x0, 44, labels, colours, nl, 1);
-	rlb_svg_axis_nice(&ya, lo - 0.02 * (hi - lo), hi + 0.04 * (hi - lo));
+	rlb_svg_axis_nice(&ya, m == RLB_SWEEP_STEP ? 0 : lo - 0.02 * (hi - lo),
+			  hi + 0.04 * (hi - lo));
 	rlb_svg_y_axis(fp, &ya, x0, y0, x1, y1, 1, rlb_svg_fmt_plain);
 	fputs("<g class=\"axis\" font-size=\"11\" fill=\"#333333\">\n", fp);
 	for (j = 0; j < nv; j++)
 		rlb_svg_text(fp, rlb_svg_axis_pos(&xa, num[j], x0, x1), y1 + 16, "middle", NULL, vals[j]);
 	fputs("</g>\n", fp);
-	rlb_svg_axis_titles(fp, x0, y0, x1, y1, h - 10, r->sweep_key,
-		    ideal ? "fraction of ideal" : "speedup over static (x)");
-	{
+	rlb_svg_axis_titles(fp, x0, y0, x1, y1, h - 10, r->sweep_key, ytitle);
+	if (m != RLB_SWEEP_STEP) {
 		double y = rlb_svg_axis_pos(&ya, 1.0, y1, y0);
 
 		fprintf(fp, "<g class=\"reference\">\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n</g>\n",
-			x0, y, x1, y, ideal ? rlb_report_colour("ideal", 0) : "#555555");
+			x0, y, x1, y,
+			m == RLB_SWEEP_IDEAL ? rlb_report_colour("ideal", 0) : "#555555");
 	}
 	for (k = 0; k < nl; k++) {
 		int pen = 0;
@@ -666,10 +680,9 @@ static int chart_sweep(const struct rlb_report *r, int ideal, FILE *fp,
 		for (j = 0; j < nv; j++)
 			for (i = 0; i < r->nrows; i++) {
 				const struct rlb_report_row *w = &r->rows[i];
-				double v = ideal ? w->fraction_of_ideal : w->x_static;
+				double v = rlb_sweep_value(w, m, scale);
 
-				if (!w->sweep_value || w->kind != RLB_RESULT_PLAN ||
-				    strcmp(w->sweep_value, vals[j]) ||
+				if (!rlb_sweep_row(w) || strcmp(w->sweep_value, vals[j]) ||
 				    strcmp(w->label, labels[k]) || isnan(v))
 					continue;
 				fprintf(fp, "%s%.1f %.1f ", pen ? "L" : "M",
@@ -682,10 +695,9 @@ static int chart_sweep(const struct rlb_report *r, int ideal, FILE *fp,
 		for (j = 0; j < nv; j++)
 			for (i = 0; i < r->nrows; i++) {
 				const struct rlb_report_row *w = &r->rows[i];
-				double v = ideal ? w->fraction_of_ideal : w->x_static;
+				double v = rlb_sweep_value(w, m, scale);
 
-				if (!w->sweep_value || w->kind != RLB_RESULT_PLAN ||
-				    strcmp(w->sweep_value, vals[j]) ||
+				if (!rlb_sweep_row(w) || strcmp(w->sweep_value, vals[j]) ||
 				    strcmp(w->label, labels[k]) || isnan(v))
 					continue;
 				fprintf(fp, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>",
@@ -715,8 +727,7 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 
 	if (!r->finished)
 		return rlb_err_set(err, RLB_EINVAL, "the report is not finished");
-	if (g >= r->ngroups && c != RLB_CHART_SWEEP_SPEEDUP &&
-	    c != RLB_CHART_SWEEP_IDEAL)
+	if (g >= r->ngroups && c < RLB_CHART_SWEEP_SPEEDUP)
 		return rlb_err_set(err, RLB_EINVAL, "no group %zu", g + 1);
 	switch (c) {
 	case RLB_CHART_TOKENS:
@@ -735,8 +746,13 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 		ret = chart_steps(r, g, fp, err);
 		break;
 	case RLB_CHART_SWEEP_SPEEDUP:
+		ret = chart_sweep(r, RLB_SWEEP_SPEEDUP, fp, err);
+		break;
 	case RLB_CHART_SWEEP_IDEAL:
-		ret = chart_sweep(r, c == RLB_CHART_SWEEP_IDEAL, fp, err);
+		ret = chart_sweep(r, RLB_SWEEP_IDEAL, fp, err);
+		break;
+	case RLB_CHART_SWEEP_STEP:
+		ret = chart_sweep(r, RLB_SWEEP_STEP, fp, err);
 		break;
 	default:
 		return rlb_err_set(err, RLB_EINVAL, "unknown chart");
@@ -801,7 +817,7 @@ int rlb_report_write_svgs(const struct rlb_report *r,
 				return ret;
 			*written += done;
 		}
-	for (c = RLB_CHART_SWEEP_SPEEDUP; r->sweep_key && c <= RLB_CHART_SWEEP_IDEAL; c++) {
+	for (c = RLB_CHART_SWEEP_SPEEDUP; r->sweep_key && c <= RLB_CHART_SWEEP_STEP; c++) {
 		ret = write_one(r, (enum rlb_report_chart)c, 0, o, dir, &done, err);
 		if (ret)
 			return ret;

@@ -183,9 +183,13 @@ int rlb_report_write_html(const struct rlb_report *r,
 			html_table(&t, fp);
 			rlb_cells_release(&t);
 		}
-		ret = figure(r, RLB_CHART_SWEEP_SPEEDUP, 0, o,
-			     "Speedup over the static layout for each value of the swept key.",
+		ret = figure(r, RLB_CHART_SWEEP_STEP, 0, o,
+			     "Step time of each result for each value of the swept key.",
 			     fp, err);
+		if (ret == 0)
+			ret = figure(r, RLB_CHART_SWEEP_SPEEDUP, 0, o,
+				     "Speedup over the static layout for each value of the swept key.",
+				     fp, err);
 		if (ret == 0)
 			ret = figure(r, RLB_CHART_SWEEP_IDEAL, 0, o,
 				     "Fraction of the perfectly balanced ideal for each value of the swept key.",

@@ -42,6 +42,14 @@ enum rlb_sweep_metric {
 	RLB_SWEEP_IDEAL,	/* fraction of the value's own ideal */
 	RLB_SWEEP_METRICS
 };
+/* 1 when row W is a planned result of a sweep value. */
+int rlb_sweep_row(const struct rlb_report_row *w);
+/* The step time pivot's unit: its largest value's ("s", "ms", "us"). */
+void rlb_sweep_step_unit(const struct rlb_report *r, double *scale,
+			 const char **unit);
+/* Metric M of sweep row W, a step time multiplied by SCALE. */
+double rlb_sweep_value(const struct rlb_report_row *w, enum rlb_sweep_metric m,
+		       double scale);
 /* The pivot's title ("Step time (ms)", ...) in BUF. */
 const char *rlb_sweep_title(const struct rlb_report *r, enum rlb_sweep_metric m,
 			    char *buf, size_t size);

@@ -308,22 +308,28 @@ static long intern(const char **list, size_t *n, size_t max, const char *s)
 	return (long)(*n)++;
 }
 
-static int sweep_row(const struct rlb_report_row *w)
+int rlb_sweep_row(const struct rlb_report_row *w)
 {
 	return w->sweep_value && w->kind == RLB_RESULT_PLAN;
 }
 
-/* One time unit for the step time pivot: its largest value's. */
-static void sweep_step_unit(const struct rlb_report *r, double *scale,
-			    const char **unit)
+void rlb_sweep_step_unit(const struct rlb_report *r, double *scale,
+			 const char **unit)
 {
 	double m = 0;
 	size_t i;
 
 	for (i = 0; i < r->nrows; i++)
-		if (sweep_row(&r->rows[i]) && r->rows[i].step_time_s > m)
+		if (rlb_sweep_row(&r->rows[i]) && r->rows[i].step_time_s > m)
 			m = r->rows[i].step_time_s;
 	rlb_report_time_unit(&m, 1, scale, unit);
+}
+
+double rlb_sweep_value(const struct rlb_report_row *w, enum rlb_sweep_metric m,
+		       double scale)
+{
+	return m == RLB_SWEEP_STEP ? w->step_time_s * scale :
+	       m == RLB_SWEEP_SPEEDUP ? w->x_static : w->fraction_of_ideal;
 }
 
 const char *rlb_sweep_title(const struct rlb_report *r, enum rlb_sweep_metric m,
@@ -336,7 +342,7 @@ const char *rlb_sweep_title(const struct rlb_report *r, enum rlb_sweep_metric m,
 		return "Speedup over static";
 	if (m == RLB_SWEEP_IDEAL)
 		return "Fraction of ideal";
-	sweep_step_unit(r, &scale, &unit);
+	rlb_sweep_step_unit(r, &scale, &unit);
 	snprintf(buf, size, "Step time (%s)", unit);
 	return buf;
 }
@@ -351,13 +357,13 @@ int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 	int ret = -1;
 
 	memset(t, 0, sizeof(*t));
-	sweep_step_unit(r, &scale, &unit);
+	rlb_sweep_step_unit(r, &scale, &unit);
 	vals = calloc(r->nrows + 1, sizeof(*vals));
 	labels = calloc(r->nrows + 1, sizeof(*labels));
 	if (!vals || !labels)
 		goto out;
 	for (i = 0; i < r->nrows; i++) {
-		if (!sweep_row(&r->rows[i]))
+		if (!rlb_sweep_row(&r->rows[i]))
 			continue;
 		intern(vals, &nv, r->nrows, r->rows[i].sweep_value);
 		intern(labels, &nl, r->nrows, r->rows[i].label);
@@ -380,11 +386,9 @@ int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 			for (i = 0; i < r->nrows; i++) {
 				const struct rlb_report_row *w = &r->rows[i];
 
-				if (sweep_row(w) && strcmp(w->sweep_value, vals[k]) == 0 &&
+				if (rlb_sweep_row(w) && strcmp(w->sweep_value, vals[k]) == 0 &&
 				    strcmp(w->label, labels[j]) == 0) {
-					v = m == RLB_SWEEP_STEP ? w->step_time_s * scale :
-					    m == RLB_SWEEP_SPEEDUP ? w->x_static :
-					    w->fraction_of_ideal;
+					v = rlb_sweep_value(w, m, scale);
 					break;
 				}
 			}

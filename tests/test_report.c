@@ -509,6 +509,13 @@ START_TEST(test_sweep_chart)
 	ck_assert_uint_eq(r.ngroups, 4);
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_SPEEDUP, NULL, "class=\"series\""), 2);
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_IDEAL, NULL, "<circle"), 8);
+	/* step times in the table's unit, from 0, without the ratios' line at 1 */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_STEP, NULL, "<circle"), 8);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_STEP, NULL,
+					"<title>relibra at 4: 0.700</title>"), 1);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_STEP, NULL, "step time (s)"), 1);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_STEP, NULL, "class=\"reference\""), 0);
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_SWEEP_SPEEDUP, NULL, "class=\"reference\""), 1);
 	rlb_report_release(&r);
 }
 END_TEST

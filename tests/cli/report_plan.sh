@@ -121,5 +121,6 @@ expect_status 0
 xmllint --noout sweep.html scharts/*.svg || fail "sweep charts are not well-formed"
 [ "$(series scharts/sweep-speedup.svg)" = 3 ] || fail "sweep-speedup.svg: expected 3 series"
 [ "$(series scharts/sweep-ideal.svg)" = 3 ] || fail "sweep-ideal.svg: expected 3 series"
+[ "$(series scharts/sweep-step.svg)" = 3 ] || fail "sweep-step.svg: expected 3 series"
 [ -e scharts/tokens-g3.svg ] || fail "per-group charts of a sweep are numbered"
 exit 0
