@@ -37,7 +37,7 @@ int rlb_cells_measured(const struct rlb_report *r, size_t g,
 		       struct rlb_cells *t);
 /* What a sweep pivot shows of each (value, result), and its title. */
 enum rlb_sweep_metric {
-	RLB_SWEEP_STEP,		/* step time, s */
+	RLB_SWEEP_STEP,		/* step time, in rlb_sweep_step_unit's unit */
 	RLB_SWEEP_SPEEDUP,	/* speedup over the value's own static */
 	RLB_SWEEP_IDEAL,	/* fraction of the value's own ideal */
 	RLB_SWEEP_METRICS
