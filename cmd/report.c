@@ -181,10 +181,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return EXIT_USAGE;
 	if (o->sweep) {
 		const char *eq = strchr(o->sweep, '=');
+		int klen = eq ? (int)(eq - o->sweep) : 0;
 
 		if (!eq || eq == o->sweep || !eq[1])
 			return cmd_usage_error(NAME, usage,
 					       "--sweep '%s': expected KEY=V1,V2,...", o->sweep);
+		/* keys the sweep would not change: refused, not silently flat */
+		if (klen == 15 && !strncmp(o->sweep, "balancer.policy", 15))
+			return cmd_usage_error(NAME, usage,
+					       "--sweep balancer.policy: the policies are chosen with --policies");
+		if (klen == 13 && !strncmp(o->sweep, "parallel.pack", 13) && o->pack)
+			return cmd_usage_error(NAME, usage,
+					       "--pack and --sweep parallel.pack both choose the packing");
+		if (!strncmp(o->sweep, "workload.", 9))
+			return cmd_usage_error(NAME, usage,
+					       "--sweep %.*s: the workload keys drive relibra capture --synthetic, not planning",
+					       klen, o->sweep);
 	}
 	return 0;
 }

@@ -103,6 +103,16 @@ expect_err "relibra report: --policies: 'static' given twice"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots
 expect_status 2
 expect_err "relibra report: --sweep 'balancer.replica_slots': expected KEY=V1,V2,..."
+# keys a sweep would not change are refused, not charted flat
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.policy=static,relibra
+expect_status 2
+expect_err "relibra report: --sweep balancer.policy: the policies are chosen with --policies"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --pack ffd --sweep parallel.pack=in-order,dynamic
+expect_status 2
+expect_err "relibra report: --pack and --sweep parallel.pack both choose the packing"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep workload.steps=1,2
+expect_status 2
+expect_err "relibra report: --sweep workload.steps: the workload keys drive relibra capture --synthetic, not planning"
 run report --bogus
 expect_status 2
 expect_err "relibra report: unknown option '--bogus'"
