@@ -82,6 +82,26 @@ static int parse_policies(struct opts *o)
 	return 0;
 }
 
+/* The values of --sweep: none empty, none twice. */
+static int check_sweep_values(const char *vals)
+{
+	const char *v, *w, *end;
+	size_t n;
+
+	for (v = vals;; v = end + 1) {
+		end = strchr(v, ',');
+		n = end ? (size_t)(end - v) : strlen(v);
+		if (n == 0)
+			return cmd_usage_error(NAME, usage, "--sweep: an empty value in '%s'", vals);
+		for (w = vals; w < v; w = strchr(w, ',') + 1)
+			if (strncmp(w, v, n) == 0 && (w[n] == ',' || w[n] == '\0'))
+				return cmd_usage_error(NAME, usage, "--sweep: value '%.*s' given twice",
+						       (int)n, v);
+		if (!end)
+			return 0;
+	}
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -197,6 +217,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return cmd_usage_error(NAME, usage,
 					       "--sweep %.*s: the workload keys drive relibra capture --synthetic, not planning",
 					       klen, o->sweep);
+		if (check_sweep_values(eq + 1))
+			return EXIT_USAGE;
 	}
 	return 0;
 }

@@ -113,6 +113,12 @@ expect_err "relibra report: --pack and --sweep parallel.pack both choose the pac
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep workload.steps=1,2
 expect_status 2
 expect_err "relibra report: --sweep workload.steps: the workload keys drive relibra capture --synthetic, not planning"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots=1,10,1
+expect_status 2
+expect_err "relibra report: --sweep: value '1' given twice"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots=1,,2
+expect_status 2
+expect_err "relibra report: --sweep: an empty value in '1,,2'"
 run report --bogus
 expect_status 2
 expect_err "relibra report: unknown option '--bogus'"
