@@ -362,6 +362,16 @@ static void spill_lanes(uint64_t *acc, uint32_t n, uint64_t *hist)
 	memset(acc, 0, (n + 7) / 8 * sizeof(*acc));
 }
 
+/* With 8 GPUs per node: bit n set when byte n of the GPU mask is not 0. */
+static inline uint64_t nodes_of_8(uint64_t gm)
+{
+	uint64_t b = gm | gm >> 4;
+
+	b |= b >> 2;
+	b |= b >> 1;
+	return (b & 0x0101010101010101ull) * 0x0102040810204080ull >> 56;
+}
+
 /*
  * The same for up to 64 GPUs: each token's GPUs and nodes as bit masks in
  * registers, added to byte-wide counters (8 to a word) that are spilled
@@ -375,6 +385,7 @@ static void count_tokens_mask(const struct rlb_traffic *t, struct rlb_traffic_ws
 	const uint32_t nodes = R / t->gpus_per_node;
 	const uint32_t gw = (R + 7) / 8, nw = (nodes + 7) / 8;
 	const int direct = t->nsplit == 0;	/* every cell names its GPU */
+	const int gpn8 = t->gpus_per_node == 8;	/* nodes from the GPU mask */
 	struct rlb_traffic_state *state = t->state, *gstate = ws->gstate;
 	const uint32_t *node_of = t->node_of;
 	uint64_t gacc[8] = { 0 }, nacc[8] = { 0 }, rows = 0;
@@ -403,8 +414,11 @@ static void count_tokens_mask(const struct rlb_traffic *t, struct rlb_traffic_ws
 				g = x->gpu;
 			}
 			gm |= 1ull << g;
-			nm |= 1ull << node_of[g];
+			if (!gpn8)
+				nm |= 1ull << node_of[g];
 		}
+		if (gpn8)
+			nm = nodes_of_8(gm);
 		for (w = 0; w < gw; w++)
 			gacc[w] += byte_lanes[gm >> (w * 8) & 0xff];
 		for (w = 0; w < nw; w++)

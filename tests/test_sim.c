@@ -953,7 +953,8 @@ static void ref_token(uint64_t *rs, uint64_t *rr, uint64_t *ns, uint64_t *nr,
 
 /*
  * Random routing on 2 nodes of gpn GPUs (8 ranks: the bit-mask path; 80
- * ranks: the general one), a plan replicating every third expert on the
+ * ranks: the general one; 16 ranks of 8 GPUs per node: the bit-mask path
+ * with the nodes taken from the GPU mask), a plan replicating every third expert on the
  * next GPU of its node with half its rows, both split rules: the traffic
  * equals a plain recount that walks every source's rows through
  * rlb_step_plan_split's counts, fed by hand or streamed from a trace by
@@ -962,9 +963,10 @@ static void ref_token(uint64_t *rs, uint64_t *rr, uint64_t *ns, uint64_t *nr,
  */
 START_TEST(test_traffic_reference)
 {
-	const uint32_t gpn = _i ? 40 : 4, R = 2 * gpn, E = 2 * R, L = 5, topk = 4;
+	const uint32_t gpn = _i == 1 ? 40 : _i == 2 ? 8 : 4, R = 2 * gpn, E = 2 * R, L = 5,
+		topk = 4;
 	static const unsigned threads[] = { 1, 3, 8 };
-	const enum rlb_split split = _i ? RLB_SPLIT_EVEN : RLB_SPLIT_LOCALITY;
+	const enum rlb_split split = _i == 1 ? RLB_SPLIT_EVEN : RLB_SPLIT_LOCALITY;
 	struct rlb_config cfg;
 	struct rlb_schedule s;
 	struct rlb_loads l;
@@ -1128,7 +1130,7 @@ Suite *rlb_suite_sim(void)
 
 	tcase_add_test(tc, test_gemm_time);
 	tcase_add_test(tc, test_deepep_counting);
-	tcase_add_loop_test(tc, test_traffic_reference, 0, 2);
+	tcase_add_loop_test(tc, test_traffic_reference, 0, 3);
 	tcase_add_test(tc, test_uniform_static_is_ideal);
 	tcase_add_test(tc, test_hot_expert_replication);
 	tcase_add_test(tc, test_planning_overlap);
