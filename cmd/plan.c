@@ -336,6 +336,10 @@ static void print_table(const struct rlb_config *cfg,
 		  st->node_after.p50, -1);
 	print_row("node floor p50", "%14.3f", s->node_floor.p50,
 		  st->node_floor.p50, -1);
+	print_row("rank tokens max/mean p50", "%14.3f", s->rank_tokens.p50,
+		  st->rank_tokens.p50, -1);
+	print_row("rank tokens max/mean max", "%14.3f", s->rank_tokens.max,
+		  st->rank_tokens.max, -1);
 	printf("\nstep time breakdown (ms): expert %.1f, all-to-all %.1f "
 	       "(RDMA %.1f, NVLink %.1f), dense %.1f, replication %.2f, "
 	       "gradient reduction %.2f, migration %.2f, planning %.2f\n",

@@ -393,7 +393,7 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 	double speedup = s->policy_time.total_s > 0 ?
 		static_sum->policy_time.total_s / s->policy_time.total_s : 0;
 
-	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:I, s:f, s:I, s:I, s:o}",
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, s:o}, s:I, s:I, s:f, s:I, s:I, s:o}",
 			 "step_time_s", s->step_time_s,
 			 "tokens_per_s", s->tokens_per_s,
 			 "fraction_of_ideal", s->fraction_of_ideal,
@@ -408,6 +408,7 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 			 "node_before", dist_json(&s->node_before),
 			 "node_after", dist_json(&s->node_after),
 			 "node_floor", dist_json(&s->node_floor),
+			 "rank_tokens", dist_json(&s->rank_tokens),
 			 "replicas", (json_int_t)s->replicas,
 			 "replica_slots", (json_int_t)s->replica_slots,
 			 "slot_use", s->slot_use,

@@ -450,6 +450,35 @@ size_t rlb_schedule_first_chunk(const struct rlb_schedule *s, uint32_t seq)
 	return lo < s->nchunks && s->chunks[lo].seq == seq ? lo : s->nchunks;
 }
 
+int rlb_schedule_rank_balance(const struct rlb_schedule *s, double *out, size_t *n)
+{
+	size_t cells = (size_t)s->micro_batches * s->ranks, c;
+	uint64_t *tok = calloc(cells ? cells : 1, sizeof(*tok));
+	uint32_t mb, r;
+
+	*n = 0;
+	if (!tok)
+		return RLB_ENOMEM;
+	for (c = 0; c < s->nchunks; c++)
+		if (s->chunks[c].mb < s->micro_batches && s->chunks[c].rank < s->ranks)
+			tok[(size_t)s->chunks[c].mb * s->ranks + s->chunks[c].rank] +=
+				s->chunks[c].tokens;
+	for (mb = 0; mb < s->micro_batches; mb++) {
+		const uint64_t *t = tok + (size_t)mb * s->ranks;
+		uint64_t total = 0, max = 0;
+
+		for (r = 0; r < s->ranks; r++) {
+			total += t[r];
+			if (t[r] > max)
+				max = t[r];
+		}
+		if (total)
+			out[(*n)++] = (double)max * s->ranks / (double)total;
+	}
+	free(tok);
+	return 0;
+}
+
 int rlb_loads_init(struct rlb_loads *l, uint32_t micro_batches,
 		   uint32_t layers, uint32_t ranks, uint32_t experts,
 		   struct rlb_err *err)

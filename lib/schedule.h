@@ -78,6 +78,15 @@ void rlb_schedule_release(struct rlb_schedule *s);
 size_t rlb_schedule_first_chunk(const struct rlb_schedule *s, uint32_t seq);
 
 /*
+ * The rank balance of each micro-batch with tokens, in micro-batch order:
+ * the most tokens on one rank over the mean over all ranks, which sets
+ * the all-to-all's busiest sender (docs/schedule.md).  out has room for
+ * s->micro_batches values; *n receives how many were written.  Errors:
+ * RLB_ENOMEM.
+ */
+int rlb_schedule_rank_balance(const struct rlb_schedule *s, double *out, size_t *n);
+
+/*
  * A schedule from explicit chunks (a plan's own schedule, a trainer's
  * schedule file): the chunks are copied and sorted by (seq, start) and
  * must tile every sequence of seq_tokens[0..nseqs) exactly: each token in

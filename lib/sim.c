@@ -107,6 +107,7 @@ struct rlb_sim {
 	uint32_t *prev_home;		/* [layers][experts] homes of the previous step */
 	struct rlb_sim_summary acc;	/* sums; distributions at rlb_sim_summary */
 	struct dvec vals[NVEC];		/* per (mb, layer) with rows */
+	struct dvec rank_vals;		/* per micro-batch with tokens */
 };
 
 int rlb_sim_new(struct rlb_sim **out, const struct rlb_config *cfg,
@@ -156,6 +157,7 @@ void rlb_sim_free(struct rlb_sim *sim)
 	free(sim->prev_home);
 	for (i = 0; i < NVEC; i++)
 		free(sim->vals[i].v);
+	free(sim->rank_vals.v);
 	free(sim);
 }
 
@@ -676,7 +678,7 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	struct work w;
 	uint32_t gpn, mb, layer, R;
 	uint32_t *home = NULL, *prev = NULL;
-	size_t nhome, c, k;
+	size_t nhome, c, k, nrank = 0;
 	int ret, i;
 
 	memset(&w, 0, sizeof(w));
@@ -717,6 +719,12 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 			ret = rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
 			goto out;
 		}
+	/* into the reserved room, counted in only when the step succeeds */
+	if (dvec_reserve(&sim->rank_vals, s->micro_batches) < 0 ||
+	    rlb_schedule_rank_balance(s, sim->rank_vals.v + sim->rank_vals.n, &nrank) < 0) {
+		ret = rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
+		goto out;
+	}
 
 	st.step = s->step;
 	st.micro_batches = l->micro_batches;
@@ -825,6 +833,7 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	for (k = 0; k < w.nvals; k++)
 		for (i = 0; i < NVEC; i++)
 			sim->vals[i].v[sim->vals[i].n++] = w.vals[k * NVEC + i];
+	sim->rank_vals.n += nrank;
 	if (sim->acc.steps++ == 0)
 		sim->acc.first_step = s->step;
 	sim->acc.last_step = s->step;
@@ -855,7 +864,7 @@ int rlb_sim_summary(const struct rlb_sim *sim, struct rlb_sim_summary *sum,
 {
 	struct rlb_dist *d[NVEC];
 	double *tmp;
-	size_t n = sim->vals[0].n;
+	size_t n = sim->vals[0].n, nr = sim->rank_vals.n, most = n > nr ? n : nr;
 	int i;
 
 	*sum = sim->acc;
@@ -864,7 +873,7 @@ int rlb_sim_summary(const struct rlb_sim *sim, struct rlb_sim_summary *sum,
 	d[V_NODE_BEFORE] = &sum->node_before;
 	d[V_NODE_AFTER] = &sum->node_after;
 	d[V_NODE_FLOOR] = &sum->node_floor;
-	tmp = malloc((n ? n : 1) * sizeof(*tmp));
+	tmp = malloc((most ? most : 1) * sizeof(*tmp));
 	if (!tmp)
 		return rlb_err_set(err, RLB_ENOMEM, "sim: out of memory");
 	for (i = 0; i < NVEC; i++) {
@@ -872,6 +881,9 @@ int rlb_sim_summary(const struct rlb_sim *sim, struct rlb_sim_summary *sum,
 			memcpy(tmp, sim->vals[i].v, n * sizeof(*tmp));
 		rlb_dist_compute(d[i], tmp, n);
 	}
+	if (nr)
+		memcpy(tmp, sim->rank_vals.v, nr * sizeof(*tmp));
+	rlb_dist_compute(&sum->rank_tokens, tmp, nr);
 	free(tmp);
 	if (sum->steps)
 		sum->step_time_s = sum->policy_time.total_s / (double)sum->steps;

@@ -257,6 +257,12 @@ struct rlb_sim_summary {
 	struct rlb_dist node_before;
 	struct rlb_dist node_after;
 	struct rlb_dist node_floor;
+	/*
+	 * Per micro-batch with tokens: the most tokens on one rank over the
+	 * mean (rlb_schedule_rank_balance), which sets the all-to-all's
+	 * busiest sender whatever the placement.
+	 */
+	struct rlb_dist rank_tokens;
 	struct rlb_sim_bytes bytes;
 	uint64_t replicas;
 	uint64_t replica_slots;

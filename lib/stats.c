@@ -139,37 +139,20 @@ static int cmp_u64(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/*
- * The busiest rank's tokens over the mean (over all ranks) per
- * micro-batch of the schedule just built.
- */
+/* The rank balance of every micro-batch of the schedule just built. */
 static int count_rank_tokens(struct rlb_stats_acc *a)
 {
 	const struct rlb_schedule *s = &a->sched;
-	size_t n = (size_t)s->micro_batches * s->ranks, c;
-	uint64_t *tok = calloc(n ? n : 1, sizeof(*tok));
-	uint32_t mb, r;
-	int ret = 0;
+	double *v = malloc((s->micro_batches ? s->micro_batches : 1) * sizeof(*v));
+	size_t n = 0, i;
+	int ret;
 
-	if (!tok)
+	if (!v)
 		return RLB_ENOMEM;
-	for (c = 0; c < s->nchunks; c++)
-		if (s->chunks[c].mb < s->micro_batches && s->chunks[c].rank < s->ranks)
-			tok[(size_t)s->chunks[c].mb * s->ranks + s->chunks[c].rank] +=
-				s->chunks[c].tokens;
-	for (mb = 0; mb < s->micro_batches && ret == 0; mb++) {
-		const uint64_t *t = tok + (size_t)mb * s->ranks;
-		uint64_t total = 0, max = 0;
-
-		for (r = 0; r < s->ranks; r++) {
-			total += t[r];
-			if (t[r] > max)
-				max = t[r];
-		}
-		if (total)
-			ret = dvec_push(&a->rank_tokens, (double)max * s->ranks / (double)total);
-	}
-	free(tok);
+	ret = rlb_schedule_rank_balance(s, v, &n);
+	for (i = 0; i < n && ret == 0; i++)
+		ret = dvec_push(&a->rank_tokens, v[i]);
+	free(v);
 	return ret;
 }
 

@@ -143,6 +143,46 @@ START_TEST(test_dynamic_grows)
 }
 END_TEST
 
+/*
+ * Rank balance of the example: in-order gives (6+4 | 5) and (7+3 | 10),
+ * 10 / 7.5 and 10 / 10; dynamic gives (10 | 6+4) and (5+3 | 7), 1 and
+ * 8 / 7.5.  A micro-batch without tokens has no value.
+ */
+START_TEST(test_rank_balance)
+{
+	struct rlb_schedule s;
+	struct rlb_err err = {0};
+	const uint32_t len[] = { 6, 5, 4, 7, 3, 10 };
+	const struct rlb_chunk gap[] = {
+		{ .seq = 0, .start = 0, .tokens = 6, .mb = 0, .rank = 1 },
+		{ .seq = 1, .start = 0, .tokens = 5, .mb = 2, .rank = 0 },
+	};
+	double v[3];
+	size_t n;
+
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 6, 2, 10, RLB_PACK_IN_ORDER, &err), 0);
+	ck_assert_int_eq(rlb_schedule_rank_balance(&s, v, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_double_eq_tol(v[0], 10 / 7.5, 1e-12);
+	ck_assert_double_eq_tol(v[1], 1.0, 1e-12);
+	rlb_schedule_release(&s);
+	ck_assert_int_eq(rlb_schedule_build(&s, 0, len, 6, 2, 10, RLB_PACK_DYNAMIC, &err), 0);
+	ck_assert_int_eq(rlb_schedule_rank_balance(&s, v, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_double_eq_tol(v[0], 1.0, 1e-12);
+	ck_assert_double_eq_tol(v[1], 8 / 7.5, 1e-12);
+	rlb_schedule_release(&s);
+	ck_assert_int_eq(rlb_schedule_from_chunks(&s, 0, RLB_PACK_FILE, gap, 2, len, 2, 2, 10,
+						  &err), 0);
+	ck_assert_uint_eq(s.micro_batches, 3);
+	ck_assert_int_eq(rlb_schedule_rank_balance(&s, v, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_double_eq_tol(v[0], 2.0, 1e-12);
+	ck_assert_double_eq_tol(v[1], 2.0, 1e-12);
+	rlb_schedule_release(&s);
+}
+END_TEST
+
 /* ffd ties keep (seq, start) order: equal chunks fill bins in file order. */
 START_TEST(test_ffd_stable)
 {
@@ -810,6 +850,7 @@ Suite *rlb_suite_schedule(void)
 	tcase_add_test(tc, test_ffd_hand);
 	tcase_add_test(tc, test_dynamic_hand);
 	tcase_add_test(tc, test_dynamic_grows);
+	tcase_add_test(tc, test_rank_balance);
 	tcase_add_test(tc, test_ffd_stable);
 	tcase_add_test(tc, test_random_invariants);
 	tcase_add_test(tc, test_edge_cases);

@@ -345,6 +345,9 @@ START_TEST(test_uniform_static_is_ideal)
 	REL_EQ(sum.gpu_before.max, 1.0);
 	REL_EQ(sum.node_floor.max, 1.0);
 	ck_assert_uint_eq(sum.gpu_after.n, 2);
+	/* one micro-batch, 4 tokens on each rank */
+	ck_assert_uint_eq(sum.rank_tokens.n, 1);
+	REL_EQ(sum.rank_tokens.max, 1.0);
 
 	/* the ideal policy gives the same number */
 	rlb_sim_opts_for_policy(&o, RLB_POLICY_IDEAL);

@@ -20,6 +20,16 @@ for p in static eplb eplb-oracle replicate relibra ideal; do
 	[ ! -e "$p.rlp.tmp" ] || fail "$p.rlp.tmp left behind"
 done
 grep -q '"speedup_over_static": 1\.0*,' static.json || fail "static is not 1.0x static"
+# The summary's rank balance is the schedule's, as inspect --stats counts it.
+run inspect --stats -c "$cfg" t.rrt
+expect_status 0
+want=$(sed -n 's/^rank tokens max\/mean per micro-batch: *mean \([0-9.]*\).* max \([0-9.]*\)$/\1 \2/p' out)
+got=$(awk '/"rank_tokens"/ { on = 1 } on && /"mean"/ { m = $2 } on && /"max"/ { x = $2; exit }
+	END { sub(",", "", m); printf "%.3f %.3f", m, x }' relibra.json)
+[ -n "$want" ] && [ "$want" = "$got" ] ||
+	fail "rank tokens max/mean: inspect --stats '$want', relibra.json '$got'"
+run plan -c "$cfg" --policy relibra t.rrt
+expect_out "rank tokens max/mean p50"
 
 # Same inputs, byte-identical plan and summary (wall clock left out).
 for i in 1 2; do
