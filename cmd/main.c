@@ -42,6 +42,8 @@ static void version(void)
 	printf("backends: cpu%s\n", RLB_BUILD_CUDA ? " cuda" : "");
 	printf("trace format: %d.%d\n", RLB_TRACE_VERSION_MAJOR,
 	       RLB_TRACE_VERSION_MINOR);
+	printf("plan format: %d.%d\n", RLB_PLAN_VERSION_MAJOR,
+	       RLB_PLAN_VERSION_MINOR);
 }
 
 static const struct command *find(const char *name)
