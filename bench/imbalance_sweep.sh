@@ -19,7 +19,9 @@ out=${RLB_BENCH_DIR:-out/bench}
 cfg=configs/qwen3-235b-a22b-h100-4x8.yaml
 mkdir -p "$out"
 trace=$out/imbalance-sweep.rrt
-trap 'rm -f "$trace" "$trace.tmp"' EXIT INT TERM
+trap 'rm -f "$trace" "$trace.tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 [ $# -gt 0 ] || set -- default \
 	topic_concentration=1.6,hot_expert_boost=2.5 \
@@ -27,13 +29,25 @@ trap 'rm -f "$trace" "$trace.tmp"' EXIT INT TERM
 	topic_concentration=2.2,hot_expert_boost=2.5 \
 	topic_concentration=2.4,hot_expert_boost=2.5
 
+# The --set options of a setting, one word each.
+overrides() {
+	[ "$1" = default ] && return 0
+	for kv in $(printf '%s' "$1" | tr ',' ' '); do
+		printf ' --set workload.%s' "$kv"
+	done
+}
+
+# Every setting must load before the first one runs for minutes.
 for setting in "$@"; do
-	sets=
-	if [ "$setting" != default ]; then
-		for kv in $(printf '%s' "$setting" | tr ',' ' '); do
-			sets="$sets --set workload.$kv"
-		done
-	fi
+	# shellcheck disable=SC2046
+	"$bin" config -c "$cfg" $(overrides "$setting") >/dev/null || {
+		echo "imbalance_sweep: bad setting '$setting'" >&2
+		exit 2
+	}
+done
+
+for setting in "$@"; do
+	sets=$(overrides "$setting")
 	printf '\n== workload: %s\n' "$setting"
 	printf '$ %s\n' "$dir/calibrate_workload -c $cfg --seed 1$sets"
 	# Exit status 1 means a calibration target was missed: reported, not
