@@ -8,8 +8,8 @@
 # usage: bench/imbalance_sweep.sh [SETTING...]
 #   SETTING: comma-separated workload overrides, e.g.
 #   topic_concentration=2.2,hot_expert_boost=2.5; "default" for none.
-#   Without settings: the defaults and topic_concentration 1.6, 1.9, 2.2
-#   and 2.4 with hot_expert_boost 2.5.
+#   Without settings: the defaults, and topic_concentration 1.6, 1.9, 2.0,
+#   2.2 and 2.4 with hot_expert_boost 2.5 (docs/cost-model.md's table).
 # Environment: RELIBRA (default ./relibra), BENCH_DIR (build/bench),
 # RLB_BENCH_DIR (where the trace goes, default out/bench).
 set -eu
@@ -26,6 +26,7 @@ trap 'exit 143' TERM
 [ $# -gt 0 ] || set -- default \
 	topic_concentration=1.6,hot_expert_boost=2.5 \
 	topic_concentration=1.9,hot_expert_boost=2.5 \
+	topic_concentration=2.0,hot_expert_boost=2.5 \
 	topic_concentration=2.2,hot_expert_boost=2.5 \
 	topic_concentration=2.4,hot_expert_boost=2.5
 
