@@ -7,7 +7,9 @@
  * plan`'s qwen3-235b-a22b cases; each figure is marked "ok" or "MISSED".
  * THREADS counts the traffic (default 0: one per CPU, as relibra plan).  The row
  * "static --data-control" is relibra with neither reordering nor
- * replication: the static layout on the data-control schedule.
+ * replication: the static layout on the data-control schedule.  Unless the
+ * config already packs `dynamic`, a second pass plans the static layout and
+ * relibra on that packing, each against the first pass's static row.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +74,52 @@ static void check(const char *what, double have, double want, int at_most)
 	missed += !ok;
 }
 
+static void print_row(const char *label, const struct rlb_sim_summary *s,
+		      double static_s)
+{
+	printf("%-34s %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", label,
+	       s->step_time_s, static_s / s->policy_time.total_s,
+	       s->fraction_of_ideal, s->fraction_of_same_traffic_ideal,
+	       s->gpu_after.p50, s->node_after.p50, s->node_floor.p50);
+}
+
+/*
+ * A second pass on the trainers' token-budget batching (docs/schedule.md,
+ * "dynamic"): the static layout and relibra there, each against the static
+ * layout of the first pass (static_s, the whole run's seconds).
+ */
+static int dynamic_rows(const char *trace, const struct rlb_config *cfg,
+			const struct rlb_planner_opts *first, double static_s)
+{
+	struct rlb_planner_opts po = *first;
+	struct rlb_planner_policy rel;
+	struct rlb_sim_summary st;
+	struct rlb_trace_reader *r = NULL;
+	struct rlb_err err = {0};
+	uint64_t t0 = rlb_now_ns();
+
+	memset(&rel, 0, sizeof(rel));
+	rlb_balance_opts_from_config(&rel.opts, cfg);
+	rel.opts.policy = RLB_POLICY_RELIBRA;
+	po.pack = RLB_PACK_DYNAMIC;
+	if (rlb_trace_reader_open(&r, trace, &err) ||
+	    rlb_planner_run(r, cfg, &po, &rel, 1, &st, &err)) {
+		fprintf(stderr, "policy_targets: %s\n", err.msg);
+		rlb_planner_policy_release(&rel);
+		rlb_trace_reader_free(r);
+		return -1;
+	}
+	printf("on the trainers' token-budget batching (--pack dynamic); x static: over the first static row,\n"
+	       "f ideal, f same: of this packing's own ideals (ideal step %.3f s); %.1f s wall\n",
+	       st.ideal.total_s / (st.steps ? st.steps : 1),
+	       (rlb_now_ns() - t0) / 1e9);
+	print_row("static --pack dynamic", &st, static_s);
+	print_row("relibra --pack dynamic", &rel.summary, static_s);
+	rlb_planner_policy_release(&rel);
+	rlb_trace_reader_free(r);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rlb_planner_policy pol[NROWS];
@@ -127,22 +175,18 @@ int main(int argc, char **argv)
 	       cfg.parallel.micro_batch_tokens);
 	printf("%-34s %10s %9s %9s %9s %9s %9s %9s\n", "policy", "step (s)",
 	       "x static", "f ideal", "f same", "GPU p50", "node p50", "floor");
-	printf("%-34s %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", "static",
-	       st.step_time_s, 1.0, st.fraction_of_ideal,
-	       st.fraction_of_same_traffic_ideal, st.gpu_after.p50,
-	       st.node_after.p50, st.node_floor.p50);
-	for (i = 0; i < NROWS; i++) {
-		const struct rlb_sim_summary *s = &pol[i].summary;
-
-		printf("%-34s %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
-		       rows[i].label, s->step_time_s,
-		       st_time / s->policy_time.total_s, s->fraction_of_ideal,
-		       s->fraction_of_same_traffic_ideal, s->gpu_after.p50,
-		       s->node_after.p50, s->node_floor.p50);
-	}
+	print_row("static", &st, st_time);
+	for (i = 0; i < NROWS; i++)
+		print_row(rows[i].label, &pol[i].summary, st_time);
 	printf("ideal step %.3f s; one pass for every row: %.1f s wall on %u thread(s), peak memory %.0f MB\n",
 	       st.ideal.total_s / (st.steps ? st.steps : 1), wall,
 	       threads_used(po.threads), ru.ru_maxrss / 1024.0);
+	if (po.pack != RLB_PACK_DYNAMIC && dynamic_rows(argv[3], &cfg, &po, st_time) < 0) {
+		for (i = 0; i < NROWS; i++)
+			rlb_planner_policy_release(&pol[i]);
+		rlb_trace_reader_free(r);
+		return 1;
+	}
 	if (t) {
 		const struct rlb_sim_summary *rl = &pol[R_RELIBRA].summary;
 		double rt = rl->policy_time.total_s;
