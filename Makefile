@@ -209,10 +209,10 @@ $(BUILD)/fuzz/%: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/util.o \
 check: deps-check
 	@$(MAKE) --no-print-directory check-run
 
-check-run: all $(TEST_BIN) $(FUZZ_BINS)
+check-run: all $(TEST_BIN) $(FUZZ_BINS) $(BENCH_BINS)
 	@sh tests/run.sh $(TEST_BIN) ./$(BIN)
 
-check-valgrind: all $(TEST_BIN) $(FUZZ_BINS)
+check-valgrind: all $(TEST_BIN) $(FUZZ_BINS) $(BENCH_BINS)
 	@RLB_VALGRIND=1 sh tests/run.sh $(TEST_BIN) ./$(BIN)
 
 demo: deps-demo
