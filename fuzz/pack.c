@@ -16,6 +16,7 @@
 #include "err.h"
 #include "fuzz.h"
 #include "schedule.h"
+#include "../tests/schedule_promises.h"
 
 #define MAX_SEQS 128
 
@@ -38,33 +39,9 @@ static uint64_t *bin_tokens(const struct rlb_schedule *s)
 	return t;
 }
 
-static void check_dynamic(const struct rlb_schedule *s, const uint64_t *t)
-{
-	uint64_t lo = UINT64_MAX, hi = 0;
-	uint32_t longest = 0, mb, r;
-	size_t c;
-
-	for (c = 0; c < s->nchunks; c++)
-		if (s->chunks[c].tokens > longest)
-			longest = s->chunks[c].tokens;
-	for (r = 0; r < s->ranks; r++) {
-		uint64_t share = 0;
-
-		for (mb = 0; mb < s->micro_batches; mb++) {
-			share += t[(size_t)mb * s->ranks + r];
-			if (mb && t[(size_t)mb * s->ranks + r] > t[(size_t)(mb - 1) * s->ranks + r])
-				fail("dynamic", "a rank's micro-batch is heavier than the one before");
-		}
-		lo = share < lo ? share : lo;
-		hi = share > hi ? share : hi;
-	}
-	if (s->nchunks && hi - lo > longest)
-		fail("dynamic", "two ranks' shares differ by more than the longest chunk");
-}
-
 static void check(const struct rlb_schedule *s, const uint32_t *len, size_t n)
 {
-	const char *rule = rlb_pack_name(s->pack);
+	const char *rule = rlb_pack_name(s->pack), *broken;
 	struct rlb_schedule again;
 	struct rlb_err err;
 	uint64_t *t;
@@ -96,8 +73,8 @@ static void check(const struct rlb_schedule *s, const uint32_t *len, size_t n)
 		for (c = 1; c < s->nchunks; c++)
 			if (s->chunks[c].mb < s->chunks[c - 1].mb)
 				fail(rule, "a window goes back in the rollout order");
-	if (s->pack == RLB_PACK_DYNAMIC)
-		check_dynamic(s, t);
+	if (s->pack == RLB_PACK_DYNAMIC && (broken = rlb_dynamic_promise_broken(s, t)))
+		fail(rule, broken);
 	free(t);
 }
 

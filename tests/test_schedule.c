@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "relibra.h"
+#include "schedule_promises.h"
 #include "suites.h"
 
 /* A small deterministic generator for test inputs (splitmix64). */
@@ -208,37 +209,6 @@ END_TEST
  */
 #define EXPECT(cond) do { if (!(cond) && !bad) bad = #cond; } while (0)
 
-/*
- * dynamic: the ranks' shares differ by at most the longest chunk (the
- * deal gives each chunk to the lightest rank), and each rank's
- * micro-batches come heaviest first.
- */
-static void check_dynamic(const struct rlb_schedule *s, const uint64_t *used,
-			  const char **bad_out)
-{
-	uint64_t lo = UINT64_MAX, hi = 0;
-	uint32_t longest = 0, mb, r;
-	const char *bad = *bad_out;
-	size_t c;
-
-	for (c = 0; c < s->nchunks; c++)
-		if (s->chunks[c].tokens > longest)
-			longest = s->chunks[c].tokens;
-	for (r = 0; r < s->ranks; r++) {
-		uint64_t share = 0;
-
-		for (mb = 0; mb < s->micro_batches; mb++) {
-			share += used[(size_t)mb * s->ranks + r];
-			EXPECT(mb == 0 || used[(size_t)mb * s->ranks + r] <=
-					  used[(size_t)(mb - 1) * s->ranks + r]);
-		}
-		lo = share < lo ? share : lo;
-		hi = share > hi ? share : hi;
-	}
-	EXPECT(s->nchunks == 0 || hi - lo <= longest);
-	*bad_out = bad;
-}
-
 static void check_schedule(const struct rlb_schedule *s, const uint32_t *len,
 			   size_t n)
 {
@@ -270,8 +240,8 @@ static void check_schedule(const struct rlb_schedule *s, const uint32_t *len,
 		EXPECT(next == len[i]);	/* every token exactly once */
 	}
 	EXPECT(c == s->nchunks);
-	if (s->pack == RLB_PACK_DYNAMIC)
-		check_dynamic(s, used, &bad);
+	if (s->pack == RLB_PACK_DYNAMIC && !bad)
+		bad = rlb_dynamic_promise_broken(s, used);
 	for (mb = 0; mb < s->micro_batches; mb++) {
 		uint64_t sum = 0;
 		uint32_t r;
