@@ -241,9 +241,6 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 {
 	uint32_t B = lv->nbins, M = lv->M, maxp = r->p.max_passes;
 	uint32_t swaps = 0, np = 0, i, j, m;
-	int64_t *o1 = r->tot;			/* [M] max over bins != p */
-	int64_t *o2 = r->tot + M;		/* [M] next, excluding its bin */
-	uint32_t *o1i = r->fill;		/* [M] (fill is free here) */
 
 	if (B < 2 || lv->n < 2) {
 		*passes = 0;
@@ -263,45 +260,51 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 		int improved = 0;
 
 		for (i = 0; i < lv->n; i++) {
-			uint32_t p = a[i], bestj = NONE;
+			uint32_t p = a[i], bestj = NONE, q;
 			const int64_t *Li = item_loads(r, lv, i);
+			int64_t base = 0;
 			double bestd = 0;
 
-			/* largest loads of bins other than p, per micro-batch */
+			/*
+			 * With i in q and some j of q in p, micro-batch m's
+			 * largest load is the largest of sx[q][m] (bins other
+			 * than p and q), sp[m] + Lj[m] and sq[q][m] - Lj[m].
+			 */
 			for (m = 0; m < M; m++) {
 				const int64_t *t = r->top + (size_t)m * 3;
 				const uint32_t *ti = r->topi + (size_t)m * 2;
 
-				if (ti[0] != p) {
-					o1[m] = t[0];
-					o1i[m] = ti[0];
-					o2[m] = ti[1] != p ? t[1] : t[2];
-				} else {
-					o1[m] = t[1];
-					o1i[m] = ti[1];
-					o2[m] = t[2];
+				base += t[0];
+				r->sp[m] = r->bl[(size_t)m * B + p] - Li[m];
+				for (q = 0; q < B; q++) {
+					size_t x = (size_t)q * M + m;
+
+					if (ti[0] != p && ti[0] != q)
+						r->sx[x] = t[0];
+					else if (ti[1] != p && ti[1] != q)
+						r->sx[x] = t[1];
+					else
+						r->sx[x] = t[2];
+					r->sq[x] = r->bl[(size_t)m * B + q] + Li[m];
 				}
 			}
 			for (j = 0; j < lv->n; j++) {
-				uint32_t q = a[j];
-				const int64_t *Lj;
-				int64_t dm = 0;
+				const int64_t *Lj, *X, *Q;
+				int64_t dm = -base;
 				double d;
 
+				q = a[j];
 				if (q == p)
 					continue;
 				Lj = item_loads(r, lv, j);
+				X = r->sx + (size_t)q * M;
+				Q = r->sq + (size_t)q * M;
 				for (m = 0; m < M; m++) {
-					int64_t dl = Lj[m] - Li[m];
-					int64_t vp = r->bl[(size_t)m * B + p] + dl;
-					int64_t vq = r->bl[(size_t)m * B + q] - dl;
-					int64_t v = o1i[m] != q ? o1[m] : o2[m];
+					int64_t v = X[m], vp = r->sp[m] + Lj[m];
+					int64_t vq = Q[m] - Lj[m];
 
-					if (vp > v)
-						v = vp;
-					if (vq > v)
-						v = vq;
-					dm += v - r->top[(size_t)m * 3];
+					v = vp > v ? vp : v;
+					dm += vq > v ? vq : v;
 				}
 				d = (double)dm;
 				if (lv->prev && lv->mig != 0)
@@ -322,8 +325,8 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 			}
 			if (bestj != NONE) {
 				const int64_t *Lj = item_loads(r, lv, bestj);
-				uint32_t q = a[bestj];
 
+				q = a[bestj];
 				for (m = 0; m < M; m++) {
 					int64_t dl = Lj[m] - Li[m];
 
@@ -420,6 +423,9 @@ void rlb_reorder_release(struct rlb_reorder *r)
 	free(r->prev_node);
 	free(r->members);
 	free(r->share);
+	free(r->sx);
+	free(r->sq);
+	free(r->sp);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -476,8 +482,8 @@ int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
 static int reserve(struct rlb_reorder *r, uint32_t M, struct rlb_err *err)
 {
 	uint32_t E = r->p.num_experts, G = r->p.num_gpus;
-	size_t m = M ? M : 1, big = (E > G ? E : G) + 2 * m + G;
-	int64_t *lt, *tot, *bl, *top;
+	size_t m = M ? M : 1, big = (E > G ? E : G) + G;
+	int64_t *lt, *tot, *bl, *top, *sx, *sq, *sp;
 	uint32_t *topi;
 
 	if (M <= r->cap_mbs)
@@ -497,16 +503,17 @@ static int reserve(struct rlb_reorder *r, uint32_t M, struct rlb_err *err)
 	topi = realloc(r->topi, m * 2 * sizeof(uint32_t));
 	if (topi)
 		r->topi = topi;
-	if (!lt || !tot || !bl || !top || !topi)
+	sx = realloc(r->sx, m * G * sizeof(int64_t));
+	if (sx)
+		r->sx = sx;
+	sq = realloc(r->sq, m * G * sizeof(int64_t));
+	if (sq)
+		r->sq = sq;
+	sp = realloc(r->sp, m * sizeof(int64_t));
+	if (sp)
+		r->sp = sp;
+	if (!lt || !tot || !bl || !top || !topi || !sx || !sq || !sp)
 		return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");
-	/* improve() borrows fill as an [M] array */
-	if (M > E && M > G) {
-		uint32_t *fill = realloc(r->fill, m * sizeof(uint32_t));
-
-		if (!fill)
-			return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");
-		r->fill = fill;
-	}
 	r->cap_mbs = M;
 	return 0;
 }

@@ -88,6 +88,9 @@ struct rlb_reorder {
 	uint32_t *prev_node;		/* [E] */
 	uint32_t *members;		/* [E] experts by node */
 	double *share;			/* [E][nodes] co-occurrence with each node (colocate) */
+	int64_t *sx;			/* [bins][M] swap search: largest load besides two bins */
+	int64_t *sq;			/* [bins][M] swap search: a bin's load plus the item's */
+	int64_t *sp;			/* [M] swap search: the item's bin without it */
 };
 
 /*
