@@ -121,7 +121,8 @@ static int bench_relibra(int steps)
 	rlb_reorder_costs(&cfg, &row_s, &mig_s);
 	rp = (struct rlb_reorder_params){ .num_gpus = S, .gpus_per_node = 8,
 		.num_experts = E, .row_s = row_s,
-		.migration_s = mig_s * cfg.balancer.migration_weight };
+		.migration_s = mig_s * cfg.balancer.migration_weight,
+		.rounds = RLB_REORDER_ROUNDS };
 	tot = calloc((size_t)M * E, sizeof(uint64_t));
 	ns = calloc(L, sizeof(uint64_t));
 	if (!tot || !ns || rlb_reorder_init(&ro, &rp, &err) < 0)

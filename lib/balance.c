@@ -301,6 +301,7 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 			.row_s = b->row_s, .migration_s = b->migration_s,
 			.migration_in_node_s = b->migration_in_node_s,
 			.colocate_rows = b->colocate_rows,
+			.rounds = RLB_REORDER_ROUNDS,
 		};
 
 		rc = rlb_reorder_init(&b->ro, &rop, err);

@@ -29,6 +29,7 @@ struct level {
 	const uint32_t *stat;
 	const uint64_t *cooc;	/* or NULL: [E][E] tokens routed to both experts */
 	double coloc;		/* objective rows saved per co-located token pair */
+	uint32_t rounds;	/* perturbation rounds after the swaps */
 };
 
 /* Co-occurrence of items i and j of the level. */
@@ -354,6 +355,55 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 	return swaps;
 }
 
+/* xorshift64: the perturbation's deterministic random numbers */
+static uint64_t next_random(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/*
+ * Perturbation rounds on a, a local optimum of objective *best (see
+ * reorder.h): each round swaps RLB_REORDER_KICK random pairs, improves,
+ * and keeps the result when its objective is lower, else restores a.
+ * Returns the rounds kept.
+ */
+static uint32_t perturb(struct rlb_reorder *r, const struct level *lv,
+			uint32_t *a, double *best, uint32_t *swaps)
+{
+	uint64_t x = RLB_REORDER_SEED;
+	uint32_t *save = r->best, t, k, kept = 0, passes;
+	size_t bytes = (size_t)lv->n * sizeof(uint32_t);
+
+	if (lv->nbins < 2 || lv->n < 2)
+		return 0;
+	for (t = 0; t < lv->rounds; t++) {
+		uint32_t sw;
+		double sc;
+
+		memcpy(save, a, bytes);
+		for (k = 0; k < RLB_REORDER_KICK; k++) {
+			uint32_t u = (uint32_t)(next_random(&x) % lv->n);
+			uint32_t v = (uint32_t)(next_random(&x) % lv->n), b = a[u];
+
+			a[u] = a[v];
+			a[v] = b;
+		}
+		sw = improve(r, lv, a, &passes);
+		sc = score(r, lv, a);
+		if (sc < *best) {
+			*best = sc;
+			*swaps += sw;
+			kept++;
+		} else {
+			memcpy(a, save, bytes);
+		}
+	}
+	return kept;
+}
+
 /*
  * Search one level into a: score the starts (prev when given, static,
  * greedy), keep the lowest (ties in that order), improve by swaps.
@@ -401,6 +451,8 @@ static double solve_level(struct rlb_reorder *r, const struct level *lv,
 	*swaps += sw;
 	if (sw)
 		best = score(r, lv, a);
+	if (lv->rounds)
+		r->res.kept = perturb(r, lv, a, &best, swaps);
 	return best;
 }
 
@@ -530,6 +582,7 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	r->res.swaps = 0;
 	r->res.passes = 0;
 	r->res.moved = 0;
+	r->res.kept = 0;
 	if (prev_home) {
 		memset(r->fill, 0, (size_t)G * sizeof(uint32_t));
 		for (e = 0; e < E; e++) {
@@ -566,6 +619,7 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	lv.stat = r->static_bin;
 	lv.cooc = cooc;
 	lv.coloc = cooc ? r->p.colocate_rows : 0;
+	lv.rounds = r->p.rounds;
 	r->res.objective_rows = solve_level(r, &lv, r->node, r->res.start_rows,
 					    &r->res.start, &r->res.passes,
 					    &r->res.swaps);
@@ -611,6 +665,7 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 		lv.stat = r->static_bin;
 		lv.cooc = NULL;	/* inside a node no copy crosses the network */
 		lv.coloc = 0;
+		lv.rounds = 0;
 		solve_level(r, &lv, a, NULL, NULL, &passes, &r->res.swaps);
 		for (i = 0; i < k; i++)
 			r->res.home[mem[i]] = n * g + a[i];
