@@ -533,6 +533,21 @@ START_TEST(test_reorder_hand)
 }
 END_TEST
 
+/* A random valid previous placement: the static one, shuffled. */
+static void shuffled_static(uint32_t *prev, uint32_t E, uint32_t G, uint64_t *st)
+{
+	uint32_t e;
+
+	for (e = 0; e < E; e++)
+		prev[e] = e / (E / G);
+	for (e = E; e > 1; e--) {
+		uint32_t j = rnd(st) % e, t = prev[e - 1];
+
+		prev[e - 1] = prev[j];
+		prev[j] = t;
+	}
+}
+
 START_TEST(test_reorder_random)
 {
 	uint64_t st = 4242;
@@ -553,15 +568,7 @@ START_TEST(test_reorder_random)
 		ck_assert_ptr_nonnull(cnt);
 		for (m = 0; m < M * E; m++)
 			load[m] = rnd(&st) % 100 * (rnd(&st) % 5 == 0 ? 10 : 1);
-		/* a random valid previous placement: shuffle the static one */
-		for (e = 0; e < E; e++)
-			prev[e] = e / (E / G);
-		for (e = E; e > 1; e--) {
-			uint32_t j = rnd(&st) % e, t = prev[e - 1];
-
-			prev[e - 1] = prev[j];
-			prev[j] = t;
-		}
+		shuffled_static(prev, E, G, &st);
 		reorder_new(&r, G, g, E, mig);
 		ck_assert_int_eq(rlb_reorder_run(&r, load, M, it % 3 ? prev : NULL, NULL, NULL), 0);
 		for (e = 0; e < E; e++) {
@@ -634,14 +641,7 @@ START_TEST(test_reorder_perturb)
 		ck_assert_ptr_nonnull(cnt);
 		for (e = 0; e < M * E; e++)
 			load[e] = rnd(&st) % 100 * (rnd(&st) % 4 == 0 ? 10 : 1);
-		for (e = 0; e < E; e++)
-			prev[e] = e / (E / G);
-		for (e = E; e > 1; e--) {
-			uint32_t j = rnd(&st) % e, t = prev[e - 1];
-
-			prev[e - 1] = prev[j];
-			prev[j] = t;
-		}
+		shuffled_static(prev, E, G, &st);
 		pv = it % 2 ? prev : NULL;
 		ck_assert_int_eq(rlb_reorder_init(&r0, &p, NULL), 0);
 		p.rounds = RLB_REORDER_ROUNDS;
