@@ -3,7 +3,8 @@
  * built in memory: relibra's cross-node reordering per layer, the
  * replication planner per (micro-batch, layer) and relibra's whole step at
  * EP64 (8 nodes x 8 GPUs, 128 experts, 94 layers, 16 micro-batches), and
- * eplb for 58 layers x 256 experts on 64 GPUs.
+ * eplb and relibra's reordering for 58 layers x 256 experts on 64 GPUs
+ * (DeepSeek-V3's shape).
  * usage: balance_bench [STEPS]   (default 3)
  */
 #include <math.h>
@@ -96,36 +97,36 @@ static void setup(struct rlb_config *cfg, int experts, int groups)
 	cfg->parallel.ep_size = 64;
 }
 
-static int bench_relibra(int steps)
+/*
+ * relibra's cross-node reordering alone, per layer, from the static layout:
+ * CPU time per layer and the objective against the static layout's.
+ */
+static int bench_reorder(const struct rlb_config *cfg, const struct rlb_loads *l,
+			 struct rlb_err *err)
 {
-	const uint32_t M = 16, L = 94, S = 64, E = 128;
-	struct rlb_config cfg;
-	struct rlb_balance_opts o;
-	struct rlb_balancer *b = NULL;
+	const uint32_t M = l->micro_batches, L = l->layers, S = l->ranks,
+		       E = l->experts;
 	struct rlb_reorder ro;
 	struct rlb_reorder_params rp;
-	struct rlb_loads l;
-	struct rlb_err err;
-	uint64_t *tot = NULL, *ns = NULL;
+	uint64_t *tot, *ns, sum = 0;
 	double row_s, mig_s, gain = 0;
 	uint32_t k, mb, s, e, swaps = 0, max_passes = 0;
-	int st, rc = 1;
+	int rc = -1;
 
-	memset(&l, 0, sizeof(l));
 	memset(&ro, 0, sizeof(ro));
-	setup(&cfg, (int)E, 0);
-	if (make_loads(&l, M, L, S, E, 8192, 8) < 0)
-		goto out;
-
-	/* reordering alone, per layer, from the static layout */
-	rlb_reorder_costs(&cfg, &row_s, &mig_s);
-	rp = (struct rlb_reorder_params){ .num_gpus = S, .gpus_per_node = 8,
+	rlb_reorder_costs(cfg, &row_s, &mig_s);
+	rp = (struct rlb_reorder_params){ .num_gpus = S,
+		.gpus_per_node = (uint32_t)cfg->cluster.gpus_per_node,
 		.num_experts = E, .row_s = row_s,
-		.migration_s = mig_s * cfg.balancer.migration_weight,
+		.migration_s = mig_s * cfg->balancer.migration_weight,
 		.rounds = RLB_REORDER_ROUNDS };
 	tot = calloc((size_t)M * E, sizeof(uint64_t));
 	ns = calloc(L, sizeof(uint64_t));
-	if (!tot || !ns || rlb_reorder_init(&ro, &rp, &err) < 0)
+	if (!tot || !ns) {
+		rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (rlb_reorder_init(&ro, &rp, err) < 0)
 		goto out;
 	for (k = 0; k < L; k++) {
 		uint64_t t0;
@@ -135,11 +136,12 @@ static int bench_relibra(int steps)
 			for (s = 0; s < S; s++)
 				for (e = 0; e < E; e++)
 					tot[(size_t)mb * E + e] +=
-						l.count[rlb_loads_index(&l, mb, k, s, e)];
+						l->count[rlb_loads_index(l, mb, k, s, e)];
 		t0 = rlb_thread_cpu_ns();
-		if (rlb_reorder_run(&ro, tot, M, NULL, NULL, &err) < 0)
+		if (rlb_reorder_run(&ro, tot, M, NULL, NULL, err) < 0)
 			goto out;
 		ns[k] = rlb_thread_cpu_ns() - t0;
+		sum += ns[k];
 		swaps += ro.res.swaps;
 		if (ro.res.passes > max_passes)
 			max_passes = ro.res.passes;
@@ -147,9 +149,35 @@ static int bench_relibra(int steps)
 			ro.res.start_rows[RLB_REORDER_START_STATIC];
 	}
 	qsort(ns, L, sizeof(uint64_t), cmp_u64);
-	printf("reorder EP64 (8x8 GPUs, %u experts, %u micro-batches), CPU time per layer: median %.2f ms, max %.2f ms; objective %.3f of static; %.1f swaps per layer, at most %u passes\n",
-	       E, M, ns[L / 2] / 1e6, ns[L - 1] / 1e6, gain / L, (double)swaps / L,
+	printf("reorder EP%u (%ux%u GPUs, %u experts, %u layers, %u micro-batches), CPU time per layer: median %.2f ms, max %.2f ms, sum %.2f s; objective %.3f of static; %.1f swaps per layer, at most %u passes\n",
+	       S, S / rp.gpus_per_node, rp.gpus_per_node, E, L, M, ns[L / 2] / 1e6,
+	       ns[L - 1] / 1e6, sum / 1e9, gain / L, (double)swaps / L,
 	       max_passes);
+	rc = 0;
+out:
+	rlb_reorder_release(&ro);
+	free(tot);
+	free(ns);
+	return rc;
+}
+
+static int bench_relibra(int steps)
+{
+	const uint32_t M = 16, L = 94, S = 64, E = 128;
+	struct rlb_config cfg;
+	struct rlb_balance_opts o;
+	struct rlb_balancer *b = NULL;
+	struct rlb_loads l;
+	struct rlb_err err;
+	uint32_t k, mb;
+	int st, rc = 1;
+
+	memset(&l, 0, sizeof(l));
+	rlb_err_clear(&err);
+	setup(&cfg, (int)E, 0);
+	if (make_loads(&l, M, L, S, E, 8192, 8) < 0 ||
+	    bench_reorder(&cfg, &l, &err) < 0)
+		goto out;
 
 	/* the replication planner alone, per (micro-batch, layer), static homes */
 	{
@@ -218,13 +246,11 @@ out:
 	if (rc)
 		fprintf(stderr, "balance_bench: %s\n", err.msg);
 	rlb_balancer_free(b);
-	rlb_reorder_release(&ro);
 	rlb_loads_release(&l);
-	free(tot);
-	free(ns);
 	return rc;
 }
 
+/* DeepSeek-V3's shape: eplb, eplb-oracle's whole step, relibra's reordering */
 static int bench_eplb(void)
 {
 	const uint32_t M = 16, L = 58, S = 64, E = 256;
@@ -244,6 +270,7 @@ static int bench_eplb(void)
 
 	memset(&l, 0, sizeof(l));
 	memset(&res, 0, sizeof(res));
+	rlb_err_clear(&err);
 	setup(&cfg, (int)E, 8);
 	if (make_loads(&l, M, L, S, E, 8192, 8) < 0)
 		goto out;
@@ -281,6 +308,9 @@ static int bench_eplb(void)
 	printf("eplb-oracle whole step (the above plus load sums and %u micro-batches of even quotas): %.1f ms CPU, %.1f ms wall\n",
 	       M, best / 1e6, p.planner_ns / 1e6);
 	rlb_step_plan_release(&p);
+	/* relibra's reordering on the same shape (DeepSeek-V3's) */
+	if (bench_reorder(&cfg, &l, &err) < 0)
+		goto out;
 	rc = 0;
 out:
 	if (rc)

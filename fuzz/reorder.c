@@ -9,7 +9,7 @@
  * without perturbation rounds, a placement must hold E/G experts per GPU,
  * score what rlb_reorder_objective_rows says (without co-occurrence), be
  * no worse than any start, count its moves right, and come out the same
- * twice; the rounds must never do worse than the swaps alone, and lower
+ * again with the plain C swap loop (rlb_reorder_simd 0); the rounds must never do worse than the swaps alone, and lower
  * the objective exactly when one is kept.
  */
 #include <stdlib.h>
@@ -71,10 +71,12 @@ static void check(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	if (!cooc && obj != rlb_reorder_objective_rows(r, load, M, r->res.home, prev))
 		abort();
 	memcpy(home, r->res.home, E * sizeof(uint32_t));
+	rlb_reorder_simd = 0;
 	if (rlb_reorder_run(r, load, M, prev, cooc, NULL) != 0 ||
 	    memcmp(home, r->res.home, E * sizeof(uint32_t)) != 0 ||
 	    r->res.objective_rows != obj)
 		abort();
+	rlb_reorder_simd = 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -98,6 +98,7 @@ struct rlb_reorder {
 	int64_t *sx;			/* [bins][M] swap search: largest load besides two bins */
 	int64_t *sq;			/* [bins][M] swap search: a bin's load plus the item's */
 	int64_t *sp;			/* [M] swap search: the item's bin without it */
+	int64_t *dm;			/* [E] swap search: each swap's summed largest loads */
 };
 
 /*
@@ -164,14 +165,21 @@ void rlb_reorder_release(struct rlb_reorder *r);
  *    experts move inside a node only when that pays for the copy.
  *
  * Cost: O(passes * E * E * M) for the node level (E * (E - E/N) pairs per
- * pass, each O(M)), times 1 + rounds; much less for the GPU level;
- * allocates only when M grows.
+ * pass, each O(M), four micro-batches at a time where the CPU has AVX2),
+ * times 1 + rounds; much less for the GPU level; allocates only when M
+ * grows.
  * Errors: RLB_EINVAL (prev_home out of range or not E/G per GPU),
  * RLB_ENOMEM.
  */
 int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 		    const uint32_t *prev_home, const uint64_t *cooc,
 		    struct rlb_err *err);
+
+/*
+ * 0 makes the swap search use its plain C loop on every CPU (the AVX2 one
+ * gives the same sums; the tests compare them).  Default 1.
+ */
+extern int rlb_reorder_simd;
 
 /*
  * The node-level objective (node rows, see above) of placement home[E]

@@ -675,6 +675,54 @@ START_TEST(test_reorder_perturb)
 }
 END_TEST
 
+/*
+ * The swap search's AVX2 loop (four micro-batches at a time, then the rest)
+ * gives the plain C loop's placements bit for bit, with and without a
+ * previous placement, on loads up to 2^40 rows.  (On a CPU without AVX2
+ * both runs take the plain loop.)
+ */
+START_TEST(test_reorder_simd)
+{
+	uint64_t st = 31337;
+	uint32_t it;
+
+	for (it = 0; it < 30; it++) {
+		uint32_t N = 2 + rnd(&st) % 4, g = 1 + rnd(&st) % 2, G = N * g;
+		uint32_t E = G * (2 + rnd(&st) % 6), M = 1 + it % 11, e;
+		struct rlb_reorder_params p = { .num_gpus = G, .gpus_per_node = g,
+			.num_experts = E, .row_s = 1.0,
+			.migration_s = (double)(rnd(&st) % 2) * 30,
+			.rounds = RLB_REORDER_ROUNDS };
+		uint64_t *load = malloc((size_t)M * E * sizeof(uint64_t));
+		uint32_t *prev = malloc(E * sizeof(uint32_t));
+		unsigned shift = it % 3 ? 0 : 30;
+		const uint32_t *pv;
+		struct rlb_reorder r0, r1;
+
+		ck_assert_ptr_nonnull(load);
+		ck_assert_ptr_nonnull(prev);
+		for (e = 0; e < M * E; e++)
+			load[e] = (uint64_t)(rnd(&st) % 1000 * (rnd(&st) % 4 == 0 ? 10 : 1)) << shift;
+		shuffled_static(prev, E, G, &st);
+		pv = it % 2 ? prev : NULL;
+		ck_assert_int_eq(rlb_reorder_init(&r0, &p, NULL), 0);
+		ck_assert_int_eq(rlb_reorder_init(&r1, &p, NULL), 0);
+		rlb_reorder_simd = 0;
+		ck_assert_int_eq(rlb_reorder_run(&r0, load, M, pv, NULL, NULL), 0);
+		rlb_reorder_simd = 1;
+		ck_assert_int_eq(rlb_reorder_run(&r1, load, M, pv, NULL, NULL), 0);
+		ck_assert_mem_eq(r0.res.home, r1.res.home, E * sizeof(uint32_t));
+		ck_assert_double_eq(r0.res.objective_rows, r1.res.objective_rows);
+		ck_assert_uint_eq(r0.res.swaps, r1.res.swaps);
+		ck_assert_uint_eq(r0.res.kept, r1.res.kept);
+		rlb_reorder_release(&r0);
+		rlb_reorder_release(&r1);
+		free(load);
+		free(prev);
+	}
+}
+END_TEST
+
 /* Per-layer [M][E] loads of a step over all sources. */
 static uint64_t *layer_loads(const struct rlb_loads *l, uint32_t k)
 {
@@ -1146,6 +1194,7 @@ Suite *rlb_suite_balance(void)
 	tcase_add_test(tc, test_reorder_hand);
 	tcase_add_test(tc, test_reorder_random);
 	tcase_add_test(tc, test_reorder_perturb);
+	tcase_add_test(tc, test_reorder_simd);
 	tcase_add_test(tc, test_relibra_objective);
 	tcase_add_test(tc, test_ablations);
 	tcase_add_test(tc, test_migrations);
