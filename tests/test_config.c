@@ -184,7 +184,7 @@ START_TEST(test_cluster_presets)
 END_TEST
 
 static const char *const full_configs[] = {
-	"qwen3-235b-a22b-h100-4x8", "qwen3-235b-a22b-h100-8x8",
+	"deepseek-v3-h100-8x8", "qwen3-235b-a22b-h100-4x8", "qwen3-235b-a22b-h100-8x8",
 	"qwen3-30b-a3b-h100-1x8", "tiny-2x2",
 };
 
