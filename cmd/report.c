@@ -25,7 +25,9 @@ static const char usage[] =
 	"  --set KEY=VALUE      override a configuration key (repeatable)\n"
 	"  --trace TRACE        plan and simulate this trace in process\n"
 	"  --policies LIST      comma-separated policies for --trace (default: static,\n"
-	"                       eplb,eplb-oracle,replicate,relibra,ideal)\n"
+	"                       eplb,eplb-oracle,replicate,relibra,ideal); relibra's\n"
+	"                       plan options as relibra+no-reorder, relibra+colocate,\n"
+	"                       relibra+no-replicate, relibra+data-control\n"
 	"  --sweep KEY=V1,...   repeat --trace for each value of one config key\n"
 	"  --steps A:B          only steps A..B of the trace\n"
 	"  --pack RULE          micro-batch packing (default: parallel.pack)\n"
@@ -46,7 +48,8 @@ struct opts {
 	struct cmd_config_opts cfg;
 	const char *trace, *policies, *sweep, *pack, *out, *html, *svg;
 	enum rlb_report_format format;
-	enum rlb_policy pol[RLB_POLICY_COUNT];
+	char polbuf[256];		/* --policies, split at the commas */
+	const char *pol[32];
 	size_t npol;
 	uint32_t step_lo, step_hi;
 	int have_steps;
@@ -56,26 +59,36 @@ struct opts {
 	int nfiles;
 };
 
-/* "a,b,c" into o->pol; a usage error on unknown or repeated names. */
+/*
+ * "a,b,c" into o->pol, each a policy spec (rlb_policy_spec_apply); a usage
+ * error on an unknown one or two that name the same plan.
+ */
 static int parse_policies(struct opts *o)
 {
-	char buf[256], *tok, *save = NULL;
+	char *tok, *save = NULL, label[32][128];
 	struct rlb_err err = {0};
-	enum rlb_policy p;
+	struct rlb_balance_opts bo;
 	size_t i;
 
-	if (strlen(o->policies) >= sizeof(buf))
+	if (strlen(o->policies) >= sizeof(o->polbuf))
 		return cmd_usage_error(NAME, usage, "--policies: list too long");
-	strcpy(buf, o->policies);
+	strcpy(o->polbuf, o->policies);
 	o->npol = 0;
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (rlb_policy_from_name(tok, &p, &err))
+	for (tok = strtok_r(o->polbuf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (o->npol == sizeof(o->pol) / sizeof(o->pol[0]))
+			return cmd_usage_error(NAME, usage, "--policies: more than %zu",
+					       sizeof(o->pol) / sizeof(o->pol[0]));
+		memset(&bo, 0, sizeof(bo));
+		bo.reorder = bo.replicate = 1;
+		if (rlb_policy_spec_apply(tok, &bo, &err))
 			return cmd_usage_error(NAME, usage, "--policies: %s", err.msg);
+		rlb_result_label(&bo, label[o->npol], sizeof(label[0]));
 		for (i = 0; i < o->npol; i++)
-			if (o->pol[i] == p)
+			if (strcmp(label[i], label[o->npol]) == 0)
 				return cmd_usage_error(NAME, usage,
 						       "--policies: '%s' given twice", tok);
-		o->pol[o->npol++] = p;
+		o->pol[o->npol++] = tok;
 	}
 	if (o->npol == 0)
 		return cmd_usage_error(NAME, usage, "--policies: no policy");
@@ -119,9 +132,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const enum rlb_policy all[] = {
-		RLB_POLICY_STATIC, RLB_POLICY_EPLB, RLB_POLICY_EPLB_ORACLE,
-		RLB_POLICY_REPLICATE, RLB_POLICY_RELIBRA, RLB_POLICY_IDEAL,
+	static const char *const all[] = {
+		"static", "eplb", "eplb-oracle", "replicate", "relibra", "ideal",
 	};
 	struct rlb_err err = {0};
 	uint64_t u;

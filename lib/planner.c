@@ -459,6 +459,56 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
 	return buf;
 }
 
+int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
+			  struct rlb_err *err)
+{
+	static const char *const names[] = {
+		"no-reorder", "no-replicate", "colocate", "data-control",
+	};
+	const char *plus = strchr(spec, '+'), *opt, *end;
+	char name[256];
+	size_t n = plus ? (size_t)(plus - spec) : strlen(spec);
+	unsigned i;
+
+	if (n >= sizeof(name))
+		n = sizeof(name) - 1;
+	memcpy(name, spec, n);
+	name[n] = '\0';
+	if (rlb_policy_from_name(name, &o->policy, err))
+		return RLB_EINVAL;
+	for (opt = plus; opt; opt = end) {
+		opt++;
+		end = strchr(opt, '+');
+		n = end ? (size_t)(end - opt) : strlen(opt);
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strlen(names[i]) == n && strncmp(opt, names[i], n) == 0)
+				break;
+		if (i == sizeof(names) / sizeof(names[0]))
+			return rlb_err_set(err, RLB_EINVAL,
+					   "'%s': unknown option '%.*s' (no-reorder, no-replicate, colocate, data-control)",
+					   spec, (int)n, opt);
+		if (o->policy != RLB_POLICY_RELIBRA)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "'%s': option '%s' is relibra's", spec,
+					   names[i]);
+		switch (i) {
+		case 0:
+			o->reorder = 0;
+			break;
+		case 1:
+			o->replicate = 0;
+			break;
+		case 2:
+			o->colocate = 1;
+			break;
+		default:
+			o->data_control = 1;
+			break;
+		}
+	}
+	return 0;
+}
+
 json_t *rlb_result_json(const struct rlb_config *cfg,
 			const struct rlb_planner_opts *o,
 			const struct rlb_planner_policy *p,

@@ -113,6 +113,18 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
 			     size_t size);
 
 /*
+ * Set o's policy and relibra's options from SPEC, NAME[+OPTION]...: NAME
+ * a policy (rlb_policy_from_name); OPTION no-reorder, no-replicate,
+ * colocate or data-control, the relibra plan options of those names, for
+ * relibra only (e.g. "relibra+no-reorder").  o comes from
+ * rlb_balance_opts_from_config; the other fields stay.  Specs that give
+ * the same plan give the same rlb_result_label.  Errors: RLB_EINVAL
+ * naming the unknown part.
+ */
+int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
+			  struct rlb_err *err);
+
+/*
  * The summary of one policy as a JSON object (schema RLB_RESULT_SCHEMA,
  * documented in relibra(1), RESULT FILES): what produced it, on which
  * config and trace, the policy's figures, its step-time breakdown, and its

@@ -291,7 +291,8 @@ int rlb_report_write_html(const struct rlb_report *r,
 struct rlb_report_run_opts {
 	const char *config_path;	/* for the results' "config.path" */
 	const char *trace_path;
-	const enum rlb_policy *policies;	/* each planned with cfg's balancer options */
+	/* each planned with cfg's balancer options and rlb_policy_spec_apply */
+	const char *const *policies;
 	size_t npolicies;
 	struct rlb_planner_opts planner;	/* packing, steps, progress */
 	const char *sweep_value;	/* NULL outside a sweep */

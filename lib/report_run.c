@@ -94,7 +94,9 @@ int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
 	}
 	for (i = 0; i < n; i++) {
 		rlb_balance_opts_from_config(&pol[i].opts, cfg);
-		pol[i].opts.policy = o->policies[i];
+		ret = rlb_policy_spec_apply(o->policies[i], &pol[i].opts, err);
+		if (ret)
+			goto out;
 		if (o->series) {
 			pol[i].on_step = keep_step;
 			pol[i].on_step_ctx = &keep[i];

@@ -100,6 +100,15 @@ expect_err "relibra report: --policies: unknown policy 'fast'"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,static
 expect_status 2
 expect_err "relibra report: --policies: 'static' given twice"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+no-reorder+colocate,relibra+colocate+no-reorder
+expect_status 2
+expect_err "relibra report: --policies: 'relibra+colocate+no-reorder' given twice"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+fast
+expect_status 2
+expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, data-control)"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,eplb+colocate
+expect_status 2
+expect_err "relibra report: --policies: 'eplb+colocate': option 'colocate' is relibra's"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots
 expect_status 2
 expect_err "relibra report: --sweep 'balancer.replica_slots': expected KEY=V1,V2,..."

@@ -1,5 +1,6 @@
 # report_plan.sh - relibra report planning in process: the same rows as
-# `relibra plan --summary` per policy, --sweep equal to plan with --set,
+# `relibra plan --summary` per policy and with relibra's plan options
+# (relibra+no-reorder...), --sweep equal to plan with --set,
 # measured train-step metrics next to their simulation, and the charts:
 # well-formed SVG and XHTML (xmllint) with the expected series counts.
 . "$RLB_TOP/tests/cli/lib.sh"
@@ -42,6 +43,22 @@ run report -c "$cfg" --trace cut.rrt --policies static --steps 0:1
 expect_status 0
 expect_empty err
 
+# relibra's plan options in --policies: the same rows as plan with them
+run plan -c "$cfg" --policy relibra --no-reorder --colocate --summary nrc.json tiny.rrt
+expect_status 0
+run plan -c "$cfg" --policy relibra --no-replicate --summary nrp.json tiny.rrt
+expect_status 0
+run report --format csv static.json nrc.json nrp.json
+expect_status 0
+cut -d, -f1-11,13- out > opt-files.csv
+run report -c "$cfg" --trace tiny.rrt --format csv \
+	--policies static,relibra+colocate+no-reorder,relibra+no-replicate
+expect_status 0
+expect_empty err
+cut -d, -f1-11,13- out > opt-inproc.csv
+grep -q ',relibra --no-reorder --colocate,' opt-inproc.csv ||
+	fail "--policies relibra+colocate+no-reorder: no row labelled 'relibra --no-reorder --colocate'"
+diff -u opt-files.csv opt-inproc.csv || fail "in-process option rows differ from plan --summary"
 # --sweep: each value equals plan with --set
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
 	--sweep balancer.replica_slots=0,2 --format csv
