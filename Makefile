@@ -42,8 +42,12 @@ MPI_LIBS := $(if $(MPI_PKG),$(shell pkg-config --libs $(MPI_PKG)))
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
+# RLB_SELF_CHECK: the sanitizer and fuzz builds also check the planners'
+# incremental state against state rebuilt from scratch (slow; never in a
+# build for use).
 ifeq ($(VARIANT),san)
-SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	-DRLB_SELF_CHECK=1
 endif
 ifeq ($(VARIANT),tsan)
 SAN := -fsanitize=thread -fno-omit-frame-pointer
@@ -54,7 +58,8 @@ endif
 ifeq ($(VARIANT),fuzz)
 CC := clang
 SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
-	-fno-sanitize-recover=undefined -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+	-fno-sanitize-recover=undefined -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
+	-DRLB_SELF_CHECK=1
 FUZZ_LINK := -fsanitize=fuzzer
 endif
 

@@ -3,13 +3,15 @@
  * The input gives the shape, bytes 0-3: nodes (1-6), GPUs per node (1-4),
  * experts per GPU (1-3), micro-batches (1-8); byte 4: bit 0 a previous
  * placement (the static one shuffled by the input), bit 1 a migration
- * cost, bit 2 a co-occurrence matrix; then each (micro-batch, expert)
- * load as a u16, little-endian (missing bytes read as 0), then the
- * co-occurrence counts and the shuffle from what is left.  With and
- * without perturbation rounds, a placement must hold E/G experts per GPU,
- * score what rlb_reorder_objective_rows says (without co-occurrence), be
- * no worse than any start, count its moves right, and come out the same
- * again with the plain C swap loop (rlb_reorder_simd 0); the rounds must never do worse than the swaps alone, and lower
+ * cost, bit 2 sampled tokens for colocate; then each (micro-batch, expert)
+ * load as a u16, little-endian (missing bytes read as 0), then with bit 2
+ * a token count (0-63) and ids per token (1-4) and the ids (byte mod
+ * E + 1, so some are past the experts), then the shuffle from what is
+ * left.  With and without perturbation rounds, a placement must hold E/G
+ * experts per GPU, score what rlb_reorder_objective_rows says plus the
+ * colocate rows of the nodes its tokens reach (counted here), be no worse
+ * than any start, count its moves right, and come out the same again with
+ * the plain C swap loop (rlb_reorder_simd 0); the rounds must never do worse than the swaps alone, and lower
  * the objective exactly when one is kept.
  */
 #include <stdlib.h>
@@ -21,6 +23,8 @@
 
 #define MAX_E (6 * 4 * 3)
 #define MAX_M 8
+#define MAX_T 64
+#define MAX_K 4
 
 struct input {
 	const uint8_t *p;
@@ -42,15 +46,34 @@ static uint32_t take(struct input *in, size_t bytes)
 	return v;
 }
 
+/* The nodes that tok's tokens reach under home (ids >= E skipped). */
+static double reached(const struct rlb_reorder_tokens *tok, const uint32_t *home,
+		      uint32_t E, uint32_t g)
+{
+	double c = 0;
+	uint32_t t, x, y;
+
+	for (t = 0; tok && t < tok->n; t++)
+		for (x = 0; x < tok->topk; x++) {
+			const uint16_t *id = tok->ids + (size_t)t * tok->topk;
+			int seen = id[x] >= E;
+
+			for (y = 0; !seen && y < x; y++)
+				seen = id[y] < E && home[id[y]] / g == home[id[x]] / g;
+			c += !seen;
+		}
+	return c;
+}
+
 static void check(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
-		  const uint32_t *prev, const uint64_t *cooc)
+		  const uint32_t *prev, const struct rlb_reorder_tokens *tok)
 {
 	const struct rlb_reorder_params *p = &r->p;
 	uint32_t G = p->num_gpus, g = p->gpus_per_node, E = p->num_experts;
 	uint32_t cnt[6 * 4] = { 0 }, home[MAX_E], e, moved = 0;
 	double obj;
 
-	if (rlb_reorder_run(r, load, M, prev, cooc, NULL) != 0)
+	if (rlb_reorder_run(r, load, M, prev, tok, NULL) != 0)
 		abort();
 	for (e = 0; e < E; e++) {
 		if (r->res.home[e] >= G)
@@ -68,11 +91,12 @@ static void check(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	    obj > r->res.start_rows[RLB_REORDER_START_STATIC] ||
 	    obj > r->res.start_rows[RLB_REORDER_START_LPT])
 		abort();
-	if (!cooc && obj != rlb_reorder_objective_rows(r, load, M, r->res.home, prev))
+	if (obj != rlb_reorder_objective_rows(r, load, M, r->res.home, prev) +
+		   (tok && tok->n ? p->colocate_rows * reached(tok, r->res.home, E, g) : 0))
 		abort();
 	memcpy(home, r->res.home, E * sizeof(uint32_t));
 	rlb_reorder_simd = 0;
-	if (rlb_reorder_run(r, load, M, prev, cooc, NULL) != 0 ||
+	if (rlb_reorder_run(r, load, M, prev, tok, NULL) != 0 ||
 	    memcmp(home, r->res.home, E * sizeof(uint32_t)) != 0 ||
 	    r->res.objective_rows != obj)
 		abort();
@@ -85,7 +109,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t N = 1 + take(&in, 1) % 6, g = 1 + take(&in, 1) % 4;
 	uint32_t epg = 1 + take(&in, 1) % 3, M = 1 + take(&in, 1) % MAX_M;
 	uint32_t flags = take(&in, 1), G = N * g, E = G * epg, e, i;
-	static uint64_t load[MAX_M * MAX_E], cooc[MAX_E * MAX_E];
+	static uint64_t load[MAX_M * MAX_E];
+	static uint16_t ids[MAX_T * MAX_K];
+	struct rlb_reorder_tokens tok = { 0, 1, ids };
 	uint32_t prev[MAX_E];
 	struct rlb_reorder_params p = { .num_gpus = G, .gpus_per_node = g,
 		.num_experts = E, .row_s = 1.0,
@@ -96,10 +122,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	for (i = 0; i < M * E; i++)
 		load[i] = take(&in, 2);
-	memset(cooc, 0, sizeof(cooc));
-	for (e = 0; flags & 4 && e < E; e++)
-		for (i = e + 1; i < E; i++)
-			cooc[(size_t)e * E + i] = cooc[(size_t)i * E + e] = take(&in, 1);
+	if (flags & 4) {
+		tok.n = take(&in, 1) % MAX_T;
+		tok.topk = 1 + take(&in, 1) % MAX_K;
+		for (i = 0; i < tok.n * tok.topk; i++)
+			ids[i] = (uint16_t)(take(&in, 1) % (E + 1));
+	}
 	for (e = 0; e < E; e++)
 		prev[e] = e / epg;
 	for (e = E; e > 1; e--) {
@@ -113,11 +141,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p.rounds = RLB_REORDER_ROUNDS;
 	if (rlb_reorder_init(&rounds, &p, NULL) != 0)
 		abort();
-	check(&plain, load, M, flags & 1 ? prev : NULL, flags & 4 ? cooc : NULL);
+	check(&plain, load, M, flags & 1 ? prev : NULL, flags & 4 ? &tok : NULL);
 	if (plain.res.kept != 0)
 		abort();
 	alone = plain.res.objective_rows;
-	check(&rounds, load, M, flags & 1 ? prev : NULL, flags & 4 ? cooc : NULL);
+	check(&rounds, load, M, flags & 1 ? prev : NULL, flags & 4 ? &tok : NULL);
 	if (rounds.res.objective_rows > alone ||
 	    (rounds.res.kept > 0) != (rounds.res.objective_rows < alone))
 		abort();

@@ -75,11 +75,10 @@ void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 
 /*
  * colocate: node rows (reorder units: a node's rows over its GPUs take
- * row_s each) saved per sampled co-occurring pair on one node.  Each pair
- * is taken as one inter-node token copy fewer in each all-to-all phase,
- * which with balanced senders shortens the busiest GPU's transfer by
- * token_bytes / (rdma_bytes_per_s * G); a sampled pair stands for
- * RLB_COOC_STRIDE of them.
+ * row_s each) per node a sampled token reaches.  Each is one inter-node
+ * token copy in each all-to-all phase, which with balanced senders
+ * lengthens the busiest GPU's transfer by token_bytes / (rdma_bytes_per_s
+ * * G); a sampled token stands for RLB_COOC_STRIDE of them.
  */
 static double colocate_rows(const struct rlb_config *cfg, double row_s,
 			    uint32_t G, uint32_t gpn)
@@ -600,10 +599,14 @@ static int plan_relibra(struct rlb_balancer *b, const struct rlb_loads *l,
 
 	if (b->o.reorder) {
 		for (k = 0; k < L; k++) {
+			struct rlb_reorder_tokens tok;
+			int use = b->o.colocate && b->cooc;
+
+			if (use)
+				tok = rlb_cooc_layer(b->cooc, k);
 			rc = rlb_reorder_run(&b->ro, b->tot + (size_t)k * M * E, M,
 					     b->prev_home + (size_t)k * E,
-					     b->o.colocate && b->cooc ?
-					     rlb_cooc_layer(b->cooc, k) : NULL, err);
+					     use ? &tok : NULL, err);
 			if (rc < 0)
 				return rc;
 			memcpy(out->home + (size_t)k * E, b->ro.res.home,

@@ -46,10 +46,11 @@ extern "C" {
  *     replicas (plan replica_slots 0).  replicate and relibra make a
  *     replica only where it takes at least max(min_tokens_per_replica,
  *     the rows whose compute pays for its gradient's trip home over
- *     NVLink, and for replicate its weight copy too) rows.  colocate adds the co-occurrence
- *     term of lib/reorder.h with the counts given by rlb_balancer_set_cooc
- *     (one sampled pair worth RLB_COOC_STRIDE token copies in each
- *     all-to-all phase over the EP group's RDMA links).  When replication
+ *     NVLink, and for replicate its weight copy too) rows.  colocate adds
+ *     the tokens term of lib/reorder.h with the tokens given by
+ *     rlb_balancer_set_cooc (each node a sampled token reaches worth
+ *     RLB_COOC_STRIDE token copies in each all-to-all phase over the EP
+ *     group's RDMA links).  When replication
  *     follows, in-node moves cost RLB_IN_NODE_MOVE_FACTOR times their
  *     NVLink time (replicas even out a node's GPUs for free).
  * Every balancer starts from the static layout: the first step's
@@ -120,8 +121,8 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 struct rlb_cooc;
 
 /*
- * colocate: the co-occurrence counts (cooc.h) of the step planned next,
- * used by relibra's reordering when its colocate option is on (NULL: the
+ * colocate: the sampled tokens (cooc.h) of the step planned next, used by
+ * relibra's reordering when its colocate option is on (NULL: the
  * objective without them).  c is not owned and must outlive the
  * rlb_balancer_plan_step call; its shape must be the loads'.
  */

@@ -1,5 +1,5 @@
 /*
- * cooc.c - sampled expert co-occurrence counts per layer (cooc.h).
+ * cooc.c - sampled tokens per layer for the colocate lever (cooc.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -7,25 +7,16 @@
 #include "cooc.h"
 
 int rlb_cooc_init(struct rlb_cooc *c, uint32_t layers, uint32_t experts,
-		  struct rlb_err *err)
+		  uint32_t topk, struct rlb_err *err)
 {
-	size_t n;
-
 	memset(c, 0, sizeof(*c));
-	if (!layers || !experts)
-		return 0;
-	if ((size_t)experts > SIZE_MAX / experts ||
-	    (size_t)experts * experts > SIZE_MAX / sizeof(uint64_t) / layers)
-		return rlb_err_set(err, RLB_ERANGE,
-				   "co-occurrence: %u layers of %u x %u counts are too large",
-				   layers, experts, experts);
-	n = (size_t)layers * experts * experts;
-	c->pairs = calloc(n, sizeof(*c->pairs));
-	if (!c->pairs)
-		return rlb_err_set(err, RLB_ENOMEM,
-				   "co-occurrence: out of memory for %zu counts", n);
+	if (topk < 1 || topk > UINT16_MAX)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "co-occurrence: %u experts per token out of range 1..65535",
+				   topk);
 	c->layers = layers;
 	c->experts = experts;
+	c->topk = topk;
 	return 0;
 }
 
@@ -33,68 +24,109 @@ void rlb_cooc_release(struct rlb_cooc *c)
 {
 	if (!c)
 		return;
-	free(c->pairs);
+	free(c->ids);
 	memset(c, 0, sizeof(*c));
 }
 
-void rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
-		      uint32_t topk)
+int rlb_cooc_reserve(struct rlb_cooc *c, uint32_t tokens, struct rlb_err *err)
 {
-	uint32_t E = c->experts, layer, t, i, j;
+	size_t per = (size_t)c->layers * c->topk;
+	uint16_t *ids;
 
-	if (!c->pairs || !seq->ids)
-		return;
-	for (layer = 0; layer < c->layers; layer++) {
-		uint64_t *p = c->pairs + (size_t)layer * E * E;
+	c->tokens = 0;
+	if (tokens <= c->cap)
+		return 0;
+	if (per && tokens > SIZE_MAX / sizeof(*ids) / per)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "co-occurrence: %u sampled tokens of %u layers are too many",
+				   tokens, c->layers);
+	ids = realloc(c->ids, (per ? per : 1) * tokens * sizeof(*ids));
+	if (!ids)
+		return rlb_err_set(err, RLB_ENOMEM,
+				   "co-occurrence: out of memory for %u sampled tokens",
+				   tokens);
+	c->ids = ids;
+	c->cap = tokens;
+	return 0;
+}
 
-		for (t = 0; t < seq->tokens; t += RLB_COOC_STRIDE) {
-			const uint16_t *id = seq->ids +
-				((size_t)layer * seq->tokens + t) * topk;
+int rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
+		     struct rlb_err *err)
+{
+	uint32_t n = rlb_cooc_sampled(seq->tokens), layer, i;
 
-			for (i = 0; i < topk; i++) {
-				if (id[i] >= E)
-					continue;
-				for (j = i + 1; j < topk; j++) {
-					if (id[j] >= E || id[j] == id[i])
-						continue;
-					p[(size_t)id[i] * E + id[j]]++;
-					p[(size_t)id[j] * E + id[i]]++;
-				}
-			}
-		}
+	if (n > c->cap - c->tokens)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "co-occurrence: no room for %u more sampled tokens (%u of %u held)",
+				   n, c->tokens, c->cap);
+	for (layer = 0; seq->ids && layer < c->layers; layer++) {
+		uint16_t *out = c->ids + ((size_t)layer * c->cap + c->tokens) * c->topk;
+
+		for (i = 0; i < n; i++)
+			memcpy(out + (size_t)i * c->topk,
+			       seq->ids + ((size_t)layer * seq->tokens +
+					   (size_t)i * RLB_COOC_STRIDE) * c->topk,
+			       c->topk * sizeof(uint16_t));
 	}
+	c->tokens += n;
+	return 0;
 }
 
 /* rlb_step_stream's part: the whole sequence, by one thread. */
 struct cooc_job {
 	struct rlb_cooc *c;
-	uint32_t topk;
+	struct rlb_err err;
+	int failed;
 };
 
-static void count_seq(void *ctx, const struct rlb_seq *seq, uint32_t seq_index,
-		      size_t part, unsigned worker)
+static void add_seq(void *ctx, const struct rlb_seq *seq, uint32_t seq_index,
+		    size_t part, unsigned worker)
 {
-	const struct cooc_job *j = ctx;
+	struct cooc_job *j = ctx;
 
 	(void)seq_index;
 	(void)part;
 	(void)worker;
-	rlb_cooc_add_seq(j->c, seq, j->topk);
+	if (!j->failed && rlb_cooc_add_seq(j->c, seq, &j->err) < 0)
+		j->failed = 1;
 }
 
 int rlb_step_cooc(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 		  struct rlb_cooc *c, struct rlb_pool *pool, struct rlb_err *err)
 {
 	const struct rlb_trace_header *h = rlb_trace_reader_header(r);
-	struct cooc_job j = { c, 0 };
+	struct cooc_job j;
+	uint64_t sampled = 0;
+	size_t i = 0;
+	int ret;
 
-	if (!h || h->moe_layers != c->layers || h->experts != c->experts)
+	if (!h || h->moe_layers != c->layers || h->experts != c->experts ||
+	    h->topk != c->topk)
 		return rlb_err_set(err, RLB_EMISMATCH,
-				   "co-occurrence: counts of %u layers and %u experts do not fit the trace",
-				   c->layers, c->experts);
-	if (c->pairs)
-		memset(c->pairs, 0, (size_t)c->layers * c->experts * c->experts *
-		       sizeof(*c->pairs));
-	j.topk = h->topk;
-	return rlb_step_stream(r, s, pool, 1, count_seq, &j, err);
+				   "co-occurrence: a table of %u layers, %u experts and top-%u does not fit the trace",
+				   c->layers, c->experts, c->topk);
+	/* the step's sequences are the schedule's chunks, (seq, start) sorted */
+	while (i < s->nchunks) {
+		uint32_t seq = s->chunks[i].seq, len = 0;
+
+		for (; i < s->nchunks && s->chunks[i].seq == seq; i++)
+			len += s->chunks[i].tokens;
+		sampled += rlb_cooc_sampled(len);
+	}
+	if (sampled > UINT32_MAX)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "co-occurrence: %llu sampled tokens are too many",
+				   (unsigned long long)sampled);
+	ret = rlb_cooc_reserve(c, (uint32_t)sampled, err);
+	if (ret < 0)
+		return ret;
+	memset(&j, 0, sizeof(j));
+	j.c = c;
+	ret = rlb_step_stream(r, s, pool, 1, add_seq, &j, err);
+	if (ret == 0 && j.failed) {
+		if (err)
+			*err = j.err;
+		ret = j.err.code;
+	}
+	return ret;
 }

@@ -1,8 +1,8 @@
 /*
- * cooc.h - expert co-occurrence for relibra's colocate lever: per MoE
- * layer, how many tokens were routed to both of two experts, counted on
- * every RLB_COOC_STRIDE-th token of each sequence (a sample keeps the pass
- * as cheap as counting loads).
+ * cooc.h - sampled tokens for relibra's colocate lever: every
+ * RLB_COOC_STRIDE-th token of each sequence of a step, with its expert ids
+ * at every MoE layer, so the reordering can count the nodes each token
+ * reaches (a sample keeps the pass as cheap as counting loads).
  */
 #ifndef RLB_COOC_H
 #define RLB_COOC_H
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "reorder.h"
 #include "schedule.h"
 #include "trace.h"
 
@@ -18,43 +19,61 @@
 extern "C" {
 #endif
 
-#define RLB_COOC_STRIDE 8	/* tokens 0, 8, 16, ... of each sequence */
+#define RLB_COOC_STRIDE 64	/* tokens 0, 64, 128, ... of each sequence */
 
 struct rlb_cooc {
 	uint32_t layers;
 	uint32_t experts;
-	uint64_t *pairs;	/* [layers][experts][experts], symmetric, zero diagonal */
+	uint32_t topk;
+	uint32_t tokens;	/* sampled tokens held */
+	uint32_t cap;		/* sampled tokens the table has room for */
+	uint16_t *ids;		/* [layers][cap][topk] */
 };
 
 /*
- * Zeroed counts (c is initialised here; release it also after a
- * failure).  Errors: RLB_ERANGE (table beyond the address space),
- * RLB_ENOMEM.
+ * An empty table of the given shape (c is initialised here; release it
+ * also after a failure).  Errors: RLB_EINVAL (topk 0 or over 65535).
  */
 int rlb_cooc_init(struct rlb_cooc *c, uint32_t layers, uint32_t experts,
-		  struct rlb_err *err);
+		  uint32_t topk, struct rlb_err *err);
 void rlb_cooc_release(struct rlb_cooc *c);
 
-/* The [experts][experts] counts of one layer. */
-static inline const uint64_t *rlb_cooc_layer(const struct rlb_cooc *c,
-					     uint32_t layer)
+/*
+ * Empty c and make room for `tokens` sampled tokens.  Errors: RLB_ERANGE
+ * (table beyond the address space), RLB_ENOMEM.
+ */
+int rlb_cooc_reserve(struct rlb_cooc *c, uint32_t tokens, struct rlb_err *err);
+
+/* The sampled tokens of one layer, as rlb_reorder_run takes them. */
+static inline struct rlb_reorder_tokens rlb_cooc_layer(const struct rlb_cooc *c,
+						       uint32_t layer)
 {
-	return c->pairs + (size_t)layer * c->experts * c->experts;
+	struct rlb_reorder_tokens t = {
+		c->tokens, c->topk,
+		c->ids + (size_t)layer * c->cap * c->topk,
+	};
+
+	return t;
+}
+
+/* Tokens 0, RLB_COOC_STRIDE, ... of a sequence of n tokens. */
+static inline uint32_t rlb_cooc_sampled(uint32_t n)
+{
+	return n / RLB_COOC_STRIDE + (n % RLB_COOC_STRIDE != 0);
 }
 
 /*
- * Add the sampled tokens of one sequence: for each pair of distinct ids
- * among a token's topk at a layer, both orders count one.  Ids >= experts
- * are skipped.
+ * Add the sampled tokens of one sequence (ids as the trace holds them,
+ * [layers][tokens][topk]).  Errors: RLB_ERANGE (no room left).
  */
-void rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
-		      uint32_t topk);
+int rlb_cooc_add_seq(struct rlb_cooc *c, const struct rlb_seq *seq,
+		     struct rlb_err *err);
 
 /*
- * Clear c and count the step of schedule S into it, streaming its
- * sequences (rlb_step_stream, so the next is read while one is counted
- * when a pool is given).  Errors: those of rlb_step_stream, RLB_EMISMATCH
- * (c's shape differs from the trace's).
+ * Empty c and add the step of schedule S, streaming its sequences
+ * (rlb_step_stream, so the next is read while one is added when a pool
+ * is given).  Errors: those of rlb_step_stream, RLB_EMISMATCH (c's shape
+ * differs from the trace's), those of rlb_cooc_reserve.
  */
 int rlb_step_cooc(struct rlb_trace_reader *r, const struct rlb_schedule *s,
 		  struct rlb_cooc *c, struct rlb_pool *pool, struct rlb_err *err);

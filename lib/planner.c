@@ -296,7 +296,8 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 	if (ret == 0 && want_cooc) {
 		const struct rlb_trace_header *h = rlb_trace_reader_header(r);
 
-		ret = rlb_cooc_init(&cooc, h->moe_layers, h->experts, err);
+		ret = rlb_cooc_init(&cooc, h->moe_layers, h->experts, h->topk,
+				    err);
 	}
 	for (i = 0; ret == 0 && i < nsteps; i++) {
 		if (steps[i] < o->first_step || steps[i] > o->last_step)

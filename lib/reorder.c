@@ -5,6 +5,7 @@
  * most loaded bin.  See reorder.h for the rule.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,32 +28,247 @@ struct level {
 	double mig;
 	const uint32_t *prev;
 	const uint32_t *stat;
-	const uint64_t *cooc;	/* or NULL: [E][E] tokens routed to both experts */
-	double coloc;		/* objective rows saved per co-located token pair */
+	int tok;		/* colocate: count r's sampled tokens (node level) */
+	double coloc;		/* objective rows per node a sampled token reaches */
 	uint32_t rounds;	/* perturbation rounds after the swaps */
 };
 
-/* Co-occurrence of items i and j of the level. */
-static double pair(const struct rlb_reorder *r, const struct level *lv,
-		   uint32_t i, uint32_t j)
+/*
+ * colocate (node level, where item e is expert e): each sampled token
+ * costs lv->coloc for every node that holds one of its experts.  The
+ * tokens are kept as their distinct experts (tids, tlen).  The swap search
+ * keeps, per token, its experts per node (tcnt) and, per expert e and node
+ * n, tfree[e][n], the tokens of e with no expert on n, and talone[e], the
+ * tokens of e that reach e's node through e alone; moving e alone from p
+ * to q then changes the copies by tfree[e][q] - talone[e].
+ */
+static void tok_compact(struct rlb_reorder *r,
+			const struct rlb_reorder_tokens *tok)
 {
-	return (double)lv->cooc[(size_t)lv->items[i] * r->p.num_experts +
-				lv->items[j]];
+	uint32_t E = r->p.num_experts, K = tok->topk, t, k, x, n;
+
+	for (t = 0; t < tok->n; t++) {
+		const uint16_t *id = tok->ids + (size_t)t * K;
+		uint16_t *out = r->tids + (size_t)t * K;
+
+		for (n = 0, k = 0; k < K; k++) {
+			if (id[k] >= E)
+				continue;
+			for (x = 0; x < n && out[x] != id[k]; x++)
+				;
+			if (x == n)
+				out[n++] = id[k];
+		}
+		r->tlen[t] = (uint16_t)n;
+	}
+	r->ntok = tok->n;
+	r->ktok = K;
 }
 
-/* The pairs of a's bins: sum over i < j in one bin of pair(i, j). */
-static double colocated(const struct rlb_reorder *r, const struct level *lv,
-			const uint32_t *a)
+static const uint16_t *tok_ids(const struct rlb_reorder *r, uint32_t t)
 {
-	double s = 0;
-	uint32_t i, j;
-
-	for (i = 0; lv->cooc && i < lv->n; i++)
-		for (j = i + 1; j < lv->n; j++)
-			if (a[i] == a[j])
-				s += pair(r, lv, i, j);
-	return s;
+	return r->tids + (size_t)t * r->ktok;
 }
+
+/* The nodes all sampled tokens reach under a. */
+static double tok_copies(struct rlb_reorder *r, const uint32_t *a)
+{
+	uint64_t c = 0;
+	uint32_t t, k;
+
+	memset(r->tstamp, 0, (size_t)(r->p.num_gpus / r->p.gpus_per_node) *
+	       sizeof(uint32_t));
+	for (t = 0; t < r->ntok; t++) {
+		const uint16_t *id = tok_ids(r, t);
+
+		for (k = 0; k < r->tlen[t]; k++)
+			if (r->tstamp[a[id[k]]] != t + 1) {
+				r->tstamp[a[id[k]]] = t + 1;
+				c++;
+			}
+	}
+	return (double)c;
+}
+
+/*
+ * Add (s 1) or take away (s -1) token t's part of talone and of tfree at
+ * nodes p and q (the only ones a swap between them changes).
+ */
+static void tok_part(struct rlb_reorder *r, uint32_t B, uint32_t t,
+		     const uint32_t *a, uint32_t p, uint32_t q, int32_t s)
+{
+	const uint16_t *id = tok_ids(r, t), *c = r->tcnt + (size_t)t * B;
+	uint32_t k;
+
+	for (k = 0; k < r->tlen[t]; k++) {
+		uint32_t e = id[k];
+
+		r->tfree[(size_t)e * B + p] += s * (c[p] == 0);
+		r->tfree[(size_t)e * B + q] += s * (c[q] == 0);
+		r->talone[e] += s * (c[a[e]] == 1);
+	}
+}
+
+/* The swap search's colocate state for a. */
+static void tok_build(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
+{
+	uint32_t E = r->p.num_experts, t, k, e, n;
+	uint32_t *fill = r->fill;
+
+	memset(r->tstart, 0, (size_t)(E + 1) * sizeof(uint32_t));
+	for (t = 0; t < r->ntok; t++)
+		for (k = 0; k < r->tlen[t]; k++)
+			r->tstart[tok_ids(r, t)[k] + 1]++;
+	for (e = 0; e < E; e++)
+		r->tstart[e + 1] += r->tstart[e];
+	memcpy(fill, r->tstart, (size_t)E * sizeof(uint32_t));
+	memset(r->talone, 0, (size_t)E * sizeof(int32_t));
+	for (e = 0; e < E; e++)		/* every token of e lacks every node ... */
+		for (n = 0; n < B; n++)
+			r->tfree[(size_t)e * B + n] =
+				(int32_t)(r->tstart[e + 1] - r->tstart[e]);
+	for (t = 0; t < r->ntok; t++) {
+		const uint16_t *id = tok_ids(r, t);
+		uint16_t *c = r->tcnt + (size_t)t * B;
+
+		memset(c, 0, B * sizeof(*c));
+		for (k = 0; k < r->tlen[t]; k++)
+			c[a[id[k]]]++;
+		for (k = 0; k < r->tlen[t]; k++) {
+			e = id[k];
+			r->tlist[fill[e]++] = t;
+			r->talone[e] += c[a[e]] == 1;
+			for (n = 0; n < B; n++)	/* ... but the nodes t reaches */
+				r->tfree[(size_t)e * B + n] -= c[n] != 0;
+		}
+	}
+}
+
+/*
+ * Mark the tokens of j with g and return g; those of i that j shares are
+ * then marked g + 1 by the callers.
+ */
+static uint32_t tok_mark(struct rlb_reorder *r, uint32_t j)
+{
+	uint32_t x;
+
+	if (r->tgen > UINT32_MAX - 4) {
+		memset(r->tmark, 0, (size_t)r->ntok * sizeof(uint32_t));
+		r->tgen = 0;
+	}
+	r->tgen += 2;
+	for (x = r->tstart[j]; x < r->tstart[j + 1]; x++)
+		r->tmark[r->tlist[x]] = r->tgen;
+	return r->tgen;
+}
+
+/* The exact change of the copies when i (node p) and j (node q) swap. */
+static int64_t tok_delta(struct rlb_reorder *r, uint32_t B, uint32_t i,
+			 uint32_t j, uint32_t p, uint32_t q)
+{
+	uint32_t g = tok_mark(r, j), x;
+	int64_t d = 0;
+
+	for (x = r->tstart[i]; x < r->tstart[i + 1]; x++) {
+		uint32_t t = r->tlist[x];
+		const uint16_t *c = r->tcnt + (size_t)t * B;
+
+		if (r->tmark[t] == g)
+			r->tmark[t] = g + 1;	/* both move: its nodes stay */
+		else
+			d += (c[q] == 0) - (c[p] == 1);
+	}
+	for (x = r->tstart[j]; x < r->tstart[j + 1]; x++) {
+		uint32_t t = r->tlist[x];
+		const uint16_t *c = r->tcnt + (size_t)t * B;
+
+		if (r->tmark[t] != g + 1)
+			d += (c[p] == 0) - (c[q] == 1);
+	}
+	return d;
+}
+
+/* Bring the colocate state to a, in which i (from p) and j (from q) swapped. */
+static void tok_swap(struct rlb_reorder *r, uint32_t B, uint32_t *a,
+		     uint32_t i, uint32_t j, uint32_t p, uint32_t q)
+{
+	uint32_t g = tok_mark(r, j), x, side;
+
+	for (side = 0; side < 2; side++) {
+		uint32_t e = side ? j : i;
+
+		for (x = r->tstart[e]; x < r->tstart[e + 1]; x++) {
+			uint32_t t = r->tlist[x];
+			uint16_t *c = r->tcnt + (size_t)t * B;
+			int both = r->tmark[t] == g + 1;
+
+			if (side && both)
+				continue;	/* done with i's */
+			if (!side && r->tmark[t] == g) {
+				r->tmark[t] = g + 1;
+				both = 1;
+			}
+			a[i] = p;
+			a[j] = q;
+			tok_part(r, B, t, a, p, q, -1);
+			a[i] = q;
+			a[j] = p;
+			if (!both) {	/* e leaves its node for the other */
+				c[side ? q : p]--;
+				c[side ? p : q]++;
+			}
+			tok_part(r, B, t, a, p, q, 1);
+		}
+	}
+}
+
+#ifdef RLB_SELF_CHECK
+/*
+ * The sanitizer and fuzz builds check the colocate state the swaps keep against one
+ * built from scratch, and the exact change of a swap against a count.
+ */
+static void tok_check_state(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
+{
+	uint32_t E = r->p.num_experts;
+	size_t nf = (size_t)E * B, nc = (size_t)r->ntok * B;
+	int32_t *f = malloc(nf * sizeof(*f)), *al = malloc(E * sizeof(*al));
+	uint16_t *c = malloc((nc ? nc : 1) * sizeof(*c));
+
+	if (!f || !al || !c)
+		abort();
+	memcpy(f, r->tfree, nf * sizeof(*f));
+	memcpy(al, r->talone, E * sizeof(*al));
+	memcpy(c, r->tcnt, nc * sizeof(*c));
+	tok_build(r, B, a);
+	if (memcmp(f, r->tfree, nf * sizeof(*f)) ||
+	    memcmp(al, r->talone, E * sizeof(*al)) ||
+	    memcmp(c, r->tcnt, nc * sizeof(*c))) {
+		fprintf(stderr, "reorder: colocate state differs from a rebuild\n");
+		abort();
+	}
+	free(f);
+	free(al);
+	free(c);
+}
+
+static void tok_check_delta(struct rlb_reorder *r, uint32_t *a, uint32_t i,
+			    uint32_t j, int64_t d)
+{
+	double before = tok_copies(r, a), after;
+	uint32_t p = a[i];
+
+	a[i] = a[j];
+	a[j] = p;
+	after = tok_copies(r, a);
+	a[j] = a[i];
+	a[i] = p;
+	if (after - before != (double)d) {
+		fprintf(stderr, "reorder: swap changes copies by %g, not %lld\n",
+			after - before, (long long)d);
+		abort();
+	}
+}
+#endif
 
 static const int64_t *item_loads(const struct rlb_reorder *r,
 				 const struct level *lv, uint32_t i)
@@ -65,6 +281,18 @@ static double moved_cost(const struct level *lv, uint32_t i, uint32_t b)
 	if (!lv->prev || lv->mig == 0)
 		return 0;
 	return lv->prev[i] != b ? lv->mig : 0;
+}
+
+/* The change in migration cost when items i and j of a swap bins. */
+static double swap_moves(const struct level *lv, const uint32_t *a,
+			 uint32_t i, uint32_t j)
+{
+	uint32_t p = a[i], q = a[j];
+
+	if (!lv->prev || lv->mig == 0)
+		return 0;
+	return moved_cost(lv, i, q) + moved_cost(lv, j, p) -
+	       moved_cost(lv, i, p) - moved_cost(lv, j, q);
 }
 
 /* Bin loads r->bl[M][nbins] of assignment a. */
@@ -141,7 +369,7 @@ static double score(struct rlb_reorder *r, const struct level *lv,
 	}
 	for (i = 0; i < lv->n; i++)
 		mig += moved_cost(lv, i, a[i]);
-	return (double)s + mig - lv->coloc * colocated(r, lv, a);
+	return (double)s + mig + (lv->tok ? lv->coloc * tok_copies(r, a) : 0);
 }
 
 /* Stable merge sort of idx[0..n) by key descending (index order on ties). */
@@ -333,14 +561,8 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 	}
 	bin_loads(r, lv, a);
 	top_all(r, lv);
-	if (lv->cooc) {
-		/* S[i][b]: co-occurrence of item i with the items of bin b */
-		memset(r->share, 0, (size_t)lv->n * B * sizeof(double));
-		for (i = 0; i < lv->n; i++)
-			for (j = 0; j < lv->n; j++)
-				if (j != i)
-					r->share[(size_t)i * B + a[j]] += pair(r, lv, i, j);
-	}
+	if (lv->tok)
+		tok_build(r, B, a);
 	for (;;) {
 		int improved = 0;
 
@@ -380,22 +602,28 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 				q = a[j];
 				if (q == p)
 					continue;
-				d = (double)(r->dm[j] - base);
-				if (lv->prev && lv->mig != 0)
-					d += moved_cost(lv, i, q) + moved_cost(lv, j, p) -
-					     moved_cost(lv, i, p) - moved_cost(lv, j, q);
-				if (lv->cooc) {
-					const double *si = r->share + (size_t)i * B;
-					const double *sj = r->share + (size_t)j * B;
-					double cij = pair(r, lv, i, j);
-
-					d -= lv->coloc * (si[q] - cij + sj[p] - cij -
-							  si[p] - sj[q]);
-				}
+				d = (double)(r->dm[j] - base) + swap_moves(lv, a, i, j);
+				if (lv->tok)	/* as if no token held both */
+					d += lv->coloc * (double)
+						(r->tfree[(size_t)i * B + q] - r->talone[i] +
+						 r->tfree[(size_t)j * B + p] - r->talone[j]);
 				if (d < bestd) {
 					bestd = d;
 					bestj = j;
 				}
+			}
+			if (bestj != NONE && lv->tok) {
+				/* the best by that estimate, kept if it truly gains */
+				int64_t dc = tok_delta(r, B, i, bestj, p, a[bestj]);
+				double d = (double)(r->dm[bestj] - base) +
+					   swap_moves(lv, a, i, bestj) +
+					   lv->coloc * (double)dc;
+
+#ifdef RLB_SELF_CHECK
+				tok_check_delta(r, a, i, bestj, dc);
+#endif
+				if (!(d < 0))
+					bestj = NONE;
 			}
 			if (bestj != NONE) {
 				const int64_t *Lj = item_loads(r, lv, bestj);
@@ -410,12 +638,12 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 				}
 				a[i] = q;
 				a[bestj] = p;
-				for (j = 0; lv->cooc && j < lv->n; j++) {
-					double d = pair(r, lv, j, i) - pair(r, lv, j, bestj);
-
-					r->share[(size_t)j * B + q] += d;
-					r->share[(size_t)j * B + p] -= d;
-				}
+				if (lv->tok)
+					tok_swap(r, B, a, i, bestj, p, q);
+#ifdef RLB_SELF_CHECK
+				if (lv->tok)
+					tok_check_state(r, B, a);
+#endif
 				swaps++;
 				improved = 1;
 			}
@@ -547,7 +775,15 @@ void rlb_reorder_release(struct rlb_reorder *r)
 	free(r->node);
 	free(r->prev_node);
 	free(r->members);
-	free(r->share);
+	free(r->tids);
+	free(r->tlen);
+	free(r->tcnt);
+	free(r->tfree);
+	free(r->talone);
+	free(r->tstart);
+	free(r->tlist);
+	free(r->tmark);
+	free(r->tstamp);
 	free(r->sx);
 	free(r->sq);
 	free(r->sp);
@@ -594,9 +830,12 @@ int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
 	r->node = calloc(E, sizeof(uint32_t));
 	r->prev_node = calloc(E, sizeof(uint32_t));
 	r->members = calloc(E, sizeof(uint32_t));
-	r->share = calloc((size_t)E * (G / g), sizeof(double));
+	r->tfree = calloc((size_t)E * (G / g), sizeof(int32_t));
+	r->talone = calloc(E, sizeof(int32_t));
+	r->tstart = calloc((size_t)E + 1, sizeof(uint32_t));
+	r->tstamp = calloc(G / g, sizeof(uint32_t));
 	r->dm = calloc(E, sizeof(int64_t));
-	if (!r->share || !r->dm || !r->res.home || !r->items || !r->order ||
+	if (!r->tfree || !r->talone || !r->tstart || !r->tstamp || !r->dm || !r->res.home || !r->items || !r->order ||
 	    !r->bin || !r->best || !r->prev_bin || !r->static_bin || !r->fill ||
 	    !r->node || !r->prev_node || !r->members) {
 		rlb_reorder_release(r);
@@ -645,8 +884,48 @@ static int reserve(struct rlb_reorder *r, uint32_t M, struct rlb_err *err)
 	return 0;
 }
 
+/* Grow *buf to n elements of size sz when it holds fewer (*cap). */
+static int grow(void *buf, size_t *cap, size_t n, size_t sz)
+{
+	void *p;
+
+	if (n <= *cap)
+		return 0;
+	p = realloc(*(void **)buf, n * sz);
+	if (!p)
+		return -1;
+	*(void **)buf = p;
+	*cap = n;
+	return 0;
+}
+
+/* Size the colocate buffers for tok's tokens over N nodes. */
+static int reserve_tokens(struct rlb_reorder *r,
+			  const struct rlb_reorder_tokens *tok, uint32_t N,
+			  struct rlb_err *err)
+{
+	size_t T = tok->n, K = tok->topk;
+
+	if (K > UINT16_MAX)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "reorder: %zu experts per token are too many", K);
+	if (T * K > UINT32_MAX || T > SIZE_MAX / sizeof(uint32_t) / (N + K))
+		return rlb_err_set(err, RLB_ERANGE,
+				   "reorder: %zu sampled tokens of %zu experts are too many",
+				   T, K);
+	if (grow(&r->tids, &r->tcap_ids, T * K, sizeof(*r->tids)) ||
+	    grow(&r->tlist, &r->tcap_list, T * K, sizeof(*r->tlist)) ||
+	    grow(&r->tcnt, &r->tcap_cnt, T * N, sizeof(*r->tcnt)) ||
+	    grow(&r->tlen, &r->tcap_len, T, sizeof(*r->tlen)) ||
+	    grow(&r->tmark, &r->tcap_mark, T, sizeof(*r->tmark)))
+		return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");
+	memset(r->tmark, 0, T * sizeof(*r->tmark));
+	r->tgen = 0;
+	return 0;
+}
+
 int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
-		    const uint32_t *prev_home, const uint64_t *cooc,
+		    const uint32_t *prev_home, const struct rlb_reorder_tokens *tok,
 		    struct rlb_err *err)
 {
 	uint32_t E = r->p.num_experts, G = r->p.num_gpus, g = r->p.gpus_per_node;
@@ -672,8 +951,14 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 		}
 	}
 	rc = reserve(r, M, err);
+	if (rc == 0 && tok && tok->n && tok->topk)
+		rc = reserve_tokens(r, tok, N, err);
 	if (rc < 0)
 		return rc;
+	if (tok && (!tok->n || !tok->topk || !(r->p.colocate_rows > 0)))
+		tok = NULL;	/* nothing to count */
+	if (tok)
+		tok_compact(r, tok);
 	for (m = 0; m < M; m++)
 		for (e = 0; e < E; e++)
 			r->lt[(size_t)e * M + m] = (int64_t)load[(size_t)m * E + e];
@@ -692,8 +977,8 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 	lv.mig = r->migration_rows;
 	lv.prev = r->prev_node;
 	lv.stat = r->static_bin;
-	lv.cooc = cooc;
-	lv.coloc = cooc ? r->p.colocate_rows : 0;
+	lv.tok = tok != NULL;
+	lv.coloc = tok ? r->p.colocate_rows : 0;
 	lv.rounds = r->p.rounds;
 	r->res.objective_rows = solve_level(r, &lv, r->node, r->res.start_rows,
 					    &r->res.start, &r->res.passes,
@@ -738,7 +1023,7 @@ int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
 		lv.mig = prev_home ? r->migration_gpu_rows : 0;
 		lv.prev = prev_home ? r->prev_bin : NULL;
 		lv.stat = r->static_bin;
-		lv.cooc = NULL;	/* inside a node no copy crosses the network */
+		lv.tok = 0;	/* inside a node no copy crosses the network */
 		lv.coloc = 0;
 		lv.rounds = 0;
 		solve_level(r, &lv, a, NULL, NULL, &passes, &r->res.swaps);

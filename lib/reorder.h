@@ -36,12 +36,22 @@ struct rlb_reorder_params {
 	uint32_t max_passes;	/* bound on improvement passes per level (0: default) */
 	double migration_in_node_s; /* weighted seconds to move one expert between GPUs of a node, >= 0 */
 	/*
-	 * colocate: node-level objective rows saved per pair of co-occurring
-	 * routings on one node (one inter-node copy fewer), >= 0; used when
-	 * rlb_reorder_run is given co-occurrence counts.
+	 * colocate: node-level objective rows per node that a sampled token
+	 * reaches (one all-to-all copy), >= 0; used when rlb_reorder_run is
+	 * given sampled tokens.
 	 */
 	double colocate_rows;
 	uint32_t rounds;	/* node-level perturbation rounds (0: none) */
+};
+
+/*
+ * The colocate lever's input for one layer: sampled tokens, each with its
+ * topk expert ids (ids >= E are skipped, a repeated id counts once).
+ */
+struct rlb_reorder_tokens {
+	uint32_t n;		/* tokens */
+	uint32_t topk;		/* ids per token, 1..65535 */
+	const uint16_t *ids;	/* [n][topk] */
 };
 
 /* Which start the node-level search began from. */
@@ -94,7 +104,19 @@ struct rlb_reorder {
 	uint32_t *node;			/* [E] chosen node of each expert */
 	uint32_t *prev_node;		/* [E] */
 	uint32_t *members;		/* [E] experts by node */
-	double *share;			/* [E][nodes] co-occurrence with each node (colocate) */
+	/* colocate (see reorder.c) */
+	uint32_t ntok, ktok;		/* sampled tokens, ids per token */
+	uint16_t *tids;			/* [tokens][ktok] each token's distinct experts */
+	uint16_t *tlen;			/* [tokens] how many */
+	uint16_t *tcnt;			/* [tokens][nodes] a token's experts per node */
+	int32_t *tfree;			/* [E][nodes] tokens of e with none on the node */
+	int32_t *talone;		/* [E] tokens of e alone on e's node */
+	uint32_t *tstart;		/* [E + 1] each expert's tokens in tlist */
+	uint32_t *tlist;		/* token indices by expert */
+	uint32_t *tmark;		/* [tokens] marks of the swap search */
+	uint32_t tgen;			/* the last mark */
+	uint32_t *tstamp;		/* [nodes] node marks while counting */
+	size_t tcap_ids, tcap_len, tcap_cnt, tcap_list, tcap_mark;
 	int64_t *sx;			/* [bins][M] swap search: largest load besides two bins */
 	int64_t *sq;			/* [bins][M] swap search: a bin's load plus the item's */
 	int64_t *sp;			/* [M] swap search: the item's bin without it */
@@ -120,11 +142,14 @@ void rlb_reorder_release(struct rlb_reorder *r);
  * load[M][E] is the token rows of each expert in each micro-batch (all
  * sources together); prev_home[E] the previous step's home GPUs, NULL for
  * the static layout (expert e on GPU e / (E / G)); it must hold E/G
- * experts per GPU.  cooc[E][E] (or NULL) counts the tokens routed to both
- * experts (symmetric, zero diagonal): with it the node-level objective
- * also subtracts colocate_rows for every such token pair whose experts
- * share a node (the `colocate` lever: a token pair on one node is, to a
- * first approximation, one inter-node copy fewer).
+ * experts per GPU.  tok (or NULL) holds sampled tokens of the layer:
+ * with it the node-level objective also adds colocate_rows for every
+ * node that a sampled token reaches (the `colocate` lever: a token
+ * crosses the network once per node that holds one of its experts, so
+ * experts that the same tokens use gain by sharing a node).  The swap
+ * search then ranks candidates as if no token held both experts of a
+ * swap, and applies the best only when its exact change, tokens held by
+ * both included, is a gain.
  *
  * 1. Nodes (N = G / g, E / N experts each).  Objective: sum over
  *    micro-batches of the largest node load, plus migration_rows for every
@@ -166,13 +191,15 @@ void rlb_reorder_release(struct rlb_reorder *r);
  *
  * Cost: O(passes * E * E * M) for the node level (E * (E - E/N) pairs per
  * pass, each O(M), four micro-batches at a time where the CPU has AVX2),
- * times 1 + rounds; much less for the GPU level; allocates only when M
- * grows.
+ * times 1 + rounds; much less for the GPU level; with tokens, O(T * topk
+ * * (topk + N)) per pass and round to set up and, per swap applied, the
+ * same for the tokens of its two experts.  Allocates only when M or the
+ * tokens grow.
  * Errors: RLB_EINVAL (prev_home out of range or not E/G per GPU),
- * RLB_ENOMEM.
+ * RLB_ERANGE (too many tokens), RLB_ENOMEM.
  */
 int rlb_reorder_run(struct rlb_reorder *r, const uint64_t *load, uint32_t M,
-		    const uint32_t *prev_home, const uint64_t *cooc,
+		    const uint32_t *prev_home, const struct rlb_reorder_tokens *tok,
 		    struct rlb_err *err);
 
 /*

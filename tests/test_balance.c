@@ -908,57 +908,159 @@ END_TEST
 
 /*
  * colocate: 4 equal experts on 2 nodes of 1 GPU, all splits balanced;
- * experts 0 and 3 share tokens, so they end on one node, and the
- * objective subtracts colocate_rows per pair.  Without counts the static
- * layout stays.
+ * six sampled tokens use experts 0 and 3, one uses 1 and 2, so 0 and 3
+ * end on one node, and the objective adds colocate_rows per node a token
+ * reaches.  Without tokens the static layout stays.
  */
 START_TEST(test_reorder_colocate)
 {
 	static const uint64_t load[4] = { 5, 5, 5, 5 };
-	uint64_t cooc[16] = {0};
+	static const uint16_t ids[7][2] = {
+		{ 0, 3 }, { 3, 0 }, { 0, 3 }, { 0, 3 }, { 3, 0 }, { 0, 3 }, { 1, 2 },
+	};
+	const struct rlb_reorder_tokens tok = { 7, 2, &ids[0][0] };
 	struct rlb_reorder_params p = { .num_gpus = 2, .gpus_per_node = 1,
 					.num_experts = 4, .row_s = 1,
 					.colocate_rows = 0.5 };
 	struct rlb_reorder r;
 
-	cooc[0 * 4 + 3] = cooc[3 * 4 + 0] = 6;
-	cooc[1 * 4 + 2] = cooc[2 * 4 + 1] = 1;
 	ck_assert_int_eq(rlb_reorder_init(&r, &p, NULL), 0);
 	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, NULL, NULL), 0);
 	ck_assert_uint_eq(r.res.home[0], 0);
 	ck_assert_uint_eq(r.res.home[3], 1);
-	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, cooc, NULL), 0);
+	ck_assert_int_eq(rlb_reorder_run(&r, load, 1, NULL, &tok, NULL), 0);
 	ck_assert_uint_eq(r.res.home[0], r.res.home[3]);
 	ck_assert_uint_eq(r.res.home[1], r.res.home[2]);
 	ck_assert_uint_ne(r.res.home[0], r.res.home[1]);
-	/* max node 10, minus 0.5 * (6 + 1) co-located pairs */
-	ck_assert_double_eq(r.res.objective_rows, 10 - 3.5);
+	/* max node 10, plus 0.5 per node reached: 7 tokens, one node each */
+	ck_assert_double_eq(r.res.objective_rows, 10 + 0.5 * 7);
+	/* the static layout: every token reaches both nodes */
+	ck_assert_double_eq(r.res.start_rows[RLB_REORDER_START_STATIC], 10 + 0.5 * 14);
 	rlb_reorder_release(&r);
 }
 END_TEST
 
-/* Sampled co-occurrence counts of a sequence: every 8th token, both orders. */
-START_TEST(test_cooc_counts)
+/* The nodes that tokens ids[n][k] reach under home (ids >= E skipped). */
+static double nodes_reached(const uint16_t *ids, uint32_t n, uint32_t k,
+			    const uint32_t *home, uint32_t E, uint32_t g)
 {
-	uint16_t ids[2 * 9 * 2];
-	struct rlb_seq seq = { .tokens = 9, .ids = ids };
+	double c = 0;
+	uint32_t t, x, y;
+
+	for (t = 0; t < n; t++)
+		for (x = 0; x < k; x++) {
+			const uint16_t *id = ids + (size_t)t * k;
+			int seen = id[x] >= E;
+
+			for (y = 0; !seen && y < x; y++)
+				seen = id[y] < E && home[id[y]] / g == home[id[x]] / g;
+			c += !seen;
+		}
+	return c;
+}
+
+/*
+ * colocate on random shapes, loads and tokens (repeated ids and ids past
+ * the experts included): the objective is the loads' plus colocate_rows
+ * per node reached, counted here from scratch, and no start does better.
+ */
+START_TEST(test_reorder_colocate_random)
+{
+	uint64_t st = 99;
+	uint32_t it, better = 0;
+
+	for (it = 0; it < 40; it++) {
+		uint32_t N = 2 + rnd(&st) % 4, g = 1 + rnd(&st) % 2, G = N * g;
+		uint32_t E = G * (1 + rnd(&st) % 4), M = 1 + rnd(&st) % 4;
+		uint32_t K = 1 + rnd(&st) % 4, T = rnd(&st) % 60, e;
+		struct rlb_reorder_params p = { .num_gpus = G, .gpus_per_node = g,
+			.num_experts = E, .row_s = 1.0,
+			.migration_s = (double)(rnd(&st) % 2) * 10,
+			.colocate_rows = 1 + rnd(&st) % 8,
+			.rounds = it % 2 ? RLB_REORDER_ROUNDS : 0 };
+		uint64_t *load = malloc((size_t)M * E * sizeof(uint64_t));
+		uint16_t *ids = malloc(((size_t)T * K + 1) * sizeof(uint16_t));
+		uint32_t *prev = malloc(E * sizeof(uint32_t));
+		struct rlb_reorder_tokens tok = { T, K, ids };
+		const uint32_t *pv;
+		struct rlb_reorder r0, r;
+		double want;
+
+		ck_assert_ptr_nonnull(load);
+		ck_assert_ptr_nonnull(ids);
+		ck_assert_ptr_nonnull(prev);
+		for (e = 0; e < M * E; e++)
+			load[e] = rnd(&st) % 50;
+		for (e = 0; e < T * K; e++)	/* a few ids past E */
+			ids[e] = (uint16_t)(rnd(&st) % (E + 1));
+		shuffled_static(prev, E, G, &st);
+		pv = it % 3 ? prev : NULL;
+		ck_assert_int_eq(rlb_reorder_init(&r, &p, NULL), 0);
+		p.colocate_rows = 0;
+		ck_assert_int_eq(rlb_reorder_init(&r0, &p, NULL), 0);
+		ck_assert_int_eq(rlb_reorder_run(&r, load, M, pv, &tok, NULL), 0);
+		want = rlb_reorder_objective_rows(&r, load, M, r.res.home, pv) +
+		       r.p.colocate_rows * nodes_reached(ids, T, K, r.res.home, E, g);
+		ck_assert_double_eq_tol(r.res.objective_rows, want, 1e-9);
+		ck_assert_double_le(r.res.objective_rows,
+				    r.res.start_rows[RLB_REORDER_START_PREV] + 1e-9);
+		ck_assert_double_le(r.res.objective_rows,
+				    r.res.start_rows[RLB_REORDER_START_STATIC] + 1e-9);
+		ck_assert_double_le(r.res.objective_rows,
+				    r.res.start_rows[RLB_REORDER_START_LPT] + 1e-9);
+		for (e = 0; e < E; e++)
+			ck_assert_uint_lt(r.res.home[e], G);
+		/* fewer nodes reached than the placement without tokens, or as few */
+		ck_assert_int_eq(rlb_reorder_run(&r0, load, M, pv, NULL, NULL), 0);
+		better += nodes_reached(ids, T, K, r.res.home, E, g) <
+			  nodes_reached(ids, T, K, r0.res.home, E, g);
+		rlb_reorder_release(&r);
+		rlb_reorder_release(&r0);
+		free(load);
+		free(ids);
+		free(prev);
+	}
+	ck_assert_uint_gt(better, 0);
+}
+END_TEST
+
+/*
+ * Sampled tokens of a sequence: tokens 0 and 64 of 65, with every id of
+ * every layer; the table refuses a sequence it has no room for.
+ */
+START_TEST(test_cooc_tokens)
+{
+	uint16_t ids[2 * 65 * 2];
+	struct rlb_seq seq = { .tokens = 65, .ids = ids };
+	struct rlb_reorder_tokens l0, l1;
+	struct rlb_err err;
 	struct rlb_cooc c;
 	uint32_t t;
 
-	for (t = 0; t < 9; t++) {
-		ids[t * 2] = 0;			/* layer 0 */
-		ids[t * 2 + 1] = (uint16_t)(t == 8 ? 2 : 1);
-		ids[18 + t * 2] = 3;		/* layer 1: a repeated id */
-		ids[18 + t * 2 + 1] = 3;
+	for (t = 0; t < 65; t++) {
+		ids[t * 2] = (uint16_t)t;		/* layer 0 */
+		ids[t * 2 + 1] = 1;
+		ids[130 + t * 2] = 3;			/* layer 1 */
+		ids[130 + t * 2 + 1] = (uint16_t)(t + 100);
 	}
-	ck_assert_int_eq(rlb_cooc_init(&c, 2, 4, NULL), 0);
-	rlb_cooc_add_seq(&c, &seq, 2);
-	/* tokens 0 and 8 are sampled */
-	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[0 * 4 + 1], 1);
-	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[1 * 4 + 0], 1);
-	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[0 * 4 + 2], 1);
-	ck_assert_uint_eq(rlb_cooc_layer(&c, 0)[1 * 4 + 2], 0);
-	ck_assert_uint_eq(rlb_cooc_layer(&c, 1)[3 * 4 + 3], 0);
+	ck_assert_int_eq(rlb_cooc_init(&c, 2, 200, 0, NULL), RLB_EINVAL);
+	ck_assert_int_eq(rlb_cooc_init(&c, 2, 200, 2, NULL), 0);
+	ck_assert_int_eq(rlb_cooc_reserve(&c, 3, NULL), 0);
+	ck_assert_uint_eq(rlb_cooc_sampled(65), 2);
+	ck_assert_int_eq(rlb_cooc_add_seq(&c, &seq, NULL), 0);
+	l0 = rlb_cooc_layer(&c, 0);
+	l1 = rlb_cooc_layer(&c, 1);
+	ck_assert_uint_eq(l0.n, 2);
+	ck_assert_uint_eq(l0.topk, 2);
+	ck_assert_uint_eq(l0.ids[0], 0);
+	ck_assert_uint_eq(l0.ids[1], 1);
+	ck_assert_uint_eq(l0.ids[2], 64);
+	ck_assert_uint_eq(l1.ids[0], 3);
+	ck_assert_uint_eq(l1.ids[1], 100);
+	ck_assert_uint_eq(l1.ids[3], 164);
+	ck_assert_int_eq(rlb_cooc_add_seq(&c, &seq, &err), RLB_ERANGE);
+	ck_assert_ptr_nonnull(strstr(err.msg, "no room for 2 more sampled tokens"));
+	ck_assert_uint_eq(c.tokens, 2);
 	rlb_cooc_release(&c);
 }
 END_TEST
@@ -1200,7 +1302,8 @@ Suite *rlb_suite_balance(void)
 	tcase_add_test(tc, test_migrations);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_reorder_colocate);
-	tcase_add_test(tc, test_cooc_counts);
+	tcase_add_test(tc, test_reorder_colocate_random);
+	tcase_add_test(tc, test_cooc_tokens);
 	tcase_add_test(tc, test_opts_from_config);
 	tcase_add_test(tc, test_real_counts);
 	suite_add_tcase(s, tc);
