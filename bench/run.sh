@@ -53,6 +53,18 @@ for c in 4x8 8x8; do
 done
 rm -f "$out/q235.rrt"
 
+# Group-limited routing: deepseek-v3, where the reordering splits expert
+# groups unless colocate counts the copies (docs/cost-model.md).
+ds=configs/deepseek-v3-h100-8x8.yaml
+say "capture, deepseek-v3, 2 steps (about 1 minute)" \
+	"relibra capture -c $ds --set workload.steps=2 --synthetic --seed 1 -o $out/ds.rrt"
+"$bin" capture -c "$ds" --set workload.steps=2 --synthetic --seed 1 -o "$out/ds.rrt"
+say "deepseek-v3 on h100-8x8: relibra with and without reordering and colocate (about 1 minute)" \
+	"relibra report -c $ds --trace $out/ds.rrt --policies static,eplb-oracle,replicate,relibra,relibra+no-reorder,relibra+colocate"
+"$bin" report -c "$ds" --trace "$out/ds.rrt" \
+	--policies static,eplb-oracle,replicate,relibra,relibra+no-reorder,relibra+colocate
+rm -f "$out/ds.rrt"
+
 say "synthetic workload calibration, qwen3-235b-a22b on h100-4x8 (about 1-2 minutes)" \
 	"$dir/calibrate_workload -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1"
 "$dir/calibrate_workload" -c configs/qwen3-235b-a22b-h100-4x8.yaml --seed 1
