@@ -36,7 +36,8 @@ struct level {
 /*
  * colocate (node level, where item e is expert e): each sampled token
  * costs lv->coloc for every node that holds one of its experts.  The
- * tokens are kept as their distinct experts (tids, tlen).  The swap search
+ * tokens are kept as their distinct experts (tids, tlen), and listed by
+ * expert (tstart, tlist), once per run.  The swap search
  * keeps, per token, its experts per node (tcnt) and, per expert e and node
  * n, tfree[e][n], the tokens of e with no expert on n, and talone[e], the
  * tokens of e that reach e's node through e alone; moving e alone from p
@@ -63,6 +64,16 @@ static void tok_compact(struct rlb_reorder *r,
 	}
 	r->ntok = tok->n;
 	r->ktok = K;
+	memset(r->tstart, 0, (size_t)(E + 1) * sizeof(uint32_t));
+	for (t = 0; t < r->ntok; t++)
+		for (k = 0; k < r->tlen[t]; k++)
+			r->tstart[r->tids[(size_t)t * K + k] + 1]++;
+	for (n = 0; n < E; n++)
+		r->tstart[n + 1] += r->tstart[n];
+	memcpy(r->fill, r->tstart, (size_t)E * sizeof(uint32_t));
+	for (t = 0; t < r->ntok; t++)
+		for (k = 0; k < r->tlen[t]; k++)
+			r->tlist[r->fill[r->tids[(size_t)t * K + k]]++] = t;
 }
 
 static const uint16_t *tok_ids(const struct rlb_reorder *r, uint32_t t)
@@ -109,19 +120,11 @@ static void tok_part(struct rlb_reorder *r, uint32_t B, uint32_t t,
 	}
 }
 
-/* The swap search's colocate state for a. */
+/* The swap search's colocate state for a: tcnt, tfree and talone. */
 static void tok_build(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
 {
 	uint32_t E = r->p.num_experts, t, k, e, n;
-	uint32_t *fill = r->fill;
 
-	memset(r->tstart, 0, (size_t)(E + 1) * sizeof(uint32_t));
-	for (t = 0; t < r->ntok; t++)
-		for (k = 0; k < r->tlen[t]; k++)
-			r->tstart[tok_ids(r, t)[k] + 1]++;
-	for (e = 0; e < E; e++)
-		r->tstart[e + 1] += r->tstart[e];
-	memcpy(fill, r->tstart, (size_t)E * sizeof(uint32_t));
 	memset(r->talone, 0, (size_t)E * sizeof(int32_t));
 	for (e = 0; e < E; e++)		/* every token of e lacks every node ... */
 		for (n = 0; n < B; n++)
@@ -136,7 +139,6 @@ static void tok_build(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
 			c[a[id[k]]]++;
 		for (k = 0; k < r->tlen[t]; k++) {
 			e = id[k];
-			r->tlist[fill[e]++] = t;
 			r->talone[e] += c[a[e]] == 1;
 			for (n = 0; n < B; n++)	/* ... but the nodes t reaches */
 				r->tfree[(size_t)e * B + n] -= c[n] != 0;
@@ -224,8 +226,9 @@ static void tok_swap(struct rlb_reorder *r, uint32_t B, uint32_t *a,
 
 #ifdef RLB_SELF_CHECK
 /*
- * The sanitizer and fuzz builds check the colocate state the swaps keep against one
- * built from scratch, and the exact change of a swap against a count.
+ * The sanitizer and fuzz builds check the colocate state the swaps keep
+ * against one built from scratch, and the exact change of a swap against
+ * a count.
  */
 static void tok_check_state(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
 {
