@@ -54,15 +54,16 @@ done
 rm -f "$out/q235.rrt"
 
 # Group-limited routing: deepseek-v3, where the reordering splits expert
-# groups unless colocate counts the copies (docs/cost-model.md).
+# groups unless colocate counts the copies (docs/cost-model.md); colocate
+# is on there by default (balancer.colocate auto).
 ds=configs/deepseek-v3-h100-8x8.yaml
 say "capture, deepseek-v3, 2 steps (about 1 minute)" \
 	"relibra capture -c $ds --set workload.steps=2 --synthetic --seed 1 -o $out/ds.rrt"
 "$bin" capture -c "$ds" --set workload.steps=2 --synthetic --seed 1 -o "$out/ds.rrt"
 say "deepseek-v3 on h100-8x8: relibra with and without reordering and colocate (about 1 minute)" \
-	"relibra report -c $ds --trace $out/ds.rrt --policies static,eplb-oracle,replicate,relibra,relibra+no-reorder,relibra+colocate"
+	"relibra report -c $ds --trace $out/ds.rrt --policies static,eplb-oracle,replicate,relibra,relibra+no-colocate,relibra+no-reorder"
 "$bin" report -c "$ds" --trace "$out/ds.rrt" \
-	--policies static,eplb-oracle,replicate,relibra,relibra+no-reorder,relibra+colocate
+	--policies static,eplb-oracle,replicate,relibra,relibra+no-colocate,relibra+no-reorder
 rm -f "$out/ds.rrt"
 
 say "synthetic workload calibration, qwen3-235b-a22b on h100-4x8 (about 1-2 minutes)" \

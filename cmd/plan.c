@@ -18,7 +18,7 @@
 static const char usage[] =
 	"usage: relibra plan [-h] -c CONFIG [--set KEY=VALUE]... [--policy NAME] [-o PLAN] "
 	"[--summary FILE] [--json] [--no-timing] [--replica-slots R] [--no-reorder] "
-	"[--no-replicate] [--colocate] [--data-control] [--eplb-window W] [--steps A:B] "
+	"[--no-replicate] [--colocate | --no-colocate] [--data-control] [--eplb-window W] [--steps A:B] "
 	"[--pack in-order|ffd|dynamic | --schedule FILE] [--eplb-export FILE] [--fail-below F] "
 	"[--threads N] TRACE\n"
 	"       relibra plan --eplb-weights FILE --slots P --groups G --nodes N --gpus X\n"
@@ -35,6 +35,9 @@ static const char usage[] =
 	"  --no-reorder         relibra without cross-node reordering\n"
 	"  --no-replicate       relibra without intra-node replication\n"
 	"  --colocate           relibra also puts experts that share tokens on one node\n"
+	"                       (default: balancer.colocate; auto: with group-limited\n"
+	"                       routing)\n"
+	"  --no-colocate        relibra without it\n"
 	"  --data-control       relibra chooses the micro-batches and source ranks;\n"
 	"                       the plan carries its schedule\n"
 	"  --eplb-window W      steps of load history for eplb\n"
@@ -52,6 +55,7 @@ enum {
 	OPT_SLOTS_R, OPT_NO_REORDER, OPT_NO_REPLICATE, OPT_EPLB_WINDOW,
 	OPT_STEPS, OPT_PACK, OPT_EPLB_EXPORT, OPT_FAIL_BELOW, OPT_EPLB_WEIGHTS,
 	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS, OPT_DATA_CONTROL, OPT_SCHEDULE, OPT_COLOCATE,
+	OPT_NO_COLOCATE,
 	OPT_THREADS,
 };
 
@@ -67,7 +71,7 @@ struct opts {
 	const char *pack;
 	const char *schedule;
 	const char *trace;
-	int json, no_timing, no_reorder, no_replicate, data_control, colocate;
+	int json, no_timing, no_reorder, no_replicate, data_control, colocate, no_colocate;
 	int64_t replica_slots, eplb_window;	/* -1: from the config */
 	uint32_t step_lo, step_hi;
 	double fail_below;			/* < 0: off */
@@ -110,6 +114,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "gpus", required_argument, NULL, OPT_GPUS },
 		{ "data-control", no_argument, NULL, OPT_DATA_CONTROL },
 		{ "colocate", no_argument, NULL, OPT_COLOCATE },
+		{ "no-colocate", no_argument, NULL, OPT_NO_COLOCATE },
 		{ "schedule", required_argument, NULL, OPT_SCHEDULE },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ NULL, 0, NULL, 0 },
@@ -173,6 +178,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_COLOCATE:
 			o->colocate = 1;
+			o->no_colocate = 0;
+			break;
+		case OPT_NO_COLOCATE:
+			o->no_colocate = 1;
+			o->colocate = 0;
 			break;
 		case OPT_EPLB_EXPORT:
 			o->eplb_export = optarg;
@@ -405,6 +415,8 @@ int cmd_plan(int argc, char **argv)
 		pol.opts.data_control = 1;
 	if (o.colocate)
 		pol.opts.colocate = 1;
+	if (o.no_colocate)
+		pol.opts.colocate = 0;
 	if (pol.opts.policy != RLB_POLICY_RELIBRA) {
 		/* balancer.data_control and balancer.colocate are relibra's */
 		pol.opts.data_control = 0;

@@ -27,7 +27,8 @@ static const char usage[] =
 	"  --policies LIST      comma-separated policies for --trace (default: static,\n"
 	"                       eplb,eplb-oracle,replicate,relibra,ideal); relibra's\n"
 	"                       plan options as relibra+no-reorder, relibra+colocate,\n"
-	"                       relibra+no-replicate, relibra+data-control\n"
+	"                       relibra+no-colocate, relibra+no-replicate,\n"
+	"                       relibra+data-control\n"
 	"  --sweep KEY=V1,...   repeat --trace for each value of one config key\n"
 	"  --steps A:B          only steps A..B of the trace\n"
 	"  --pack RULE          micro-batch packing (default: parallel.pack)\n"
@@ -61,14 +62,14 @@ struct opts {
 
 /*
  * "a,b,c" into o->pol, each a policy spec (rlb_policy_spec_apply); a usage
- * error on an unknown one or two that name the same plan.
+ * error on an unknown one.  Two that name the same plan are found once the
+ * configuration is known (same_plans).
  */
 static int parse_policies(struct opts *o)
 {
-	char *tok, *save = NULL, label[32][128];
+	char *tok, *save = NULL;
 	struct rlb_err err = {0};
 	struct rlb_balance_opts bo;
-	size_t i;
 
 	if (strlen(o->policies) >= sizeof(o->polbuf))
 		return cmd_usage_error(NAME, usage, "--policies: list too long");
@@ -83,11 +84,6 @@ static int parse_policies(struct opts *o)
 		bo.reorder = bo.replicate = 1;
 		if (rlb_policy_spec_apply(tok, &bo, &err))
 			return cmd_usage_error(NAME, usage, "--policies: %s", err.msg);
-		rlb_result_label(&bo, label[o->npol], sizeof(label[0]));
-		for (i = 0; i < o->npol; i++)
-			if (strcmp(label[i], label[o->npol]) == 0)
-				return cmd_usage_error(NAME, usage,
-						       "--policies: '%s' given twice", tok);
 		o->pol[o->npol++] = tok;
 	}
 	if (o->npol == 0)
@@ -235,33 +231,84 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/*
+ * The config with one more override (key NULL: none) into cfg; co and
+ * *set to release.  EXIT_OK or EXIT_FAIL (reported).
+ */
+static int load_config(const struct opts *o, const char *key, const char *value,
+		       struct cmd_config_opts *co, char **set, struct rlb_config *cfg)
+{
+	*co = o->cfg;
+	co->sets = NULL;
+	co->nsets = 0;
+	*set = NULL;
+	for (size_t i = 0; i < o->cfg.nsets; i++)
+		if (cmd_config_add_set(co, o->cfg.sets[i]))
+			goto oom;
+	if (key) {
+		*set = malloc(strlen(key) + strlen(value) + 2);
+		if (!*set)
+			goto oom;
+		sprintf(*set, "%s=%s", key, value);
+		if (cmd_config_add_set(co, *set))
+			goto oom;
+	}
+	return cmd_config_load(NAME, co, cfg) != 0 ? EXIT_FAIL : EXIT_OK;
+oom:
+	cmd_errorf(NAME, "out of memory");
+	return EXIT_FAIL;
+}
+
+/*
+ * Two entries of --policies that name the same plan under the config with
+ * one more override (key NULL: none): a usage error.  The options come
+ * from the config (balancer.colocate auto, for one, depends on the
+ * model), so this waits for it.
+ */
+static int same_plans(const struct opts *o, const char *key, const char *value)
+{
+	struct cmd_config_opts co;
+	struct rlb_config cfg;
+	struct rlb_balance_opts bo;
+	char *set, label[sizeof(o->pol) / sizeof(o->pol[0])][128];
+	size_t i, j;
+	int ret = load_config(o, key, value, &co, &set, &cfg);
+
+	for (i = 0; ret == EXIT_OK && i < o->npol; i++) {
+		rlb_balance_opts_from_config(&bo, &cfg);
+		rlb_policy_spec_apply(o->pol[i], &bo, NULL);	/* checked in parse_policies */
+		rlb_result_label(&bo, label[i], sizeof(label[0]));
+		for (j = 0; j < i; j++)
+			if (strcmp(label[j], label[i]) == 0) {
+				ret = cmd_usage_error(NAME, usage,
+						      "--policies: '%s' and '%s' are the same plan, '%s'%s%s%s%s%s",
+						      o->pol[j], o->pol[i], label[i],
+						      key ? " (with " : "", key ? key : "",
+						      key ? "=" : "", key ? value : "",
+						      key ? ")" : "");
+				break;
+			}
+	}
+	free(set);
+	cmd_config_release(&co);
+	return ret;
+}
+
 /* Plan the trace under the config with one more override (may be NULL). */
 static int plan_in_process(const struct opts *o, struct rlb_trace_reader *tr,
 			   const char *key, const char *value,
 			   struct rlb_report *rep)
 {
-	struct cmd_config_opts co = o->cfg;
+	struct cmd_config_opts co;
 	struct rlb_report_run_opts ro;
 	struct rlb_config cfg;
 	struct rlb_err err = {0};
 	char *set = NULL;
-	int ret = EXIT_FAIL;
+	int ret = load_config(o, key, value, &co, &set, &cfg);
 
-	co.sets = NULL;
-	co.nsets = 0;
-	for (size_t i = 0; i < o->cfg.nsets; i++)
-		if (cmd_config_add_set(&co, o->cfg.sets[i]))
-			goto oom;
-	if (key) {
-		set = malloc(strlen(key) + strlen(value) + 2);
-		if (!set)
-			goto oom;
-		sprintf(set, "%s=%s", key, value);
-		if (cmd_config_add_set(&co, set))
-			goto oom;
-	}
-	if (cmd_config_load(NAME, &co, &cfg) != 0)
+	if (ret != EXIT_OK)
 		goto out;
+	ret = EXIT_FAIL;
 	memset(&ro, 0, sizeof(ro));
 	ro.config_path = o->cfg.path;
 	ro.trace_path = o->trace;
@@ -287,50 +334,83 @@ static int plan_in_process(const struct opts *o, struct rlb_trace_reader *tr,
 	}
 	cmd_progress_done();
 	ret = EXIT_OK;
-	goto out;
-oom:
-	cmd_errorf(NAME, "out of memory");
 out:
 	free(set);
 	cmd_config_release(&co);
 	return ret;
 }
 
-static int run_trace(const struct opts *o, struct rlb_report *rep)
+/*
+ * Each value of --sweep (or the config alone, without it) through fn, in
+ * order, until one fails.
+ */
+static int each_config(const struct opts *o,
+		       int (*fn)(const struct opts *, const char *, const char *, void *),
+		       void *ctx)
 {
-	struct rlb_trace_reader *tr = NULL;
-	struct rlb_err err = {0};
-	char *key = NULL, *vals, *tok, *save = NULL;
-	int ret = EXIT_FAIL;
+	char *key, *vals, *tok, *save = NULL;
+	int ret = EXIT_OK;
 
-	if (rlb_trace_reader_open(&tr, o->trace, &err) != 0) {
-		cmd_error(NAME, &err);
-		return EXIT_FAIL;
-	}
-	cmd_warn_truncated(NAME, tr, o->trace, o->step_lo, o->step_hi);
-	if (!o->sweep) {
-		ret = plan_in_process(o, tr, NULL, NULL, rep);
-		goto out;
-	}
+	if (!o->sweep)
+		return fn(o, NULL, NULL, ctx);
 	key = strdup(o->sweep);
 	if (!key) {
 		cmd_errorf(NAME, "out of memory");
-		goto out;
+		return EXIT_FAIL;
 	}
 	vals = strchr(key, '=');
 	*vals++ = '\0';
-	rep->sweep_key = strdup(key);
-	if (!rep->sweep_key) {
-		cmd_errorf(NAME, "out of memory");
-		goto out;
-	}
-	ret = EXIT_OK;
 	for (tok = strtok_r(vals, ",", &save); tok && ret == EXIT_OK;
 	     tok = strtok_r(NULL, ",", &save))
-		ret = plan_in_process(o, tr, key, tok, rep);
-out:
+		ret = fn(o, key, tok, ctx);
 	free(key);
-	rlb_trace_reader_free(tr);
+	return ret;
+}
+
+static int check_config(const struct opts *o, const char *key, const char *value,
+			void *ctx)
+{
+	(void)ctx;
+	return same_plans(o, key, value);
+}
+
+struct plan_ctx {
+	struct rlb_trace_reader *tr;
+	struct rlb_report *rep;
+};
+
+static int plan_config(const struct opts *o, const char *key, const char *value,
+		       void *ctx)
+{
+	struct plan_ctx *c = ctx;
+
+	if (key && !c->rep->sweep_key) {
+		c->rep->sweep_key = strdup(key);
+		if (!c->rep->sweep_key) {
+			cmd_errorf(NAME, "out of memory");
+			return EXIT_FAIL;
+		}
+	}
+	return plan_in_process(o, c->tr, key, value, c->rep);
+}
+
+static int run_trace(const struct opts *o, struct rlb_report *rep)
+{
+	struct plan_ctx c = { NULL, rep };
+	struct rlb_err err = {0};
+	int ret;
+
+	/* every configuration's usage errors before any planning */
+	ret = each_config(o, check_config, NULL);
+	if (ret != EXIT_OK)
+		return ret;
+	if (rlb_trace_reader_open(&c.tr, o->trace, &err) != 0) {
+		cmd_error(NAME, &err);
+		return EXIT_FAIL;
+	}
+	cmd_warn_truncated(NAME, c.tr, o->trace, o->step_lo, o->step_hi);
+	ret = each_config(o, plan_config, &c);
+	rlb_trace_reader_free(c.tr);
 	return ret;
 }
 

@@ -54,6 +54,12 @@ struct rlb_balancer {
 	const struct rlb_cooc *cooc;	/* colocate: the next step's counts (not owned) */
 };
 
+int rlb_group_limited(const struct rlb_config *cfg)
+{
+	return cfg->model.expert_groups > 1 && cfg->model.topk_groups > 0 &&
+	       cfg->model.topk_groups < cfg->model.expert_groups;
+}
+
 void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 				  const struct rlb_config *cfg)
 {
@@ -68,7 +74,8 @@ void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 		(uint32_t)cfg->balancer.eplb_window : 1;
 	o->reorder = cfg->balancer.reorder != 0;
 	o->replicate = cfg->balancer.replicate != 0;
-	o->colocate = cfg->balancer.colocate != 0;
+	o->colocate = cfg->balancer.colocate == RLB_CFG_AUTO ?
+		      rlb_group_limited(cfg) : cfg->balancer.colocate != 0;
 	o->data_control = cfg->balancer.data_control != 0;
 	o->migration_weight = cfg->balancer.migration_weight;
 }

@@ -80,9 +80,16 @@ struct rlb_balance_opts {
 /*
  * Options from the config's balancer section (an unknown
  * policy name, which config validation rules out, gives relibra).
+ * balancer.colocate auto turns colocate on where the model's routing is
+ * group-limited (rlb_group_limited): there the reordering alone splits
+ * the groups that the router keeps together and adds RDMA copies
+ * (docs/cost-model.md, "Group-limited routing").
  */
 void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 				  const struct rlb_config *cfg);
+
+/* Whether cfg's router picks a token's experts from some of its groups. */
+int rlb_group_limited(const struct rlb_config *cfg);
 
 struct rlb_balancer;
 

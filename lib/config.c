@@ -151,7 +151,9 @@ static int set_value(struct loader *ld, int si, int sec, int ki,
 		*(double *)dst = d;
 		break;
 	case KT_BOOL:
-		if (parse_bool(v->s, &b))
+		if ((k->flags & KF_AUTO) && !strcasecmp(v->s, "auto"))
+			b = RLB_CFG_AUTO;
+		else if (parse_bool(v->s, &b))
 			goto bad_type;
 		*(int *)dst = b;
 		break;

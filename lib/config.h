@@ -72,6 +72,9 @@ struct rlb_parallel_config {
 	enum rlb_pack pack;	/* micro-batch packing rule */
 };
 
+/* A boolean key set to "auto": the planner decides (balancer.colocate). */
+#define RLB_CFG_AUTO (-1)
+
 struct rlb_balancer_config {
 	char policy[RLB_NAME_MAX];	/* static, eplb, eplb-oracle, replicate, relibra, ideal */
 	int replica_slots;		/* spare expert slots per GPU per layer */
@@ -80,7 +83,7 @@ struct rlb_balancer_config {
 	int reorder;			/* relibra: cross-node reordering on/off */
 	int replicate;			/* relibra: intra-node replication on/off */
 	int data_control;		/* relibra: the plan chooses the micro-batches */
-	int colocate;			/* relibra: co-occurring experts share nodes */
+	int colocate;			/* relibra: experts that share tokens share nodes (0, 1, RLB_CFG_AUTO) */
 	double migration_weight;	/* weight of migration time in the reorder objective */
 	double migration_bytes_per_param; /* bytes moved per expert parameter */
 	double planner_overlap;		/* fraction of planning hidden by rollout (0..1) */

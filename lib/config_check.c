@@ -134,7 +134,8 @@ static int check_ranges(struct loader *ld)
 				rlb_cfg_fmt_double(*(const double *)p, num, sizeof(num));
 				break;
 			case KT_BOOL:
-				if (*(const int *)p == 0 || *(const int *)p == 1)
+				if (*(const int *)p == 0 || *(const int *)p == 1 ||
+				    ((k->flags & KF_AUTO) && *(const int *)p == RLB_CFG_AUTO))
 					continue;
 				return fail_key(ld, s, (int)i, "'%s.%s' must be 0 or 1, not %d",
 						rlb_cfg_sections[s].name, k->name, *(const int *)p);

@@ -31,6 +31,7 @@ enum key_type {
 };
 
 #define KF_REQUIRED 1u	/* 0 means "not given": an error */
+#define KF_AUTO 2u	/* KT_BOOL that also takes "auto" (RLB_CFG_AUTO) */
 
 /*
  * One configuration key: its name inside the section, type, place in

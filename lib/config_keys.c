@@ -30,6 +30,9 @@
 	{ .name = #f, .type = KT_DOUBLE, .offset = OFF(sec, f), .min = (lo), .max = (hi) }
 #define KBOOL(sec, f) \
 	{ .name = #f, .type = KT_BOOL, .offset = OFF(sec, f), .min = 0, .max = 1 }
+#define KBOOL_AUTO(sec, f) \
+	{ .name = #f, .type = KT_BOOL, .offset = OFF(sec, f), .min = 0, .max = 1, \
+	  .flags = KF_AUTO }
 #define KSTR(sec, f) \
 	{ .name = #f, .type = KT_STRING, .offset = OFF(sec, f), .min = 0, \
 	  .max = FIELD_SIZE(sec, f) - 1 }
@@ -98,7 +101,7 @@ static const struct key balancer_keys[] = {
 	KBOOL(balancer, reorder),
 	KBOOL(balancer, replicate),
 	KBOOL(balancer, data_control),
-	KBOOL(balancer, colocate),
+	KBOOL_AUTO(balancer, colocate),
 	KDBL(balancer, migration_weight, 0, 1e6),
 	KDBL(balancer, migration_bytes_per_param, 0, 1024),
 	KDBL(balancer, planner_overlap, 0, 1),
@@ -203,7 +206,9 @@ const char *rlb_cfg_type_text(const struct key *k, char *buf, size_t size)
 	switch (k->type) {
 	case KT_INT: return "an integer";
 	case KT_DOUBLE: return "a number";
-	case KT_BOOL: return "a boolean (true or false)";
+	case KT_BOOL:
+		return k->flags & KF_AUTO ? "a boolean (true or false) or auto" :
+					    "a boolean (true or false)";
 	case KT_STRING: return "a string";
 	case KT_ENUM:
 	case KT_CHOICE:
@@ -292,6 +297,7 @@ void rlb_config_defaults(struct rlb_config *cfg)
 	cfg->balancer.eplb_window = 4;
 	cfg->balancer.reorder = 1;
 	cfg->balancer.replicate = 1;
+	cfg->balancer.colocate = RLB_CFG_AUTO;
 	cfg->balancer.migration_weight = 2.0;
 	cfg->balancer.migration_bytes_per_param = 14;
 	cfg->balancer.planner_overlap = 1.0;
@@ -377,6 +383,8 @@ const char *rlb_cfg_value_text(const struct rlb_config *cfg, const struct key *k
 		rlb_cfg_fmt_double(*(const double *)p, num, size);
 		return num;
 	case KT_BOOL:
+		if (*(const int *)p == RLB_CFG_AUTO)
+			return "auto";
 		return *(const int *)p ? "true" : "false";
 	case KT_STRING:
 		return memchr(p, '\0', (size_t)k->max + 1) ? p : "";

@@ -127,7 +127,8 @@ void rlb_plan_header_init(struct rlb_plan_header *h,
 	h->copies = h->split == RLB_SPLIT_EVEN;
 	h->reorder = o->reorder != 0;
 	h->replicate = o->replicate != 0;
-	h->colocate = o->colocate != 0;
+	/* colocate is part of relibra's reordering */
+	h->colocate = o->colocate && o->reorder && o->policy == RLB_POLICY_RELIBRA;
 	/* the slots the balancer's plans carry (lib/balance.h) */
 	h->replica_slots = o->policy == RLB_POLICY_STATIC ||
 			   o->policy == RLB_POLICY_IDEAL ||

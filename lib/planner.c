@@ -455,7 +455,7 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
 	snprintf(buf, size, "%s%s%s%s%s", rlb_policy_name(o->policy),
 		 rel && !o->reorder ? " --no-reorder" : "",
 		 rel && !o->replicate ? " --no-replicate" : "",
-		 rel && o->colocate ? " --colocate" : "",
+		 rel && o->reorder && o->colocate ? " --colocate" : "",
 		 rel && o->data_control ? " --data-control" : "");
 	return buf;
 }
@@ -465,6 +465,7 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 {
 	static const char *const names[] = {
 		"no-reorder", "no-replicate", "colocate", "data-control",
+		"no-colocate",
 	};
 	const char *plus = strchr(spec, '+'), *opt, *end;
 	char name[256];
@@ -486,7 +487,7 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 				break;
 		if (i == sizeof(names) / sizeof(names[0]))
 			return rlb_err_set(err, RLB_EINVAL,
-					   "'%s': unknown option '%.*s' (no-reorder, no-replicate, colocate, data-control)",
+					   "'%s': unknown option '%.*s' (no-reorder, no-replicate, colocate, no-colocate, data-control)",
 					   spec, (int)n, opt);
 		if (o->policy != RLB_POLICY_RELIBRA)
 			return rlb_err_set(err, RLB_EINVAL,
@@ -502,8 +503,11 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 		case 2:
 			o->colocate = 1;
 			break;
-		default:
+		case 3:
 			o->data_control = 1;
+			break;
+		default:
+			o->colocate = 0;
 			break;
 		}
 	}
@@ -556,7 +560,7 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 		      "min_tokens_per_replica", (int)bo->min_tokens_per_replica,
 		      "eplb_window", (int)bo->eplb_window,
 		      "reorder", bo->reorder, "replicate", bo->replicate,
-		      "colocate", bo->colocate,
+		      "colocate", uses_colocate(bo),
 		      "migration_weight", bo->migration_weight,
 		      "steps", (json_int_t)s->steps,
 		      "tokens", (json_int_t)s->tokens);

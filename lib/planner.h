@@ -104,8 +104,9 @@ struct rlb_result_source {
 
 /*
  * A result's row name from the options that shaped the plan: the policy,
- * then relibra's options that differ from plain relibra, e.g. "relibra
- * --no-reorder" or "relibra --data-control".  Plans and train-step
+ * then relibra's options in effect, as the plan options that ask for them:
+ * --no-reorder, --no-replicate, --colocate (which needs the reordering)
+ * and --data-control, e.g. "relibra --no-reorder".  Plans and train-step
  * results of one plan get the same label, so reports pair them.
  * Returns buf.
  */
@@ -115,7 +116,7 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
 /*
  * Set o's policy and relibra's options from SPEC, NAME[+OPTION]...: NAME
  * a policy (rlb_policy_from_name); OPTION no-reorder, no-replicate,
- * colocate or data-control, the relibra plan options of those names, for
+ * colocate, no-colocate or data-control, the relibra plan options of those names, for
  * relibra only (e.g. "relibra+no-reorder").  o comes from
  * rlb_balance_opts_from_config; the other fields stay.  Specs that give
  * the same plan give the same rlb_result_label.  Errors: RLB_EINVAL

@@ -1154,6 +1154,31 @@ START_TEST(test_opts_from_config)
 	ck_assert_int_eq(o.replicate, 1);
 	ck_assert_int_eq(o.colocate, 0);
 	ck_assert_double_eq(o.migration_weight, 0.25);
+
+	/* colocate auto (the default): on where the router is group-limited */
+	ck_assert_int_eq(cfg.balancer.colocate, RLB_CFG_AUTO);
+	cfg.model.experts = 256;
+	cfg.model.expert_groups = 8;
+	cfg.model.topk_groups = 4;
+	rlb_balance_opts_from_config(&o, &cfg);
+	ck_assert_int_eq(o.colocate, 1);
+	cfg.model.topk_groups = 8;	/* every group: not limited */
+	rlb_balance_opts_from_config(&o, &cfg);
+	ck_assert_int_eq(o.colocate, 0);
+	cfg.model.expert_groups = 1;
+	cfg.model.topk_groups = 1;
+	rlb_balance_opts_from_config(&o, &cfg);
+	ck_assert_int_eq(o.colocate, 0);
+	cfg.model.expert_groups = 8;
+	cfg.model.topk_groups = 4;
+	cfg.balancer.colocate = 0;	/* an explicit value wins */
+	rlb_balance_opts_from_config(&o, &cfg);
+	ck_assert_int_eq(o.colocate, 0);
+	cfg.model.expert_groups = 0;
+	cfg.model.topk_groups = 0;
+	cfg.balancer.colocate = 1;
+	rlb_balance_opts_from_config(&o, &cfg);
+	ck_assert_int_eq(o.colocate, 1);
 }
 END_TEST
 

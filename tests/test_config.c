@@ -80,6 +80,7 @@ START_TEST(test_defaults)
 	ck_assert(cfg.balancer.migration_weight == 2.0);
 	ck_assert(cfg.balancer.migration_bytes_per_param == 14);
 	ck_assert(cfg.balancer.planner_overlap == 1.0);
+	ck_assert_int_eq(cfg.balancer.colocate, RLB_CFG_AUTO);
 	/* ep_size 0 means all GPUs */
 	ck_assert_int_eq(rlb_config_gpus(&cfg), 8);
 	ck_assert_int_eq(rlb_config_ep_nodes(&cfg), 1);
@@ -326,6 +327,7 @@ START_TEST(test_set_good)
 		"balancer.policy=eplb-oracle",
 		"balancer.reorder=off",
 		"balancer.replicate=False",
+		"balancer.colocate=Yes",
 		" workload.len_sigma = 1.25",
 		"workload.first_step=+7",
 	};
@@ -340,6 +342,7 @@ START_TEST(test_set_good)
 	ck_assert_str_eq(cfg.balancer.policy, "eplb-oracle");
 	ck_assert_int_eq(cfg.balancer.reorder, 0);
 	ck_assert_int_eq(cfg.balancer.replicate, 0);
+	ck_assert_int_eq(cfg.balancer.colocate, 1);
 	ck_assert(cfg.workload.len_sigma == 1.25);
 	ck_assert_int_eq(cfg.workload.first_step, 7);
 
@@ -382,6 +385,10 @@ static const struct {
 	{ "workload.segment_min=0", "value 0 for 'workload.segment_min' is out of range (at least 1)" },
 	{ "parallel.recompute=maybe",
 	  "expected a boolean (true or false) for 'parallel.recompute', got 'maybe'" },
+	{ "balancer.colocate=automatic",
+	  "expected a boolean (true or false) or auto for 'balancer.colocate', got 'automatic'" },
+	{ "balancer.reorder=auto",
+	  "expected a boolean (true or false) for 'balancer.reorder', got 'auto'" },
 	{ "parallel.pack=fifo",
 	  "expected one of in-order, ffd, dynamic for 'parallel.pack', got 'fifo' (did you mean 'ffd'?)" },
 	{ "parallel.pack=random", "expected one of in-order, ffd, dynamic for 'parallel.pack', got 'random'" },
@@ -419,6 +426,8 @@ START_TEST(test_new_get)
 	ck_assert_str_eq(buf, "t \"q\"");
 	ck_assert_int_eq(rlb_config_get(cfg, "balancer.reorder", buf, sizeof(buf), &err), 0);
 	ck_assert_str_eq(buf, "false");
+	ck_assert_int_eq(rlb_config_get(cfg, "balancer.colocate", buf, sizeof(buf), &err), 0);
+	ck_assert_str_eq(buf, "auto");
 	ck_assert_int_eq(rlb_config_get(cfg, "balancer.policy", buf, sizeof(buf), &err), 0);
 	ck_assert_str_eq(buf, "relibra");
 	ck_assert_int_eq(rlb_config_get(cfg, "cluster.gemm_eff_max", buf, sizeof(buf), &err), 0);

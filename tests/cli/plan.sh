@@ -114,6 +114,35 @@ cmp -s out col.json || fail "balancer.colocate=true differs from --colocate"
 run plan -c "$cfg" --policy replicate --colocate t.rrt
 expect_status 2
 expect_err "relibra plan: --colocate is an option of the relibra policy"
+# balancer.colocate auto (the default) turns it on for group-limited
+# routing only: tiny-2x2 with 4 groups of 4 experts, 2 of them per token.
+run capture -c "$cfg" --set model.expert_groups=4 --set model.topk_groups=2 \
+	--synthetic --seed 3 -o g.rrt
+expect_status 0
+grp="--set model.expert_groups=4 --set model.topk_groups=2"
+run plan -c "$cfg" $grp --policy relibra --no-timing --json g.rrt
+expect_status 0
+expect_out '"label": "relibra --colocate"'
+cp out gauto.json
+run plan -c "$cfg" $grp --policy relibra --colocate --no-timing --json g.rrt
+cmp -s out gauto.json || fail "auto on group-limited routing differs from --colocate"
+run plan -c "$cfg" $grp --policy relibra --no-colocate --no-timing --json g.rrt
+expect_out '"label": "relibra"'
+expect_out '"colocate": false'
+cp out goff.json
+run plan -c "$cfg" $grp --set balancer.colocate=false --policy relibra --no-timing --json g.rrt
+cmp -s out goff.json || fail "balancer.colocate=false differs from --no-colocate"
+# without reordering colocate has nothing to act on: one plan, one label
+run plan -c "$cfg" $grp --policy relibra --no-reorder --no-timing --json g.rrt
+expect_out '"label": "relibra --no-reorder"'
+expect_out '"colocate": false'
+run plan -c "$cfg" $grp --policy static --json g.rrt
+expect_status 0
+expect_out '"label": "static"'
+# and leaves it off where every group is open to every token
+run plan -c "$cfg" --policy relibra --no-timing --json t.rrt
+expect_out '"label": "relibra"'
+expect_out '"colocate": false'
 
 # --fail-below: exit 3 with a message when below.
 run plan -c "$cfg" --policy static --fail-below 1 t.rrt

@@ -99,13 +99,29 @@ expect_status 2
 expect_err "relibra report: --policies: unknown policy 'fast'"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,static
 expect_status 2
-expect_err "relibra report: --policies: 'static' given twice"
+expect_err "relibra report: --policies: 'static' and 'static' are the same plan, 'static'"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+no-reorder+colocate,relibra+colocate+no-reorder
 expect_status 2
-expect_err "relibra report: --policies: 'relibra+colocate+no-reorder' given twice"
+expect_err "relibra report: --policies: 'relibra+no-reorder+colocate' and 'relibra+colocate+no-reorder' are the same plan, 'relibra --no-reorder'"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+colocate,relibra+no-colocate+colocate
+expect_status 2
+expect_err "relibra report: --policies: 'relibra+colocate' and 'relibra+no-colocate+colocate' are the same plan, 'relibra --colocate'"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra,relibra+no-colocate
+expect_status 2
+expect_err "relibra report: --policies: 'relibra' and 'relibra+no-colocate' are the same plan, 'relibra'"
+# which entries are the same plan depends on the config: balancer.colocate
+# auto turns colocate on for group-limited routing
+grp="--set model.expert_groups=4 --set model.topk_groups=2"
+run report -c "$CONFIGS/tiny-2x2.yaml" $grp --trace x.rrt --policies relibra,relibra+colocate
+expect_status 2
+expect_err "relibra report: --policies: 'relibra' and 'relibra+colocate' are the same plan, 'relibra --colocate'"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra,relibra+colocate \
+	--sweep balancer.colocate=false,true
+expect_status 2
+expect_err "relibra report: --policies: 'relibra' and 'relibra+colocate' are the same plan, 'relibra --colocate' (with balancer.colocate=true)"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+fast
 expect_status 2
-expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, data-control)"
+expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, no-colocate, data-control)"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,eplb+colocate
 expect_status 2
 expect_err "relibra report: --policies: 'eplb+colocate': option 'colocate' is relibra's"

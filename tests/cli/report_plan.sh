@@ -44,20 +44,23 @@ expect_status 0
 expect_empty err
 
 # relibra's plan options in --policies: the same rows as plan with them
-run plan -c "$cfg" --policy relibra --no-reorder --colocate --summary nrc.json tiny.rrt
+run plan -c "$cfg" --policy relibra --no-replicate --colocate --summary nrc.json tiny.rrt
 expect_status 0
-run plan -c "$cfg" --policy relibra --no-replicate --summary nrp.json tiny.rrt
+run plan -c "$cfg" --policy relibra --no-reorder --summary nrp.json tiny.rrt
 expect_status 0
 run report --format csv static.json nrc.json nrp.json
 expect_status 0
 cut -d, -f1-11,13- out > opt-files.csv
 run report -c "$cfg" --trace tiny.rrt --format csv \
-	--policies static,relibra+colocate+no-reorder,relibra+no-replicate
+	--policies static,relibra+colocate+no-replicate,relibra+no-reorder+colocate
 expect_status 0
 expect_empty err
 cut -d, -f1-11,13- out > opt-inproc.csv
-grep -q ',relibra --no-reorder --colocate,' opt-inproc.csv ||
-	fail "--policies relibra+colocate+no-reorder: no row labelled 'relibra --no-reorder --colocate'"
+grep -q ',relibra --no-replicate --colocate,' opt-inproc.csv ||
+	fail "--policies relibra+colocate+no-replicate: no row labelled 'relibra --no-replicate --colocate'"
+# colocate acts through the reordering: without it the row is --no-reorder's
+grep -q ',relibra --no-reorder,' opt-inproc.csv ||
+	fail "--policies relibra+no-reorder+colocate: no row labelled 'relibra --no-reorder'"
 diff -u opt-files.csv opt-inproc.csv || fail "in-process option rows differ from plan --summary"
 # --sweep: each value equals plan with --set
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
