@@ -224,7 +224,7 @@ static int a2a_points(const struct rlb_calib_opts *o, uint32_t gpus,
 	double *times = (double *)calloc(o->repeats, sizeof(*times));
 	size_t bytes, r, per = (size_t)A2A_MAX_BYTES * gpus;
 	uint32_t i, j;
-	int ret = 0, comms_made = 0;
+	int ret = 0, comms_made = 0, grouped = 0;
 
 	if (!g || !comms || !devs || !times) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -242,7 +242,8 @@ static int a2a_points(const struct rlb_calib_opts *o, uint32_t gpus,
 		CU(cudaEventCreate(&g[i].ev1), "cudaEventCreate");
 		CU(cudaMalloc(&g[i].send, per), "cudaMalloc");
 		CU(cudaMalloc(&g[i].recv, per), "cudaMalloc");
-		CU(cudaMemset(g[i].send, 1, per), "cudaMemset");
+		/* on the stream itself: a non-blocking stream does not wait for the legacy one */
+		CU(cudaMemsetAsync(g[i].send, 1, per, g[i].s), "cudaMemsetAsync");
 	}
 	for (bytes = A2A_MIN_BYTES; bytes <= A2A_MAX_BYTES && res->na2a < RLB_CALIB_MAX_POINTS;
 	     bytes *= 4) {
@@ -254,6 +255,7 @@ static int a2a_points(const struct rlb_calib_opts *o, uint32_t gpus,
 				CU(cudaEventRecord(g[i].ev0, g[i].s), "cudaEventRecord");
 			}
 			NC(ncclGroupStart(), "ncclGroupStart");
+			grouped = 1;
 			for (i = 0; i < gpus; i++)
 				for (j = 0; j < gpus; j++) {
 					if (j == i)
@@ -263,6 +265,7 @@ static int a2a_points(const struct rlb_calib_opts *o, uint32_t gpus,
 					NC(ncclRecv((char *)g[i].recv + j * bytes, bytes, ncclUint8,
 						    (int)j, g[i].comm, g[i].s), "ncclRecv");
 				}
+			grouped = 0;
 			NC(ncclGroupEnd(), "ncclGroupEnd");
 			for (i = 0; i < gpus; i++) {
 				float ms = 0;
@@ -283,6 +286,11 @@ static int a2a_points(const struct rlb_calib_opts *o, uint32_t gpus,
 	}
 	res->gpus_used = gpus;
 out:
+	/* A failed send or receive leaves the group open: close it, then abort. */
+	if (grouped)
+		ncclGroupEnd();
+	for (i = 0; ret && comms_made && i < gpus; i++)
+		ncclCommAbort(comms[i]);
 	for (i = 0; g && i < gpus; i++) {
 		cudaSetDevice(devs[i]);
 		if (g[i].s)
@@ -296,7 +304,7 @@ out:
 		if (g[i].s)
 			cudaStreamDestroy(g[i].s);
 	}
-	for (i = 0; comms_made && i < gpus; i++)
+	for (i = 0; !ret && comms_made && i < gpus; i++)
 		ncclCommDestroy(comms[i]);
 	free(g);
 	free(comms);

@@ -598,6 +598,7 @@ START_TEST(gpu_train_step_vs_cpu)
 	printf("cuda vs cpu on tiny-2x2: max relative weight difference %.3g, "
 	       "%.3g%% of a tensor's elements beyond 1e-2, loss %.6g vs %.6g\n",
 	       worst, 100 * outliers, lg[1], lc[1]);
+	fflush(stdout);	/* the figures reach the log even when an assertion fails */
 	ck_assert_msg(bad == 0, "%zu tensors differ (max relative difference %g, %g of the elements beyond 1e-2)",
 		      bad, worst, outliers);
 	ck_assert_double_le(fabs(lg[0] - lc[0]) / fabs(lc[0]), BF16_TOL);

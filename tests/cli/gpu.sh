@@ -76,9 +76,13 @@ CK_RUN_SUITE=cuda CK_RUN_CASE=gpu RLB_TEST_SRCDIR="$RLB_TOP/tests" \
 grep -q "^unit: [1-9][0-9]* run, 0 failed" unit.log || { cat unit.log; fail "GPU unit tests did not run"; }
 grep "cuda vs cpu" unit.log || true
 
-# calibrate: a short sweep, one GPU; the fragment loads as a cluster preset.
+# calibrate: a short sweep, one GPU, on a real expert shape and peak (tiny's
+# 64 x 32 experts barely grow with the rows, and its 10 GFLOP/s peak would
+# put the fitted efficiency out of range); the fragment loads as a cluster
+# preset.
 mkdir -p clusters
-run calibrate -c "$cfg" --rows 64:1024 --repeats 3 --gpus 1 --name measured -o clusters/measured.yaml
+run calibrate -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" --experts 4 --rows 256:2048 \
+	--repeats 3 --gpus 1 --name measured -o clusters/measured.yaml
 expect_status 0
 expect_out "rows/expert"
 expect_out "gemm_eff_max"
