@@ -182,7 +182,7 @@ int cmd_calibrate(int argc, char **argv)
 	struct rlb_config cfg;
 	struct rlb_calib_result *res = NULL;
 	struct rlb_calibration cal;
-	struct rlb_atomic_file af = { NULL, NULL, NULL, -1 };
+	struct rlb_atomic_file af = { .slot = -1 };
 	struct rlb_err err = { 0, "" };
 	struct tm tm;
 	time_t now = time(NULL);

@@ -89,6 +89,30 @@ void cmd_warn_truncated(const char *name, struct rlb_trace_reader *r,
 int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err);
 
 /*
+ * Write j as indented JSON into the open af and rlb_atomic_sync it, for a
+ * command that renames all its outputs at the end (rlb_atomic_commit).
+ * On failure af is removed and released.
+ */
+int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
+		  struct rlb_err *err);
+
+/* A file a command reads or writes, and what it is ("the trace", "-o"). */
+struct cmd_path {
+	const char *what;
+	const char *path;	/* NULL: not given */
+};
+
+/*
+ * Usage checks of a command's outputs before any work: none is "-"
+ * (stdout) unless stdout_ok, none names one of the inputs or another
+ * output (the same path or the same file).  0 or EXIT_USAGE, reported
+ * unless usage is NULL (train-step's ranks but the first).
+ */
+int cmd_check_outputs(const char *name, const char *usage,
+		      const struct cmd_path *in, size_t nin,
+		      const struct cmd_path *out, size_t nout, int stdout_ok);
+
+/*
  * Progress callback for lib (rlb_progress_fn): a single updating line on
  * stderr, only when stderr is a terminal.  ctx is the subcommand name.
  */

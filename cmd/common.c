@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -159,6 +160,9 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 
 	*lo = 0;
 	*hi = UINT32_MAX;
+	if (!s[0] || !strcmp(s, ":"))
+		return rlb_err_set(err, RLB_EPARSE,
+				   "--steps '%s': expected A:B, A:, :B or A", s);
 	if (strlen(s) >= sizeof(buf))
 		return rlb_err_set(err, RLB_EPARSE, "bad --steps '%s'", s);
 	strcpy(buf, s);
@@ -181,6 +185,20 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 	return 0;
 }
 
+int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
+		  struct rlb_err *err)
+{
+	if (json_dumpf(j, af->fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+	    fputc('\n', af->fp) == EOF) {
+		int ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
+					af->tmp_path ? af->tmp_path : "stdout");
+
+		rlb_atomic_abort(af);
+		return ret;
+	}
+	return rlb_atomic_sync(af, err);
+}
+
 int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err)
 {
 	struct rlb_atomic_file af;
@@ -188,10 +206,50 @@ int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err)
 
 	if (ret)
 		return ret;
-	if (json_dumpf(j, af.fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-	    fputc('\n', af.fp) == EOF) {
-		rlb_atomic_abort(&af);
-		return rlb_err_errno(err, RLB_EIO, "cannot write '%s'", path);
+	ret = cmd_json_sync(&af, j, err);
+	return ret ? ret : rlb_atomic_commit(&af, err);
+}
+
+/* Whether paths a and b name one file: the same text, or the same inode. */
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (!strcmp(a, b))
+		return 1;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int cmd_check_outputs(const char *name, const char *usage,
+		      const struct cmd_path *in, size_t nin,
+		      const struct cmd_path *out, size_t nout, int stdout_ok)
+{
+	const struct cmd_path *also = NULL;
+	size_t i, j;
+
+	for (i = 0; i < nout && !also; i++) {
+		const char *p = out[i].path;
+
+		if (!p)
+			continue;
+		if (!strcmp(p, "-")) {
+			if (stdout_ok)
+				continue;
+			return usage ? cmd_usage_error(name, usage,
+						       "%s '-': this output goes to a file",
+						       out[i].what) : EXIT_USAGE;
+		}
+		for (j = 0; j < nin && !also; j++)
+			if (in[j].path && same_file(p, in[j].path))
+				also = &in[j];
+		for (j = 0; j < i && !also; j++)
+			if (out[j].path && same_file(p, out[j].path))
+				also = &out[j];
 	}
-	return rlb_atomic_commit(&af, err);
+	if (!also)
+		return 0;
+	i--;
+	return usage ? cmd_usage_error(name, usage, "%s '%s' is also %s: choose another path",
+				       out[i].what, out[i].path, also->what) : EXIT_USAGE;
 }

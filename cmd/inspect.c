@@ -125,6 +125,38 @@ static const char *flag_text(uint32_t f)
 	return "engine order, no gates";
 }
 
+/* The error of a --steps range that selects nothing from steps first..last. */
+static void no_step(const struct opts *o, uint32_t first, uint32_t last, size_t n)
+{
+	char hi[16] = "";
+
+	if (o->step_hi != UINT32_MAX)
+		snprintf(hi, sizeof(hi), "%" PRIu32, o->step_hi);
+	if (n == 0)
+		cmd_errorf(NAME, "'%s' holds no step", o->path);
+	else
+		cmd_errorf(NAME, "no step of '%s' in %" PRIu32 ":%s (it has steps %" PRIu32 "..%" PRIu32 ")",
+			   o->path, o->step_lo, hi, first, last);
+}
+
+/* Whether --steps selects a step of the trace; reports why not. */
+static int trace_selects(const struct opts *o, struct rlb_trace_reader *r)
+{
+	struct rlb_err err = {0};
+	const uint32_t *steps;
+	size_t n, i;
+
+	if (rlb_trace_reader_steps(r, &steps, &n, &err) != 0) {
+		cmd_error(NAME, &err);
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		if (steps[i] >= o->step_lo && steps[i] <= o->step_hi)
+			return 1;
+	no_step(o, n ? steps[0] : 0, n ? steps[n - 1] : 0, n);
+	return 0;
+}
+
 /* Steps of the trace inside the --steps range: [*first, *end) of steps[]. */
 static int step_range(struct rlb_trace_reader *r, const struct opts *o,
 		      const uint32_t **steps, size_t *first, size_t *end)
@@ -466,17 +498,9 @@ static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
 	struct rlb_trace_stats st;
 	struct rlb_err err = {0};
 	enum rlb_pack pack = o->have_pack ? o->pack : cfg->parallel.pack;
-	const uint32_t *steps;
-	size_t first, end;
 	int ret;
 
 	memset(&st, 0, sizeof(st));
-	if (step_range(r, o, &steps, &first, &end) != 0)
-		return -1;
-	if (o->have_steps && first == end) {
-		cmd_errorf(NAME, "no steps in %" PRIu32 "..%" PRIu32, o->step_lo, o->step_hi);
-		return -1;
-	}
 	ret = rlb_trace_stats_compute(r, cfg, pack, o->step_lo, o->step_hi,
 				      pool, &st, &err);
 	if (ret != 0) {
@@ -639,6 +663,18 @@ static int inspect_plan(const struct opts *o)
 		cmd_error(NAME, &err);
 		return EXIT_FAIL;
 	}
+	if (o->have_steps) {
+		const struct rlb_plan_step_info *info;
+		size_t n = rlb_plan_reader_steps(pr, &info), i;
+
+		for (i = 0; i < n && (info[i].step < o->step_lo || info[i].step > o->step_hi); i++)
+			;
+		if (i == n) {
+			no_step(o, n ? info[0].step : 0, n ? info[n - 1].step : 0, n);
+			rlb_plan_reader_free(pr);
+			return EXIT_FAIL;
+		}
+	}
 	if (o->schedule || o->json) {
 		ret = o->schedule ? print_schedule(o, pr, NULL, NULL) : inspect_plan_json(o, pr);
 		rlb_plan_reader_free(pr);
@@ -700,6 +736,11 @@ int cmd_inspect(int argc, char **argv)
 	}
 	if (rlb_trace_reader_open(&r, o.path, &err) != 0) {
 		cmd_error(NAME, &err);
+		cmd_config_release(&o.cfg);
+		return EXIT_FAIL;
+	}
+	if (o.have_steps && !trace_selects(&o, r)) {
+		rlb_trace_reader_free(r);
 		cmd_config_release(&o.cfg);
 		return EXIT_FAIL;
 	}

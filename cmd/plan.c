@@ -148,7 +148,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->no_timing = 1;
 			break;
 		case OPT_SLOTS_R:
-			if (rlb_parse_u64(optarg, 0, 65535, &u, "--replica-slots", &err))
+			if (rlb_parse_u64(optarg, 0, RLB_REPLICA_SLOTS_MAX, &u, "--replica-slots", &err))
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->replica_slots = (int64_t)u;
 			break;
@@ -159,7 +159,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->no_replicate = 1;
 			break;
 		case OPT_EPLB_WINDOW:
-			if (rlb_parse_u64(optarg, 1, 100000, &u, "--eplb-window", &err))
+			if (rlb_parse_u64(optarg, 1, RLB_EPLB_WINDOW_MAX, &u, "--eplb-window", &err))
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->eplb_window = (int64_t)u;
 			break;
@@ -377,6 +377,7 @@ int cmd_plan(int argc, char **argv)
 	struct rlb_result_source src;
 	json_t *result = NULL, *exported = NULL;
 	struct rlb_schedule_file *sfile = NULL;
+	struct rlb_atomic_file export_af = { .slot = -1 }, summary_af = { .slot = -1 };
 	const uint32_t *steps;
 	size_t nsteps;
 	int ret;
@@ -388,6 +389,20 @@ int cmd_plan(int argc, char **argv)
 	if (o.eplb_weights) {
 		ret = run_eplb_weights(&o);
 		goto done;
+	}
+	{
+		const struct cmd_path in[] = {
+			{ "the trace", o.trace }, { "the config", o.cfg.path },
+			{ "the schedule", o.schedule },
+		};
+		const struct cmd_path out[] = {
+			{ "-o", o.out }, { "--summary", o.summary },
+			{ "--eplb-export", o.eplb_export },
+		};
+
+		ret = cmd_check_outputs(NAME, usage, in, 3, out, 3, 0);
+		if (ret)
+			goto done;
 	}
 	ret = EXIT_FAIL;
 	memset(&po, 0, sizeof(po));
@@ -466,6 +481,12 @@ int cmd_plan(int argc, char **argv)
 			goto done;
 		}
 	}
+	/* every output opened before the work, all renamed after it (below) */
+	if ((o.eplb_export && rlb_atomic_open(&export_af, o.eplb_export, &err) != 0) ||
+	    (o.summary && rlb_atomic_open(&summary_af, o.summary, &err) != 0)) {
+		cmd_error(NAME, &err);
+		goto done;
+	}
 	if (o.eplb_export) {
 		exported = json_array();
 		if (!exported) {
@@ -480,20 +501,19 @@ int cmd_plan(int argc, char **argv)
 		goto done;
 	}
 	cmd_progress_done();
-	if (pol.writer) {
-		struct rlb_plan_writer *w = pol.writer;
-
-		pol.writer = NULL;
-		if (rlb_plan_writer_close(w, &err) != 0) {
-			cmd_error(NAME, &err);
-			goto done;
-		}
+	if (pol.writer && rlb_plan_writer_finish(pol.writer, &err) != 0) {
+		cmd_error(NAME, &err);
+		goto done;
 	}
 	if (exported) {
 		json_t *doc = json_pack("{s:s, s:s, s:O}", "schema", "relibra.eplb-export/1",
 					"log2phy_order", "replica", "steps", exported);
 
-		if (!doc || cmd_write_json(o.eplb_export, doc, &err) != 0) {
+		if (!doc) {
+			cmd_errorf(NAME, "out of memory");
+			goto done;
+		}
+		if (cmd_json_sync(&export_af, doc, &err) != 0) {
 			json_decref(doc);
 			cmd_error(NAME, &err);
 			goto done;
@@ -512,7 +532,22 @@ int cmd_plan(int argc, char **argv)
 		cmd_errorf(NAME, "out of memory");
 		goto done;
 	}
-	if (o.summary && cmd_write_json(o.summary, result, &err) != 0) {
+	if (o.summary && cmd_json_sync(&summary_af, result, &err) != 0) {
+		cmd_error(NAME, &err);
+		goto done;
+	}
+	/* every output complete: into place */
+	if (pol.writer) {
+		struct rlb_plan_writer *w = pol.writer;
+
+		pol.writer = NULL;
+		if (rlb_plan_writer_close(w, &err) != 0) {
+			cmd_error(NAME, &err);
+			goto done;
+		}
+	}
+	if ((o.eplb_export && rlb_atomic_commit(&export_af, &err) != 0) ||
+	    (o.summary && rlb_atomic_commit(&summary_af, &err) != 0)) {
 		cmd_error(NAME, &err);
 		goto done;
 	}
@@ -536,6 +571,8 @@ done:
 	if (ret < 0)
 		ret = EXIT_OK;	/* -h */
 	rlb_plan_writer_abort(pol.writer);
+	rlb_atomic_abort(&export_af);
+	rlb_atomic_abort(&summary_af);
 	rlb_planner_policy_release(&pol);
 	json_decref(result);
 	json_decref(exported);

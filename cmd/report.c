@@ -151,6 +151,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->policies = optarg;
 			break;
 		case OPT_SWEEP:
+			if (o->sweep)
+				return cmd_usage_error(NAME, usage,
+						       "--sweep given twice: a report sweeps one key");
 			o->sweep = optarg;
 			break;
 		case OPT_STEPS:
@@ -253,7 +256,12 @@ static int load_config(const struct opts *o, const char *key, const char *value,
 		if (cmd_config_add_set(co, *set))
 			goto oom;
 	}
-	return cmd_config_load(NAME, co, cfg) != 0 ? EXIT_FAIL : EXIT_OK;
+	if (cmd_config_load(NAME, co, cfg) != 0) {
+		if (key)
+			fprintf(stderr, "hint: '%s=%s' is a value of --sweep\n", key, value);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
 oom:
 	cmd_errorf(NAME, "out of memory");
 	return EXIT_FAIL;
@@ -414,66 +422,78 @@ static int run_trace(const struct opts *o, struct rlb_report *rep)
 	return ret;
 }
 
-/* The report in its format to -o FILE (atomically) or stdout. */
-static int write_report(const struct opts *o, const struct rlb_report *rep)
+/* Usage errors of the output paths: none is an input or another output. */
+static int check_outputs(const struct opts *o)
 {
-	struct rlb_atomic_file af;
-	struct rlb_err err = {0};
+	struct cmd_path *in = calloc((size_t)o->nfiles + 2, sizeof(*in));
+	const struct cmd_path out[] = {
+		{ "-o", o->out && strcmp(o->out, "-") ? o->out : NULL },
+		{ "--html", o->html }, { "--svg", o->svg },
+	};
+	int i, ret;
 
-	if (rlb_atomic_open(&af, o->out ? o->out : "-", &err) != 0) {
-		cmd_error(NAME, &err);
+	if (!in) {
+		cmd_errorf(NAME, "out of memory");
 		return EXIT_FAIL;
 	}
-	if (rlb_report_write(rep, o->format, af.fp, &err) != 0) {
-		rlb_atomic_abort(&af);
-		cmd_error(NAME, &err);
-		return EXIT_FAIL;
-	}
-	if (rlb_atomic_commit(&af, &err) != 0) {
-		cmd_error(NAME, &err);
-		return EXIT_FAIL;
-	}
-	return EXIT_OK;
+	in[0] = (struct cmd_path){ "the trace", o->trace };
+	in[1] = (struct cmd_path){ "the config", o->cfg.path };
+	for (i = 0; i < o->nfiles; i++)
+		in[i + 2] = (struct cmd_path){ "a result file", o->files[i] };
+	ret = cmd_check_outputs(NAME, usage, in, (size_t)o->nfiles + 2, out, 3, 0);
+	free(in);
+	return ret;
 }
 
-static int write_charts(const struct opts *o, const struct rlb_report *rep)
+/*
+ * The report in its format to -o FILE or stdout, the charts to --svg DIR
+ * and --html FILE.  The files were opened before the work (out, html);
+ * they are renamed into place only once every one is complete, and
+ * stdout gets the report last.
+ */
+static int write_outputs(const struct opts *o, const struct rlb_report *rep,
+			 struct rlb_atomic_file *out, struct rlb_atomic_file *html)
 {
 	struct rlb_report_chart_opts co = { .layer = o->layer };
-	struct rlb_atomic_file af;
 	struct rlb_err err = {0};
-	size_t n;
+	size_t n = 0;
 
-	if (o->svg) {
-		if (rlb_report_write_svgs(rep, &co, o->svg, &n, &err) != 0) {
-			cmd_error(NAME, &err);
+	if (o->out && strcmp(o->out, "-") &&
+	    (rlb_report_write(rep, o->format, out->fp, &err) != 0 ||
+	     rlb_atomic_sync(out, &err) != 0))
+		goto fail;
+	if (o->html && (rlb_report_write_html(rep, &co, html->fp, &err) != 0 ||
+			rlb_atomic_sync(html, &err) != 0))
+		goto fail;
+	if (o->svg && rlb_report_write_svgs(rep, &co, o->svg, &n, &err) != 0)
+		goto fail;
+	if ((o->out && strcmp(o->out, "-") && rlb_atomic_commit(out, &err) != 0) ||
+	    (o->html && rlb_atomic_commit(html, &err) != 0))
+		goto fail;
+	if (!o->out || !strcmp(o->out, "-")) {
+		if (rlb_report_write(rep, o->format, stdout, &err) != 0)
+			goto fail;
+		if (fflush(stdout) != 0) {
+			cmd_errorf(NAME, "cannot write to stdout");
 			return EXIT_FAIL;
 		}
+	}
+	if (o->svg)
 		fprintf(stderr, "relibra report: %zu chart%s written to %s/\n", n,
 			n == 1 ? "" : "s", o->svg);
-	}
-	if (o->html) {
-		if (rlb_atomic_open(&af, o->html, &err) != 0) {
-			cmd_error(NAME, &err);
-			return EXIT_FAIL;
-		}
-		if (rlb_report_write_html(rep, &co, af.fp, &err) != 0) {
-			rlb_atomic_abort(&af);
-			cmd_error(NAME, &err);
-			return EXIT_FAIL;
-		}
-		if (rlb_atomic_commit(&af, &err) != 0) {
-			cmd_error(NAME, &err);
-			return EXIT_FAIL;
-		}
+	if (o->html)
 		fprintf(stderr, "relibra report: HTML report written to %s\n", o->html);
-	}
 	return EXIT_OK;
+fail:
+	cmd_error(NAME, &err);
+	return EXIT_FAIL;
 }
 
 int cmd_report(int argc, char **argv)
 {
 	struct rlb_report rep;
 	struct rlb_err err = {0};
+	struct rlb_atomic_file out = { .slot = -1 }, html = { .slot = -1 };
 	struct opts o;
 	int i, ret;
 
@@ -481,7 +501,16 @@ int cmd_report(int argc, char **argv)
 	ret = parse_args(argc, argv, &o);
 	if (ret)
 		goto done;
+	ret = check_outputs(&o);
+	if (ret)
+		goto done;
 	ret = EXIT_FAIL;
+	/* the output files before the work, so that a bad path fails at once */
+	if ((o.out && strcmp(o.out, "-") && rlb_atomic_open(&out, o.out, &err) != 0) ||
+	    (o.html && rlb_atomic_open(&html, o.html, &err) != 0)) {
+		cmd_error(NAME, &err);
+		goto done;
+	}
 	if (o.trace && (ret = run_trace(&o, &rep)) != EXIT_OK)
 		goto done;
 	for (i = 0; i < o.nfiles; i++)
@@ -498,12 +527,12 @@ int cmd_report(int argc, char **argv)
 	if (rep.ngroups > 1 && !rep.sweep_key)
 		cmd_errorf(NAME, "warning: the results come from %zu different configurations or traces; each group is compared on its own",
 			   rep.ngroups);
-	ret = write_report(&o, &rep);
-	if (ret == EXIT_OK)
-		ret = write_charts(&o, &rep);
+	ret = write_outputs(&o, &rep, &out, &html);
 done:
 	if (ret < 0)
 		ret = EXIT_OK;	/* -h */
+	rlb_atomic_abort(&out);
+	rlb_atomic_abort(&html);
 	rlb_report_release(&rep);
 	cmd_config_release(&o.cfg);
 	return ret;

@@ -291,6 +291,15 @@ int cmd_train_step(int argc, char **argv)
 	int ret, quiet = lrank > 0, status = EXIT_FAIL;
 
 	ret = parse_args(argc, argv, &o, quiet);
+	if (ret == 0) {
+		const struct cmd_path in[] = {
+			{ "the trace", o.trace }, { "the plan", o.plan },
+			{ "the config", o.cfg.path },
+		};
+		const struct cmd_path out[] = { { "-o", o.out } };
+
+		ret = cmd_check_outputs(NAME, quiet ? NULL : usage, in, 3, out, 1, 0);
+	}
 	if (ret) {
 		cmd_config_release(&o.cfg);
 		return ret < 0 ? EXIT_OK : ret;

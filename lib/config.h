@@ -72,6 +72,10 @@ struct rlb_parallel_config {
 	enum rlb_pack pack;	/* micro-batch packing rule */
 };
 
+/* The ranges of balancer.replica_slots and balancer.eplb_window. */
+#define RLB_REPLICA_SLOTS_MAX 64
+#define RLB_EPLB_WINDOW_MAX 1000
+
 /* A boolean key set to "auto": the planner decides (balancer.colocate). */
 #define RLB_CFG_AUTO (-1)
 

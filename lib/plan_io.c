@@ -798,6 +798,7 @@ struct rlb_plan_writer {
 	size_t nsteps, steps_cap;
 	int error;
 	struct rlb_err err;
+	int finished;		/* rlb_plan_writer_finish done */
 };
 
 static int write_all(struct rlb_plan_writer *w, const void *p, size_t n)
@@ -887,6 +888,9 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 
 	if (w->error)
 		return w->error;
+	if (w->finished)
+		return wfail(w, rlb_err_set(&w->err, RLB_EINVAL,
+					    "plan: a step appended after the plan was finished"));
 	if (p->layers != h->layers || p->experts != h->experts ||
 	    p->ranks != h->ranks || p->gpus_per_node != h->gpus_per_node ||
 	    p->replica_slots != h->replica_slots || p->split != h->split)
@@ -1022,22 +1026,36 @@ out:
 	return ret;
 }
 
+int rlb_plan_writer_finish(struct rlb_plan_writer *w, struct rlb_err *err)
+{
+	int ret = w->error;
+
+	if (!ret && !w->finished) {
+		ret = write_tail(w);
+		if (!ret)
+			ret = rlb_atomic_sync(&w->af, &w->err);	/* removes it on failure */
+		if (ret)
+			wfail(w, ret);
+	}
+	if (ret) {
+		rlb_atomic_abort(&w->af);
+		if (err)
+			*err = w->err;
+		return ret;
+	}
+	w->finished = 1;
+	return 0;
+}
+
 int rlb_plan_writer_close(struct rlb_plan_writer *w, struct rlb_err *err)
 {
 	int ret;
 
 	if (!w)
 		return 0;
-	ret = w->error;
+	ret = rlb_plan_writer_finish(w, err);
 	if (!ret)
-		ret = write_tail(w);
-	if (ret) {
-		if (err)
-			*err = w->err;
-		rlb_plan_writer_abort(w);
-		return ret;
-	}
-	ret = rlb_atomic_commit(&w->af, err);
+		ret = rlb_atomic_commit(&w->af, err);
 	writer_free(w);
 	return ret;
 }

@@ -146,9 +146,17 @@ int rlb_plan_writer_append(struct rlb_plan_writer *w,
 int rlb_plan_writer_error(const struct rlb_plan_writer *w, struct rlb_err *err);
 
 /*
- * Write the step index and the seek table, fsync, rename into place and
- * free w.  On any error (sticky or now) the output is removed and the
- * error returned.  NULL is a no-op.
+ * Write the step index and the seek table and fsync, without renaming,
+ * so that a command with several outputs renames them only once every one
+ * is complete (close renames).  On any error (sticky or now) the output
+ * is removed and the error returned; close then returns it again.
+ */
+int rlb_plan_writer_finish(struct rlb_plan_writer *w, struct rlb_err *err);
+
+/*
+ * rlb_plan_writer_finish unless done, rename into place and free w.  On
+ * any error the output is removed and the error returned.  NULL is a
+ * no-op.
  */
 int rlb_plan_writer_close(struct rlb_plan_writer *w, struct rlb_err *err);
 

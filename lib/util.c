@@ -91,37 +91,51 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 	return 0;
 }
 
-int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err)
+int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 {
 	int ret = 0;
 
+	if (af->synced)
+		return 0;
 	if (!af->fp)
 		return rlb_err_set(err, RLB_EINVAL, "output file is not open");
 	if (!af->tmp_path) {
 		if (fflush(af->fp) != 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write to stdout");
-		af->fp = NULL;
-		rlb_atomic_abort(af);
-		return ret;
+	} else {
+		if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
+			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
+		if (fclose(af->fp) != 0 && ret == 0)
+			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
 	}
-	if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
-		ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
-	if (fclose(af->fp) != 0 && ret == 0)
-		ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
 	af->fp = NULL;
-	if (ret == 0 && rename(af->tmp_path, af->path) != 0)
+	af->synced = 1;
+	if (ret != 0)
+		rlb_atomic_abort(af);
+	return ret;
+}
+
+int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err)
+{
+	int ret = rlb_atomic_sync(af, err);
+
+	if (ret != 0)
+		return ret;
+	if (af->tmp_path && rename(af->tmp_path, af->path) != 0) {
 		ret = rlb_err_errno(err, RLB_EIO, "cannot rename '%s' to '%s'",
 				    af->tmp_path, af->path);
-	if (ret != 0)
 		unlink(af->tmp_path);
+	}
+	af->synced = 0;		/* renamed or removed: nothing to remove */
 	rlb_atomic_abort(af);
 	return ret;
 }
 
 void rlb_atomic_abort(struct rlb_atomic_file *af)
 {
-	if (af->fp && af->tmp_path) {
-		fclose(af->fp);
+	if (af->tmp_path && (af->fp || af->synced)) {
+		if (af->fp)
+			fclose(af->fp);
 		unlink(af->tmp_path);
 	}
 	if (af->tmp_path)

@@ -24,6 +24,7 @@ struct rlb_atomic_file {
 	char *path;
 	char *tmp_path;		/* NULL for stdout */
 	int slot;		/* in the signal cleanup's list, -1 when not */
+	int synced;		/* rlb_atomic_sync done: fp closed, PATH.tmp complete */
 };
 
 /*
@@ -32,7 +33,16 @@ struct rlb_atomic_file {
  */
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err);
-/* Flush, fsync, close and rename into place; releases af either way. */
+/*
+ * Flush, fsync and close PATH.tmp without renaming it, so that a command
+ * with several outputs renames them only once every one is complete.  On
+ * failure PATH.tmp is removed and af released.
+ */
+int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err);
+/*
+ * rlb_atomic_sync unless done, then rename into place; releases af either
+ * way.
+ */
 int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err);
 /* Close and remove the temporary file; releases af.  Safe on a zeroed af. */
 void rlb_atomic_abort(struct rlb_atomic_file *af);

@@ -83,7 +83,11 @@ expect_out '"gpu_max_mean_per_micro_batch"'
 
 run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 5:9 "$tiny"
 expect_status 1
-expect_err "relibra inspect: no steps in 5..9"
+expect_err "relibra inspect: no step of '$tiny' in 5:9 (it has steps 0..1)"
+expect_empty out
+run inspect --json --dump --steps 3: "$tiny"
+expect_status 1
+expect_err "relibra inspect: no step of '$tiny' in 3: (it has steps 0..1)"
 
 # --threads counts in blocks of layers: the same statistics for any N.
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic --seed 3 -o syn.rrt

@@ -144,6 +144,35 @@ run plan -c "$cfg" --policy relibra --no-timing --json t.rrt
 expect_out '"label": "relibra"'
 expect_out '"colocate": false'
 
+# Outputs: a failed run leaves every output as it was; no output may be an
+# input or another output, nor stdout; --steps needs a range.
+echo old > keep.rlp
+run plan -c "$cfg" -o keep.rlp --summary nodir/s.json t.rrt
+expect_status 1
+expect_err "relibra plan: cannot create 'nodir/s.json.tmp'"
+[ "$(cat keep.rlp)" = old ] || fail "a failed plan replaced -o"
+[ ! -e keep.rlp.tmp ] || fail "keep.rlp.tmp left behind"
+run plan -c "$cfg" --policy eplb -o keep.rlp --eplb-export nodir/e.json t.rrt
+expect_status 1
+[ "$(cat keep.rlp)" = old ] || fail "a failed plan (--eplb-export) replaced -o"
+cp t.rrt same.rrt
+run plan -c "$cfg" -o same.rrt same.rrt
+expect_status 2
+expect_err "relibra plan: -o 'same.rrt' is also the trace: choose another path"
+cmp -s t.rrt same.rrt || fail "plan -o TRACE wrote over the trace"
+run plan -c "$cfg" -o both.out --summary both.out t.rrt
+expect_status 2
+expect_err "relibra plan: --summary 'both.out' is also -o: choose another path"
+run plan -c "$cfg" --summary - t.rrt
+expect_status 2
+expect_err "relibra plan: --summary '-': this output goes to a file"
+run plan -c "$cfg" --steps "" t.rrt
+expect_status 2
+expect_err "relibra plan: --steps '': expected A:B, A:, :B or A"
+run plan -c "$cfg" --replica-slots 65 t.rrt
+expect_status 2
+expect_err "relibra plan: --replica-slots: 65 is out of range [0, 64]"
+
 # --fail-below: exit 3 with a message when below.
 run plan -c "$cfg" --policy static --fail-below 1 t.rrt
 expect_status 3

@@ -119,6 +119,16 @@ run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra,relibra+
 	--sweep balancer.colocate=false,true
 expect_status 2
 expect_err "relibra report: --policies: 'relibra' and 'relibra+colocate' are the same plan, 'relibra --colocate' (with balancer.colocate=true)"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep cluster.rdma_gbps=25,45 \
+	--sweep cluster.nvlink_gbps=1,2
+expect_status 2
+expect_err "relibra report: --sweep given twice: a report sweeps one key"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --html x.rrt
+expect_status 2
+expect_err "relibra report: --html 'x.rrt' is also the trace: choose another path"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --svg -
+expect_status 2
+expect_err "relibra report: --svg '-': this output goes to a file"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+fast
 expect_status 2
 expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, no-colocate, data-control)"

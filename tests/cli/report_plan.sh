@@ -143,4 +143,20 @@ xmllint --noout sweep.html scharts/*.svg || fail "sweep charts are not well-form
 [ "$(series scharts/sweep-ideal.svg)" = 3 ] || fail "sweep-ideal.svg: expected 3 series"
 [ "$(series scharts/sweep-step.svg)" = 3 ] || fail "sweep-step.svg: expected 3 series"
 [ -e scharts/tokens-g3.svg ] || fail "per-group charts of a sweep are numbered"
+
+# A failed run leaves -o as it was, and stdout gets the report only once
+# every file is written; a bad --sweep value says it comes from --sweep.
+echo old > keep.txt
+run report -c "$cfg" --trace tiny.rrt --policies static -o keep.txt --html nodir/r.html
+expect_status 1
+expect_err "relibra report: cannot create 'nodir/r.html.tmp'"
+[ "$(cat keep.txt)" = old ] || fail "a failed report replaced -o"
+run report -c "$cfg" --trace tiny.rrt --policies static --svg nodir/charts
+expect_status 1
+expect_empty out
+run report -c "$cfg" --trace tiny.rrt --policies static --sweep balancer.replica_slots=1,999
+expect_status 1
+expect_err "relibra report: --set 'balancer.replica_slots=999': value 999 for 'balancer.replica_slots' is out of range [0, 64]"
+expect_err "hint: 'balancer.replica_slots=999' is a value of --sweep"
+expect_empty out
 exit 0

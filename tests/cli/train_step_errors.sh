@@ -63,4 +63,10 @@ RELIBRA_TIMEOUT=soon "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp 
 status=$?
 expect_status 1
 expect_err "relibra train-step: RELIBRA_TIMEOUT: expected a number, got 'soon' (seconds; 0: no limit)"
+# -o may not name an input: refused before any work.
+cp p.rlp keep.rlp
+run train-step -c "$cfg" --trace t.rrt --plan keep.rlp --virtual-ranks 4 -o keep.rlp
+expect_status 2
+expect_err "relibra train-step: -o 'keep.rlp' is also the plan: choose another path"
+cmp -s p.rlp keep.rlp || fail "train-step -o PLAN wrote over the plan"
 exit 0
