@@ -336,6 +336,12 @@ int cmd_train_step(int argc, char **argv)
 			cmd_error(NAME, &err);
 		goto out;
 	}
+	/* a hang in the one process of virtual ranks would leave none to time out */
+	if ((eo.fault == RLB_FAULT_HANG || eo.fault == RLB_FAULT_HANG_END) &&
+	    !strcmp(rlb_world_name(w), "virtual")) {
+		cmd_errorf(NAME, "RELIBRA_FAULT: a hang needs ranks in processes of their own (mpirun): with virtual ranks it would stop the whole job");
+		goto out;
+	}
 	env = getenv("RELIBRA_TIMEOUT");
 	if (env && *env) {
 		double t;

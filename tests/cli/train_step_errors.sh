@@ -69,4 +69,10 @@ run train-step -c "$cfg" --trace t.rrt --plan keep.rlp --virtual-ranks 4 -o keep
 expect_status 2
 expect_err "relibra train-step: -o 'keep.rlp' is also the plan: choose another path"
 cmp -s p.rlp keep.rlp || fail "train-step -o PLAN wrote over the plan"
+# A hang of a virtual rank would hang the one process: refused.
+RELIBRA_FAULT=rank:1:step:0:hang "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp \
+	--virtual-ranks 4 > out 2> err
+status=$?
+expect_status 1
+expect_err "relibra train-step: RELIBRA_FAULT: a hang needs ranks in processes of their own (mpirun)"
 exit 0
