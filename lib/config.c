@@ -202,6 +202,10 @@ bad_type:
 	return rlb_cfg_fail_mark(ld, si, v->mark, "expected %s for '%s.%s', got '%s'",
 				 rlb_cfg_type_text(k, types, sizeof(types)), sname, k->name, shown);
 bad_range:
+	/* past INT_MAX the range "(at least N)" would not say what is wrong */
+	if (d > k->max && k->type == KT_INT && k->max >= INT_MAX)
+		return rlb_cfg_fail_mark(ld, si, v->mark, "value %s for '%s.%s' is too large (at most %.0f)",
+					 shown, sname, k->name, k->max);
 	return rlb_cfg_fail_mark(ld, si, v->mark, "value %s for '%s.%s' is out of range %s",
 				 shown, sname, k->name, rlb_cfg_range_text(k, range, sizeof(range)));
 }

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "config_impl.h"
 #include "preset.h"
+#include "trace.h"
 
 #define OFF(sec, f) offsetof(struct rlb_config, sec.f)
 #define FIELD_SIZE(sec, f) sizeof(((struct rlb_config *)0)->sec.f)
@@ -54,11 +55,12 @@ _Static_assert(FIELD_SIZE(balancer, policy) == RLB_NAME_MAX, "policy buffer");
 
 static const struct key model_keys[] = {
 	KSTR(model, name),
-	KREQ(model, experts, 1, 65536),
-	KREQ(model, topk, 1, 1024),
+	/* experts, topk, moe_layers: at most what a trace can hold */
+	KREQ(model, experts, 1, RLB_TRACE_MAX_EXPERTS),
+	KREQ(model, topk, 1, RLB_TRACE_MAX_TOPK),
 	KREQ(model, hidden, 1, 1048576),
 	KREQ(model, expert_ffn, 1, 1048576),
-	KREQ(model, moe_layers, 1, 4096),
+	KREQ(model, moe_layers, 1, RLB_TRACE_MAX_LAYERS),
 	KINT(model, first_dense_layers, 0, 4096),
 	KINT(model, dense_ffn, 0, 1048576),
 	KINT(model, shared_experts, 0, 64),
@@ -95,9 +97,9 @@ static const struct key parallel_keys[] = {
 
 static const struct key balancer_keys[] = {
 	KCHOICE(balancer, policy, policy_names),
-	KINT(balancer, replica_slots, 0, 64),
+	KINT(balancer, replica_slots, 0, RLB_REPLICA_SLOTS_MAX),
 	KINT(balancer, min_tokens_per_replica, 0, 1e9),
-	KINT(balancer, eplb_window, 1, 1000),
+	KINT(balancer, eplb_window, 1, RLB_EPLB_WINDOW_MAX),
 	KBOOL(balancer, reorder),
 	KBOOL(balancer, replicate),
 	KBOOL(balancer, data_control),

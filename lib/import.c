@@ -114,37 +114,70 @@ int rlb_importer_step(struct rlb_importer *im, int64_t in_step, uint32_t *step,
 	return 0;
 }
 
-/* Group and sample of the next sequence of `step` (rules: docs/jsonl-format.md). */
-static void assign_ids(struct rlb_importer *im, uint32_t step,
-		       const struct rlb_import_ids *in, uint32_t *group,
-		       uint32_t *sample)
+/*
+ * Group and sample of the next sequence of `step` (rules:
+ * docs/jsonl-format.md).  An id past UINT32_MAX (--group near the top
+ * with --group-size, a sample after sample UINT32_MAX, 2^32 sequences
+ * in a step) is RLB_ERANGE rather than a silent wrap to 0.
+ */
+static int assign_ids(struct rlb_importer *im, uint32_t step,
+		      const struct rlb_import_ids *in, uint32_t *group,
+		      uint32_t *sample, struct rlb_err *err)
 {
 	const struct rlb_import_opts *o = im->opts;
+	uint64_t n;
 
 	if (!im->have_step || step != im->step) {
 		im->ordinal = 0;
 		im->have_prev = 0;
 	}
+	n = im->ordinal;
 	if (o->group_size > 0) {
 		uint64_t base = o->group >= 0 ? (uint64_t)o->group : 0;
+		uint64_t g = base + n / o->group_size;
 
-		*group = (uint32_t)(base + im->ordinal / o->group_size);
-		*sample = (uint32_t)(im->ordinal % o->group_size);
-	} else if (o->group >= 0) {
-		*group = (uint32_t)o->group;
-		*sample = in->sample >= 0 ? (uint32_t)in->sample : (uint32_t)im->ordinal;
-	} else if (in->group >= 0) {
+		if (g > UINT32_MAX)
+			return rlb_err_set(err, RLB_ERANGE,
+					   "group: sequence %" PRIu64 " of step %" PRIu32
+					   " gets group %" PRIu64 " (--group %" PRIu64
+					   " --group-size %" PRIu32 "), above %" PRIu32,
+					   n, step, g, base, o->group_size, UINT32_MAX);
+		*group = (uint32_t)g;
+		*sample = (uint32_t)(n % o->group_size);
+		return 0;
+	}
+	if (o->group < 0 && in->group >= 0) {
 		*group = (uint32_t)in->group;
-		if (in->sample >= 0)
+		if (in->sample >= 0) {
 			*sample = (uint32_t)in->sample;
-		else if (im->have_prev && im->prev_group == *group)
+		} else if (im->have_prev && im->prev_group == *group) {
+			if (im->prev_sample == UINT32_MAX)
+				return rlb_err_set(err, RLB_ERANGE,
+						   "sample: the sequence after sample %" PRIu32
+						   " of group %" PRIu32 " gets sample %" PRIu64
+						   ", above %" PRIu32, im->prev_sample, *group,
+						   (uint64_t)im->prev_sample + 1, UINT32_MAX);
 			*sample = im->prev_sample + 1;
-		else
+		} else {
 			*sample = 0;
+		}
+		return 0;
+	}
+	/* The ordinal becomes the sample (--group) or the group (no group). */
+	if (n > UINT32_MAX && (o->group < 0 || in->sample < 0))
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: sequence %" PRIu64 " of step %" PRIu32
+				   " gets %s %" PRIu64 ", above %" PRIu32,
+				   o->group >= 0 ? "sample" : "group", n, step,
+				   o->group >= 0 ? "sample" : "group", n, UINT32_MAX);
+	if (o->group >= 0) {
+		*group = (uint32_t)o->group;
+		*sample = in->sample >= 0 ? (uint32_t)in->sample : (uint32_t)n;
 	} else {
-		*group = (uint32_t)im->ordinal;
+		*group = (uint32_t)n;
 		*sample = in->sample >= 0 ? (uint32_t)in->sample : 0;
 	}
+	return 0;
 }
 
 int rlb_importer_emit(struct rlb_importer *im, uint32_t step,
@@ -163,7 +196,9 @@ int rlb_importer_emit(struct rlb_importer *im, uint32_t step,
 				   tokens, RLB_TRACE_MAX_SEQ_TOKENS);
 	memset(&seq, 0, sizeof(seq));
 	seq.step = step;
-	assign_ids(im, step, in, &seq.group, &seq.sample);
+	ret = assign_ids(im, step, in, &seq.group, &seq.sample, err);
+	if (ret != 0)
+		return ret;
 	seq.tokens = tokens;
 	seq.ids = ids;
 	seq.gates = im->gates ? gates : NULL;

@@ -9,6 +9,12 @@
 
 #include "import_internal.h"
 
+/*
+ * Doubles from here up round to float32 infinity (FLT_MAX plus half its
+ * ulp, a tie that rounds to even: up); below, the float is finite.
+ */
+#define GATE_F32_LIMIT 0x1.ffffffp+127
+
 struct jl_state {
 	uint16_t *ids;
 	float *gates;
@@ -125,12 +131,18 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 				s->ids[base + k] = (uint16_t)id;
 				if (ga) {
 					json_t *g = json_array_get(grow, k);
+					double gv;
 
 					if (!json_is_number(g))
 						return rlb_err_set(err, RLB_EPARSE,
 								   "gates[%zu][%zu][%zu]: expected a number",
 								   t, l, k);
-					s->gates[base + k] = (float)json_number_value(g);
+					gv = json_number_value(g);
+					if (!(gv >= 0 && gv < GATE_F32_LIMIT))
+						return rlb_err_set(err, RLB_ERANGE,
+								   "gates[%zu][%zu][%zu]: value %.9g is not a finite non-negative float32",
+								   t, l, k, gv);
+					s->gates[base + k] = (float)gv;
 				}
 			}
 		}

@@ -223,6 +223,30 @@ static int grow_vals(struct sg_state *s, size_t n, struct rlb_err *err)
 	return 0;
 }
 
+/*
+ * Check one record's converted gates (token-major [rows][moe_layers][topk]
+ * of an input with `layers` layers per row): each finite and >= 0.  The
+ * message names row, layer and column as rlb_import_convert does.
+ */
+static int check_gates(const struct rlb_importer *im, const float *gates,
+		       uint64_t rows, uint64_t layers, const char *fp,
+		       struct rlb_err *err)
+{
+	uint64_t i, n = rows * im->moe_layers * im->topk;
+	uint64_t K = im->topk, L = im->moe_layers;
+
+	for (i = 0; i < n; i++) {
+		if (!rlb_trace_gate_ok(gates[i]))
+			return rlb_err_set(err, RLB_ERANGE,
+					   "%smeta_info.routed_experts_gates: value %.9g at row %" PRIu64
+					   ", layer %" PRIu64 ", column %" PRIu64
+					   " is not a finite non-negative float32",
+					   fp, (double)gates[i], i / (L * K),
+					   layers - L + i / K % L, i % K);
+	}
+	return 0;
+}
+
 /* One response object; messages start with the field (fp prefixes it). */
 static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 			 struct rlb_err *err)
@@ -358,6 +382,11 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 	if (ret != 0) {
 		rlb_err_prefix(err, "%smeta_info.routed_experts", fp);
 		goto out;
+	}
+	if (im->gates) {
+		ret = check_gates(im, s->gates, rows, layers, fp, err);
+		if (ret != 0)
+			goto out;
 	}
 
 	if (start < 0) {

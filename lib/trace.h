@@ -7,6 +7,7 @@
 #ifndef RLB_TRACE_H
 #define RLB_TRACE_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,7 +54,8 @@ unsigned rlb_trace_id_bytes(const struct rlb_trace_header *h);
  * One sequence (one RL sample).  ids holds moe_layers * tokens * topk
  * logical expert ids, layer-major: ids[(layer * tokens + t) * topk + k],
  * k in the engine's column order.  gates, when the trace has
- * RLB_TRACE_F_GATES, has the same shape; else NULL.
+ * RLB_TRACE_F_GATES, has the same shape, every weight finite and >= 0
+ * (rlb_trace_gate_ok); else NULL.
  */
 struct rlb_seq {
 	uint32_t step;
@@ -63,6 +65,16 @@ struct rlb_seq {
 	const uint16_t *ids;
 	const float *gates;
 };
+
+/*
+ * Whether g may be stored as a gate weight: finite and not below zero
+ * (-0 counts as zero).  The writer refuses, the reader reports as
+ * corrupt, and the importers reject any other value.
+ */
+static inline int rlb_trace_gate_ok(float g)
+{
+	return g >= 0.0f && g <= FLT_MAX;	/* false for NaN and +-inf */
+}
 
 /* Per-sequence metadata without routing, as the step index lists it. */
 struct rlb_seq_meta {

@@ -1115,6 +1115,7 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 			if (decode) {
 				const uint8_t *g = p + pos;
 				float *go = r->gates[b] + (size_t)l * tk;
+				uint32_t bad = 0;
 				size_t i;
 
 				for (i = 0; i < tk; i++) {
@@ -1122,8 +1123,18 @@ static int parse_record(struct rlb_trace_reader *r, struct cursor *c,
 						     ((uint32_t)g[2 * tk + i] << 16) |
 						     ((uint32_t)g[3 * tk + i] << 24);
 
+					/*
+					 * Finite and >= 0 (rlb_trace_gate_ok) on the
+					 * bits, without a branch: up to FLT_MAX, or -0.
+					 */
+					bad |= (v > 0x7f7fffffu) & (v != 0x80000000u);
 					memcpy(&go[i], &v, 4);
 				}
+				for (i = 0; bad && i < tk; i++)
+					if (!rlb_trace_gate_ok(go[i]))
+						return rec_err(err, f, c->rec,
+							       "layer %u, token %zu, column %zu: gate %.9g is negative or not finite",
+							       l, i / K, i % K, (double)go[i]);
 			}
 			pos += 4 * tk;
 		}

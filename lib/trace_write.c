@@ -399,7 +399,8 @@ static void code_record(struct rlb_trace_writer *w, const struct rlb_seq *seq)
 static int check_seq(struct rlb_trace_writer *w, const struct rlb_seq *q)
 {
 	const struct rlb_trace_header *h = &w->s.h;
-	size_t n, i;
+	size_t n, i, per_layer;
+	int bad;
 
 	if (q->tokens == 0)
 		return rlb_err_set(&w->err, RLB_EINVAL, SEQ_FMT "no tokens",
@@ -430,17 +431,27 @@ static int check_seq(struct rlb_trace_writer *w, const struct rlb_seq *q)
 				   SEQ_FMT "gates given but the trace has none",
 				   SEQ_ARGS(q));
 	n = (size_t)q->tokens * h->topk * h->moe_layers;
-	if (rlb_rrt_max_u16(q->ids, n) < h->experts)
-		return 0;
-	for (i = 0; i < n; i++) {
-		if (q->ids[i] >= h->experts) {
-			size_t per_layer = (size_t)q->tokens * h->topk;
-
-			return rlb_err_set(&w->err, RLB_ERANGE,
-					   SEQ_FMT "expert id %u at layer %zu, token %zu, column %zu is out of range (experts %u)",
-					   SEQ_ARGS(q), q->ids[i], i / per_layer,
-					   i % per_layer / h->topk, i % h->topk,
-					   h->experts);
+	per_layer = (size_t)q->tokens * h->topk;
+	if (rlb_rrt_max_u16(q->ids, n) >= h->experts) {
+		for (i = 0; i < n; i++) {
+			if (q->ids[i] >= h->experts)
+				return rlb_err_set(&w->err, RLB_ERANGE,
+						   SEQ_FMT "expert id %u at layer %zu, token %zu, column %zu is out of range (experts %u)",
+						   SEQ_ARGS(q), q->ids[i], i / per_layer,
+						   i % per_layer / h->topk, i % h->topk,
+						   h->experts);
+		}
+	}
+	if (q->gates) {
+		/* One pass without branches; the loop below only on failure. */
+		for (i = 0, bad = 0; i < n; i++)
+			bad |= !rlb_trace_gate_ok(q->gates[i]);
+		for (i = 0; bad && i < n; i++) {
+			if (!rlb_trace_gate_ok(q->gates[i]))
+				return rlb_err_set(&w->err, RLB_EINVAL,
+						   SEQ_FMT "gate %.9g at layer %zu, token %zu, column %zu is negative or not finite",
+						   SEQ_ARGS(q), (double)q->gates[i], i / per_layer,
+						   i % per_layer / h->topk, i % h->topk);
 		}
 	}
 	return 0;

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "suites.h"
+#include "trace.h"
 
 static const char *fixture(const char *name)
 {
@@ -349,12 +350,13 @@ START_TEST(test_set_good)
 	/* rlb_config_set on a loaded config: checked, not validated */
 	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=2", &err), 0);
 	ck_assert_int_eq(cfg.model.topk, 2);
-	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=80", &err), 0);
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.experts=32", &err), 0);
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=40", &err), 0);
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
-	ck_assert_str_eq(err.msg, "'model.topk' 80 exceeds 'model.experts' 64");
+	ck_assert_str_eq(err.msg, "'model.topk' 40 exceeds 'model.experts' 32");
 	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=0", &err), RLB_ECONFIG);
-	ck_assert_str_eq(err.msg, "--set 'model.topk=0': value 0 for 'model.topk' is out of range [1, 1024]");
-	ck_assert_int_eq(cfg.model.topk, 80);
+	ck_assert_str_eq(err.msg, "--set 'model.topk=0': value 0 for 'model.topk' is out of range [1, 64]");
+	ck_assert_int_eq(cfg.model.topk, 40);
 }
 END_TEST
 
@@ -376,13 +378,19 @@ static const struct {
 	{ "model.experts=[1, 2]", "expected an integer for 'model.experts', got a sequence" },
 	{ "model.experts={a: 1}", "expected an integer for 'model.experts', got a mapping" },
 	{ "model.experts=1.5", "expected an integer for 'model.experts', got '1.5'" },
-	{ "model.experts=0", "value 0 for 'model.experts' is out of range [1, 65536]" },
+	{ "model.experts=0", "value 0 for 'model.experts' is out of range [1, 65535]" },
 	{ "model.experts=99999999999999999999",
-	  "value 99999999999999999999 for 'model.experts' is out of range [1, 65536]" },
+	  "value 99999999999999999999 for 'model.experts' is out of range [1, 65535]" },
+	/* one past what a trace holds (RLB_TRACE_MAX_*) */
+	{ "model.experts=65536", "value 65536 for 'model.experts' is out of range [1, 65535]" },
+	{ "model.topk=65", "value 65 for 'model.topk' is out of range [1, 64]" },
+	{ "model.moe_layers=1025", "value 1025 for 'model.moe_layers' is out of range [1, 1024]" },
 	{ "cluster.peak_tflops=0", "value 0 for 'cluster.peak_tflops' is out of range [1e-06, 1000000]" },
 	{ "cluster.peak_tflops=nan", "expected a number for 'cluster.peak_tflops', got 'nan'" },
 	{ "cluster.peak_tflops=1e999", "expected a number for 'cluster.peak_tflops', got '1e999'" },
 	{ "workload.segment_min=0", "value 0 for 'workload.segment_min' is out of range (at least 1)" },
+	{ "workload.segment_max=99999999999",
+	  "value 99999999999 for 'workload.segment_max' is too large (at most 2147483647)" },
 	{ "parallel.recompute=maybe",
 	  "expected a boolean (true or false) for 'parallel.recompute', got 'maybe'" },
 	{ "balancer.colocate=automatic",
@@ -464,6 +472,39 @@ START_TEST(test_set_bad)
 	ck_assert_str_eq(err.msg, want);
 	/* a failed load leaves the defaults */
 	ck_assert_int_eq(cfg.model.experts, 0);
+}
+END_TEST
+
+/* The model's shape may reach the trace format's limits (and no further). */
+START_TEST(test_trace_limits)
+{
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	const char *at_limit[] = { "model.preset=olmoe", "model.experts=64", "model.topk=64",
+				   "model.moe_layers=1024" };
+	const char *past[] = { "model.preset=olmoe", "model.moe_layers=1025" };
+
+	ck_assert_uint_eq(RLB_TRACE_MAX_EXPERTS, 65535);
+	ck_assert_uint_eq(RLB_TRACE_MAX_TOPK, 64);
+	ck_assert_uint_eq(RLB_TRACE_MAX_LAYERS, 1024);
+	/* topk and moe_layers at the limit: a whole load validates */
+	ck_assert_msg(rlb_config_load(&cfg, NULL, at_limit, 4, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(cfg.model.topk, 64);
+	ck_assert_int_eq(cfg.model.moe_layers, 1024);
+	/* experts at the limit (65535 = 3 x 5 x 17 x 257 divides by no ep_size here) */
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.experts=65535", &err), 0);
+	ck_assert_int_eq(cfg.model.experts, 65535);
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.experts=65536", &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "--set 'model.experts=65536': value 65536 for 'model.experts' "
+			 "is out of range [1, 65535]");
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=65", &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "--set 'model.topk=65': value 65 for 'model.topk' "
+			 "is out of range [1, 64]");
+	ck_assert_int_eq(cfg.model.experts, 65535);
+	ck_assert_int_eq(cfg.model.topk, 64);
+	ck_assert_int_eq(rlb_config_load(&cfg, NULL, past, 2, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "--set 'model.moe_layers=1025': value 1025 for "
+			 "'model.moe_layers' is out of range [1, 1024]");
 }
 END_TEST
 
@@ -896,6 +937,7 @@ Suite *rlb_suite_config(void)
 	tcase_add_test(tc, test_set_good);
 	tcase_add_test(tc, test_new_get);
 	tcase_add_loop_test(tc, test_set_bad, 0, (int)(sizeof(bad_sets) / sizeof(bad_sets[0])));
+	tcase_add_test(tc, test_trace_limits);
 	tcase_add_loop_test(tc, test_error_fixtures, 0,
 			    (int)(sizeof(bad_files) / sizeof(bad_files[0])));
 	tcase_add_test(tc, test_error_in_preset);

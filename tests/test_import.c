@@ -5,6 +5,7 @@
  * rules, exact error messages, and a round trip through the trace writer.
  */
 #define _GNU_SOURCE
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -948,6 +949,67 @@ START_TEST(test_sglang_gates)
 }
 END_TEST
 
+/* A gate weight that is negative or not finite (float32 bits) is refused. */
+START_TEST(test_sglang_bad_gates)
+{
+	static const struct {
+		uint32_t bits;
+		const char *msg;	/* NULL: imports */
+	} v[] = {
+		{ 0x7fc00000u, "s.jsonl:2: meta_info.routed_experts_gates: value nan at row 2, "
+			       "layer 3, column 1 is not a finite non-negative float32" },
+		{ 0x7f800000u, "s.jsonl:2: meta_info.routed_experts_gates: value inf at row 2, "
+			       "layer 3, column 1 is not a finite non-negative float32" },
+		{ 0xff800000u, "s.jsonl:2: meta_info.routed_experts_gates: value -inf at row 2, "
+			       "layer 3, column 1 is not a finite non-negative float32" },
+		{ 0xc0400000u, "s.jsonl:2: meta_info.routed_experts_gates: value -3 at row 2, "
+			       "layer 3, column 1 is not a finite non-negative float32" },
+		{ 0x80000000u, NULL },	/* -0 */
+		{ 0x7f7fffffu, NULL },	/* FLT_MAX */
+	};
+	struct rlb_import_opts o = opts_of(RLB_IMPORT_SGLANG);
+	struct rlb_err err = { 0, "" };
+	struct collector c = { 0 };
+	struct rlb_config cfg;
+	char *text, *g, meta[4096];
+	uint8_t *gb;
+	size_t n, i;
+
+	tiny_config(&cfg, 1);
+	o.gates = 1;
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		gb = gate_bytes(1, 3, 1, &n);
+		/* row 2, input layer 3 (MoE layer 2 after the dense one), column 1 */
+		rlb_put_u32(gb + 4 * ((2 * 5 + 3) * K + 1), v[i].bits);
+		/* a dense layer's value is not looked at */
+		rlb_put_u32(gb + 4 * ((1 * 5 + 0) * K + 0), 0x7fc00000u);
+		g = b64(gb, n);
+		snprintf(meta, sizeof(meta), ", \"routed_experts_gates\": \"%s\"", g);
+		free(g);
+		free(gb);
+		text = sg_line(1, 0, 3, 1, 0, NULL, NULL, meta);
+		gb = gate_bytes(0, 2, 1, &n);
+		g = b64(gb, n);
+		snprintf(meta, sizeof(meta), ", \"routed_experts_gates\": \"%s\"", g);
+		text = cat(sg_line(0, 0, 2, 1, 0, NULL, NULL, meta), text);
+		free(g);
+		free(gb);
+		if (!v[i].msg) {
+			ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0,
+				      "%s", err.msg);
+			ck_assert_uint_eq(c.n, 2);
+		} else {
+			ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "s.jsonl"),
+					 RLB_ERANGE);
+			ck_assert_str_eq(err.msg, v[i].msg);
+			ck_assert_uint_eq(c.n, 1);	/* the first record went through */
+		}
+		collector_free(&c);
+		free(text);
+	}
+}
+END_TEST
+
 START_TEST(test_sglang_errors)
 {
 	static const struct { const char *line, *msg; } v[] = {
@@ -1335,6 +1397,16 @@ START_TEST(test_jsonl_records)
 }
 END_TEST
 
+static const struct {
+	const char *value, *msg;
+} bad_gates[] = {
+	{ "1e39", "j.jsonl:1: gates[0][3][1]: value 1e+39 is not a finite non-negative float32" },
+	{ "3.40282357e38",
+	  "j.jsonl:1: gates[0][3][1]: value 3.40282357e+38 is not a finite non-negative float32" },
+	{ "-3", "j.jsonl:1: gates[0][3][1]: value -3 is not a finite non-negative float32" },
+	{ "-1e-30", "j.jsonl:1: gates[0][3][1]: value -1e-30 is not a finite non-negative float32" },
+};
+
 START_TEST(test_jsonl_errors)
 {
 	static const struct { const char *line, *msg; int code; } v[] = {
@@ -1379,6 +1451,88 @@ START_TEST(test_jsonl_errors)
 			 RLB_EPARSE);
 	ck_assert_str_eq(err.msg, "j.jsonl:1: gates: missing (--gates needs gate weights in every record)");
 	collector_free(&c);
+	/* Gate weights must be finite float32 values >= 0. */
+	for (i = 0; i < sizeof(bad_gates) / sizeof(bad_gates[0]); i++) {
+		char *line;
+
+		ck_assert_int_ge(asprintf(&line, "{\"experts\": [[[1, 2], [1, 2], [1, 2], [1, 2]]], "
+					  "\"gates\": [[[1, 2], [1, 2], [1, 2], [1, %s]]]}",
+					  bad_gates[i].value), 0);
+		ck_assert_int_eq(import_text(line, &o, &cfg, &c, &err, "j.jsonl"), RLB_ERANGE);
+		ck_assert_str_eq(err.msg, bad_gates[i].msg);
+		free(line);
+		collector_free(&c);
+	}
+	/* 0, -0, the largest float32 (3.4028235e38 rounds down to it) and subnormals */
+	ck_assert_msg(import_text("{\"experts\": [[[1, 2], [1, 2], [1, 2], [1, 2]]], "
+				  "\"gates\": [[[0, -0.0], [3.4028235e38, 1e-45], [1, 2], [1, 2]]]}",
+				  &o, &cfg, &c, &err, "j.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	ck_assert(c.v[0].gates[0] == 0.0f);
+	ck_assert(c.v[0].gates[1] == 0.0f);
+	ck_assert(c.v[0].gates[2] == FLT_MAX);
+	ck_assert(c.v[0].gates[3] > 0.0f);
+	collector_free(&c);
+}
+END_TEST
+
+/* Assigned group and sample ids past 2^32-1 are errors, never a wrap to 0. */
+START_TEST(test_id_overflow)
+{
+	struct rlb_import_opts o = opts_of(RLB_IMPORT_JSONL);
+	struct rlb_err err = { 0, "" };
+	struct collector c = { 0 };
+	struct rlb_config cfg;
+	char *text = NULL;
+	unsigned i;
+
+	tiny_config(&cfg, 0);
+	for (i = 0; i < 6; i++)
+		text = cat(text, jl_line(i, 1, 0, NULL, 0, NULL));
+	/* --group 4294967295 --group-size 4: room for 4 sequences in a step */
+	o.group = UINT32_MAX;
+	o.group_size = 4;
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "j.jsonl"), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "j.jsonl:5: group: sequence 4 of step 0 gets group 4294967296 "
+			 "(--group 4294967295 --group-size 4), above 4294967295");
+	ck_assert_uint_eq(c.n, 4);
+	ck_assert_uint_eq(c.v[3].s.group, UINT32_MAX);
+	ck_assert_uint_eq(c.v[3].s.sample, 3);
+	collector_free(&c);
+	/* one group lower, the last two get the top id */
+	o.group = UINT32_MAX - 1;
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "j.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 6);
+	ck_assert_uint_eq(c.v[5].s.group, UINT32_MAX);
+	ck_assert_uint_eq(c.v[5].s.sample, 1);
+	collector_free(&c);
+	free(text);
+	/* each step starts counting again */
+	o.group = UINT32_MAX;
+	o.group_size = 2;
+	text = NULL;
+	for (i = 0; i < 4; i++) {
+		char top[32];
+
+		snprintf(top, sizeof(top), "\"step\": %u, ", i / 2);
+		text = cat(text, jl_line(i, 1, 0, NULL, 0, top));
+	}
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "j.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 4);
+	ck_assert_uint_eq(c.v[3].s.step, 1);
+	ck_assert_uint_eq(c.v[3].s.group, UINT32_MAX);
+	collector_free(&c);
+	free(text);
+	/* the sample after the input's sample 4294967295 of the same group */
+	o = opts_of(RLB_IMPORT_JSONL);
+	text = cat(jl_line(0, 1, 0, NULL, 0, "\"group\": 7, \"sample\": 4294967295, "),
+		   jl_line(1, 1, 0, NULL, 0, "\"group\": 7, "));
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "j.jsonl"), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "j.jsonl:2: sample: the sequence after sample 4294967295 "
+			 "of group 7 gets sample 4294967296, above 4294967295");
+	ck_assert_uint_eq(c.n, 1);
+	collector_free(&c);
+	free(text);
 }
 END_TEST
 
@@ -1550,6 +1704,7 @@ Suite *rlb_suite_import(void)
 	tcase_add_test(tc, test_sglang_ids_and_array);
 	tcase_add_test(tc, test_sglang_incremental);
 	tcase_add_test(tc, test_sglang_gates);
+	tcase_add_test(tc, test_sglang_bad_gates);
 	tcase_add_test(tc, test_sglang_errors);
 	tcase_add_test(tc, test_sglang_rows_hint);
 	tcase_add_test(tc, test_megatron_assembly);
@@ -1557,6 +1712,7 @@ Suite *rlb_suite_import(void)
 	tcase_add_test(tc, test_megatron_errors);
 	tcase_add_test(tc, test_jsonl_records);
 	tcase_add_test(tc, test_jsonl_errors);
+	tcase_add_test(tc, test_id_overflow);
 	tcase_add_test(tc, test_corrupt_records);
 	tcase_add_test(tc, test_stdin_and_config);
 	tcase_add_test(tc, test_writer_round_trip);

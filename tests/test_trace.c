@@ -4,6 +4,8 @@
  * every offset, every byte flipped, writers killed with SIGKILL).
  */
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -758,6 +760,54 @@ START_TEST(test_append_validation)
 	expect_append_error(0, NULL, &b, RLB_EINVAL,
 			    "sequence (step 2, group 1, sample 5): no ids");
 	expect_append_error(0, NULL, NULL, RLB_EINVAL, "no sequence");
+	/* Gate weights must be finite and >= 0: layer 1, token 3, column 1. */
+	memset(gates, 0, sizeof(gates));
+	b = q;
+	b.gates = gates;
+	gates[(1 * 4 + 3) * 2 + 1] = INFINITY;
+	expect_append_error(RLB_TRACE_F_GATES, NULL, &b, RLB_EINVAL,
+			    "sequence (step 2, group 1, sample 5): gate inf at layer 1, token 3, column 1 is negative or not finite");
+	gates[(1 * 4 + 3) * 2 + 1] = -INFINITY;
+	expect_append_error(RLB_TRACE_F_GATES, NULL, &b, RLB_EINVAL,
+			    "sequence (step 2, group 1, sample 5): gate -inf at layer 1, token 3, column 1 is negative or not finite");
+	gates[(1 * 4 + 3) * 2 + 1] = 0.0f;
+	gates[(0 * 4 + 2) * 2 + 0] = NAN;
+	expect_append_error(RLB_TRACE_F_GATES, NULL, &b, RLB_EINVAL,
+			    "sequence (step 2, group 1, sample 5): gate nan at layer 0, token 2, column 0 is negative or not finite");
+	gates[(0 * 4 + 2) * 2 + 0] = -3.0f;
+	expect_append_error(RLB_TRACE_F_GATES, NULL, &b, RLB_EINVAL,
+			    "sequence (step 2, group 1, sample 5): gate -3 at layer 0, token 2, column 0 is negative or not finite");
+	/* The ids are checked first. */
+	b.ids = big;
+	b.tokens = 3;
+	expect_append_error(RLB_TRACE_F_GATES, NULL, &b, RLB_ERANGE,
+			    "sequence (step 2, group 1, sample 5): expert id 16 at layer 1, token 2, column 0 is out of range (experts 16)");
+}
+END_TEST
+
+/* The extremes of valid gate weights (0, -0, the largest float) round-trip. */
+START_TEST(test_append_gate_extremes)
+{
+	uint16_t ids[2 * 4 * 2];
+	float gates[2 * 4 * 2] = { 0.0f, -0.0f, FLT_MAX, FLT_MIN, 1e-45f, 1.0f };
+	struct rlb_seq q = { .step = 2, .group = 1, .sample = 5, .tokens = 4, .ids = ids,
+			     .gates = gates };
+	struct rlb_trace_reader *r;
+	struct rlb_trace_writer *w;
+	struct rlb_seq seq;
+	struct rlb_err err = {0};
+	char path[512];
+
+	memset(ids, 0, sizeof(ids));
+	tpath(path, sizeof(path), "gates.rrt");
+	w = open_small(path, RLB_TRACE_F_GATES);
+	ck_assert_int_eq(rlb_trace_writer_append(w, &q), 0);
+	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_reader_next(r, &seq, &err) == 1, "%s", err.msg);
+	ck_assert(memcmp(seq.gates, gates, sizeof(gates)) == 0);
+	rlb_trace_reader_free(r);
+	unlink(path);
 }
 END_TEST
 
@@ -1601,6 +1651,61 @@ START_TEST(test_sorted_checked)
 }
 END_TEST
 
+/*
+ * A gate plane holding a weight that is negative or not finite: the
+ * reader refuses it as corruption, naming layer, token and column.
+ */
+START_TEST(test_gates_checked)
+{
+	/* step 4, group 0, sample 1, 3 tokens; one layer of 3 x 2 ids, then 4 gate planes */
+	uint8_t rec[16 + 6 + 4 * 6] = { 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0,
+					1, 5, 2, 9, 3, 3 };
+	static const struct {
+		uint32_t bits;
+		const char *msg;	/* NULL: reads */
+	} v[] = {
+		{ 0x3f000000u, NULL },		/* 0.5 */
+		{ 0x00000000u, NULL },		/* 0 */
+		{ 0x80000000u, NULL },		/* -0 */
+		{ 0x00000001u, NULL },		/* the smallest subnormal */
+		{ 0x7f7fffffu, NULL },		/* FLT_MAX */
+		{ 0x7f800000u, "gate inf is negative or not finite" },
+		{ 0xff800000u, "gate -inf is negative or not finite" },
+		{ 0x7fc00000u, "gate nan is negative or not finite" },
+		{ 0x7f800001u, "gate nan is negative or not finite" },
+		{ 0xbf800000u, "gate -1 is negative or not finite" },
+		{ 0x80000001u, "gate -1.40129846e-45 is negative or not finite" },
+	};
+	struct rlb_err err;
+	char path[512], want[256];
+	size_t i, j;
+
+	tpath(path, sizeof(path), "handmade-gates.rrt");
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		/* every weight 0.5, then token 2, column 1 (value 5 of 6) set */
+		for (j = 0; j < 6; j++) {
+			uint32_t bits = j == 5 ? v[i].bits : 0x3f000000u;
+			unsigned b;
+
+			for (b = 0; b < 4; b++)
+				rec[22 + b * 6 + j] = (uint8_t)(bits >> (8 * b));
+		}
+		write_handmade(path, RLB_TRACE_F_GATES, RLB_TRACE_CODING_RAW, rec, sizeof(rec));
+		if (!v[i].msg) {
+			ck_assert_msg(read_one(path, &err) == 1, "0x%08x: %s", v[i].bits, err.msg);
+			continue;
+		}
+		ck_assert_int_eq(read_one(path, &err), RLB_ECORRUPT);
+		snprintf(want, sizeof(want),
+			 "data frame at offset 164: sequence 0: layer 0, token 2, column 1: %s",
+			 v[i].msg);
+		ck_assert_msg(strstr(err.msg, "data frame"), "%s", err.msg);
+		ck_assert_str_eq(strstr(err.msg, "data frame"), want);
+	}
+	unlink(path);
+}
+END_TEST
+
 Suite *rlb_suite_trace(void)
 {
 	Suite *s = suite_create("trace");
@@ -1615,6 +1720,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_steps_without_index_defer_checksum);
 	tcase_add_test(tc, test_empty_trace);
 	tcase_add_test(tc, test_append_validation);
+	tcase_add_test(tc, test_append_gate_extremes);
 	tcase_add_test(tc, test_append_too_large);
 	tcase_add_test(tc, test_writer_open_errors);
 	tcase_add_test(tc, test_abort_removes_output);
@@ -1624,6 +1730,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_read_ahead);
 	tcase_add_test(tc, test_read_ahead_damage);
 	tcase_add_test(tc, test_sorted_checked);
+	tcase_add_test(tc, test_gates_checked);
 	suite_add_tcase(s, tc);
 	tcase_add_loop_test(rb, test_truncate_every_offset, 0, 2);
 	tcase_add_loop_test(rb, test_flip_every_byte, 0, 4);
