@@ -193,6 +193,19 @@ int cmd_capture(int argc, char **argv)
 		cmd_errorf("capture", "output path is too long");
 		goto out;
 	}
+	{
+		/* the trace is verified after writing: a file, not stdout */
+		const struct cmd_path in[] = {
+			{ "the input", input && strcmp(input, "-") ? input : NULL, 0 },
+			{ "the config", o.path, 0 },
+		};
+		const struct cmd_path outp[] = { { "-o", out, 0 } };
+
+		rc = cmd_check_outputs("capture", usage, in, 2, outp, 1, 0);
+		if (rc)
+			goto out;
+		rc = EXIT_FAIL;
+	}
 	if (cmd_config_load("capture", &o, &cfg) < 0)
 		goto out;
 

@@ -100,13 +100,16 @@ int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
 struct cmd_path {
 	const char *what;
 	const char *path;	/* NULL: not given */
+	int dir;		/* an output directory (report --svg) */
 };
 
 /*
- * Usage checks of a command's outputs before any work: none is "-"
- * (stdout) unless stdout_ok, none names one of the inputs or another
- * output (the same path or the same file).  0 or EXIT_USAGE, reported
- * unless usage is NULL (train-step's ranks but the first).
+ * Checks of a command's outputs before any work.  Usage errors
+ * (EXIT_USAGE): an output is "-" (stdout) unless stdout_ok, or names one
+ * of the inputs or another output (the same path or the same file).
+ * Failures (EXIT_FAIL): an output file is a directory, or its directory
+ * does not exist.  Reported unless usage is NULL (train-step's ranks but
+ * the first).
  */
 int cmd_check_outputs(const char *name, const char *usage,
 		      const struct cmd_path *in, size_t nin,

@@ -247,9 +247,34 @@ int cmd_check_outputs(const char *name, const char *usage,
 			if (out[j].path && same_file(p, out[j].path))
 				also = &out[j];
 	}
-	if (!also)
-		return 0;
-	i--;
-	return usage ? cmd_usage_error(name, usage, "%s '%s' is also %s: choose another path",
-				       out[i].what, out[i].path, also->what) : EXIT_USAGE;
+	if (also) {
+		i--;
+		return usage ? cmd_usage_error(name, usage, "%s '%s' is also %s: choose another path",
+					       out[i].what, out[i].path, also->what) : EXIT_USAGE;
+	}
+	/* what would make the output fail only after the work */
+	for (i = 0; i < nout; i++) {
+		const char *p = out[i].path, *slash;
+		char dir[4096];
+		struct stat st;
+
+		if (!p || !strcmp(p, "-"))
+			continue;
+		if (!out[i].dir && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if (usage)
+				cmd_errorf(name, "%s '%s' is a directory", out[i].what, p);
+			return EXIT_FAIL;
+		}
+		slash = strrchr(p, '/');
+		if (!slash || slash == p || (size_t)(slash - p) >= sizeof(dir))
+			continue;
+		memcpy(dir, p, (size_t)(slash - p));
+		dir[slash - p] = '\0';
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			if (usage)
+				cmd_errorf(name, "%s '%s': no directory '%s'", out[i].what, p, dir);
+			return EXIT_FAIL;
+		}
+	}
+	return 0;
 }

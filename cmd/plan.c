@@ -324,10 +324,11 @@ static void print_table(const struct rlb_config *cfg,
 		st->policy_time.total_s / s->policy_time.total_s : 0;
 	double ms = 1e3 / (s->steps ? s->steps : 1);	/* per-step milliseconds */
 
-	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " steps, %" PRIu64
-	       " micro-batches, %s packing, %d tokens per GPU per micro-batch\n\n",
+	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64
+	       " micro-batch%s, %s packing, %d tokens per GPU per micro-batch\n\n",
 	       rlb_policy_name(p->opts.policy), cfg->model.name, cfg->cluster.name,
-	       cfg->parallel.ep_size, s->steps, s->micro_batches,
+	       cfg->parallel.ep_size, s->steps, s->steps == 1 ? "" : "s",
+	       s->micro_batches, s->micro_batches == 1 ? "" : "es",
 	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens);
 	printf("%-28s%14s%14s%14s\n", "", rlb_policy_name(p->opts.policy),
 	       "static", "ideal");
@@ -392,12 +393,12 @@ int cmd_plan(int argc, char **argv)
 	}
 	{
 		const struct cmd_path in[] = {
-			{ "the trace", o.trace }, { "the config", o.cfg.path },
-			{ "the schedule", o.schedule },
+			{ "the trace", o.trace, 0 }, { "the config", o.cfg.path, 0 },
+			{ "the schedule", o.schedule, 0 },
 		};
 		const struct cmd_path out[] = {
-			{ "-o", o.out }, { "--summary", o.summary },
-			{ "--eplb-export", o.eplb_export },
+			{ "-o", o.out, 0 }, { "--summary", o.summary, 0 },
+			{ "--eplb-export", o.eplb_export, 0 },
 		};
 
 		ret = cmd_check_outputs(NAME, usage, in, 3, out, 3, 0);

@@ -427,8 +427,8 @@ static int check_outputs(const struct opts *o)
 {
 	struct cmd_path *in = calloc((size_t)o->nfiles + 2, sizeof(*in));
 	const struct cmd_path out[] = {
-		{ "-o", o->out && strcmp(o->out, "-") ? o->out : NULL },
-		{ "--html", o->html }, { "--svg", o->svg },
+		{ "-o", o->out && strcmp(o->out, "-") ? o->out : NULL, 0 },
+		{ "--html", o->html, 0 }, { "--svg", o->svg, 1 },
 	};
 	int i, ret;
 
@@ -436,10 +436,10 @@ static int check_outputs(const struct opts *o)
 		cmd_errorf(NAME, "out of memory");
 		return EXIT_FAIL;
 	}
-	in[0] = (struct cmd_path){ "the trace", o->trace };
-	in[1] = (struct cmd_path){ "the config", o->cfg.path };
+	in[0] = (struct cmd_path){ "the trace", o->trace, 0 };
+	in[1] = (struct cmd_path){ "the config", o->cfg.path, 0 };
 	for (i = 0; i < o->nfiles; i++)
-		in[i + 2] = (struct cmd_path){ "a result file", o->files[i] };
+		in[i + 2] = (struct cmd_path){ "a result file", o->files[i], 0 };
 	ret = cmd_check_outputs(NAME, usage, in, (size_t)o->nfiles + 2, out, 3, 0);
 	free(in);
 	return ret;

@@ -293,10 +293,10 @@ int cmd_train_step(int argc, char **argv)
 	ret = parse_args(argc, argv, &o, quiet);
 	if (ret == 0) {
 		const struct cmd_path in[] = {
-			{ "the trace", o.trace }, { "the plan", o.plan },
-			{ "the config", o.cfg.path },
+			{ "the trace", o.trace, 0 }, { "the plan", o.plan, 0 },
+			{ "the config", o.cfg.path, 0 },
 		};
-		const struct cmd_path out[] = { { "-o", o.out } };
+		const struct cmd_path out[] = { { "-o", o.out, 0 } };
 
 		ret = cmd_check_outputs(NAME, quiet ? NULL : usage, in, 3, out, 1, 0);
 	}

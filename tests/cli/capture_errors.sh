@@ -7,9 +7,12 @@ F="$FIXTURES/import"
 tiny="$CONFIGS/tiny-2x2.yaml"
 
 # fails FORMAT INPUT MESSAGE [CONFIG]: capture fails with MESSAGE, leaves t.rrt as it was.
+# $opts: more options (split into words), e.g. --gates.
+opts=
 fails() {
 	printf 'old' > t.rrt
-	run capture -c "${4:-$tiny}" -o t.rrt --from "$1" "$2"
+	# shellcheck disable=SC2086
+	run capture -c "${4:-$tiny}" -o t.rrt $opts --from "$1" "$2"
 	expect_status 1
 	expect_err "relibra capture: $3"
 	[ "$(wc -l < err)" -eq 1 ] || { cat err; fail "more than one line on stderr"; }
@@ -52,6 +55,47 @@ fails vllm - "vllm input is a .npy file or a directory, not stdin"
 run capture -c "$tiny" -o t.rrt --from vllm "$F/vllm" --gates
 expect_status 1
 expect_err "relibra capture: vllm .npy files carry no gate weights (drop --gates)"
+
+# Gate weights must be finite and not negative: 1e39 overflows float32.
+opts=--gates
+printf '{"experts": [[[1,2],[3,4],[5,6],[7,8]]], "gates": [[[0.5,0.5],[0.5,0.5],[0.5,0.5],[0.5,1e39]]]}\n' > g.jsonl
+fails jsonl g.jsonl "g.jsonl:1: gates[0][3][1]: value 1e+39 is not a finite non-negative float32"
+printf '{"experts": [[[1,2],[3,4],[5,6],[7,8]]], "gates": [[[0.5,0.5],[0.5,-3],[0.5,0.5],[0.5,0.5]]]}\n' > g.jsonl
+fails jsonl g.jsonl "g.jsonl:1: gates[0][1][1]: value -3 is not a finite non-negative float32"
+# SGLang: one row of int32 ids 1..8, float32 gates 0.5 with a NaN last.
+ids=$(printf '\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000\005\000\000\000\006\000\000\000\007\000\000\000\010\000\000\000' | base64 | tr -d '\n')
+half='\000\000\000\077'
+gates=$(printf "$half$half$half$half$half$half$half"'\000\000\300\177' | base64 | tr -d '\n')
+printf '{"meta_info": {"routed_experts": "%s", "routed_experts_gates": "%s"}}\n' "$ids" "$gates" > nan.jsonl
+fails sglang nan.jsonl "nan.jsonl:1: meta_info.routed_experts_gates: value nan at row 0, layer 3, column 1 is not a finite non-negative float32"
+# ... and the same record with every weight 0.5 imports.
+gates=$(printf "$half$half$half$half$half$half$half$half" | base64 | tr -d '\n')
+printf '{"meta_info": {"routed_experts": "%s", "routed_experts_gates": "%s"}}\n' "$ids" "$gates" > ok.jsonl
+run capture -c "$tiny" -o ok.rrt --gates --from sglang ok.jsonl
+expect_status 0
+
+# Group ids past 4294967295 are refused, not wrapped to 0: with --group
+# 4294967295 --group-size 4 a step has room for 4 sequences.
+opts="--group 4294967295 --group-size 4"
+for i in 0 1 2 3 4 5; do
+	printf '{"experts": [[[1,2],[3,4],[5,6],[7,8]]]}\n'
+done > six.jsonl
+fails jsonl six.jsonl "six.jsonl:5: group: sequence 4 of step 0 gets group 4294967296 (--group 4294967295 --group-size 4), above 4294967295"
+run capture -c "$tiny" -o six.rrt --group 4294967294 --group-size 4 --from jsonl six.jsonl
+expect_status 0
+expect_out "six.rrt: 1 steps, 6 sequences, 6 tokens"
+printf '{"group": 7, "sample": 4294967295, "experts": [[[1,2],[3,4],[5,6],[7,8]]]}\n{"group": 7, "experts": [[[1,2],[3,4],[5,6],[7,8]]]}\n' > s.jsonl
+opts=
+fails jsonl s.jsonl "s.jsonl:2: sample: the sequence after sample 4294967295 of group 7 gets sample 4294967296, above 4294967295"
+
+# A model shape a trace cannot hold fails at the config, before any work.
+for set in "model.experts=65536:[1, 65535]" "model.topk=65:[1, 64]" "model.moe_layers=1025:[1, 1024]"; do
+	kv=${set%%:*}
+	run capture -c "$tiny" --set "$kv" -o t.rrt --synthetic
+	expect_status 1
+	expect_err "relibra capture: --set '$kv': value ${kv#*=} for '${kv%%=*}' is out of range ${set#*:}"
+	[ ! -e t.rrt.tmp ] || fail "a config error left t.rrt.tmp"
+done
 
 # A bad config is a failure, not a usage error.
 printf 'model:\n  experts: many\n' > bad.yaml
@@ -112,4 +156,22 @@ expect_status 0
 expect_empty err
 head -n 1 out | grep -qxF 'usage: relibra capture [-h] -c CONFIG [--set KEY=VALUE]... -o TRACE (--synthetic [--seed N] [--uniform] | --from FORMAT INPUT) [--sorted] [--gates] [--step N] [--group N] [--group-size N] [--level N]' ||
 	{ cat out; fail "wrong usage line"; }
+# The output is checked before the work: not stdout, not the input, not a
+# directory, in a directory that exists.
+run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o -
+expect_status 2
+expect_err "relibra capture: -o '-': this output goes to a file"
+printf '{"experts": [[[1,2]]]}\n' > in.jsonl
+cp in.jsonl in.orig
+run capture -c "$CONFIGS/tiny-2x2.yaml" --from jsonl in.jsonl -o in.jsonl
+expect_status 2
+expect_err "relibra capture: -o 'in.jsonl' is also the input: choose another path"
+cmp -s in.jsonl in.orig || fail "capture -o INPUT wrote over the input"
+mkdir -p adir
+run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o adir
+expect_status 1
+expect_err "relibra capture: -o 'adir' is a directory"
+run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o nodir/x.rrt
+expect_status 1
+expect_err "relibra capture: -o 'nodir/x.rrt': no directory 'nodir'"
 exit 0

@@ -149,7 +149,7 @@ expect_out '"colocate": false'
 echo old > keep.rlp
 run plan -c "$cfg" -o keep.rlp --summary nodir/s.json t.rrt
 expect_status 1
-expect_err "relibra plan: cannot create 'nodir/s.json.tmp'"
+expect_err "relibra plan: --summary 'nodir/s.json': no directory 'nodir'"
 [ "$(cat keep.rlp)" = old ] || fail "a failed plan replaced -o"
 [ ! -e keep.rlp.tmp ] || fail "keep.rlp.tmp left behind"
 run plan -c "$cfg" --policy eplb -o keep.rlp --eplb-export nodir/e.json t.rrt

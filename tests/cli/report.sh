@@ -40,7 +40,7 @@ cmp rep.csv "$FIXTURES/report/expected.csv" || fail "-o rep.csv differs"
 [ ! -e rep.csv.tmp ] || fail "rep.csv.tmp left behind"
 run report -o /nonexistent/dir/rep.csv plan-static.json
 expect_status 1
-expect_err "cannot create '/nonexistent/dir/rep.csv.tmp'"
+expect_err "relibra report: -o '/nonexistent/dir/rep.csv': no directory '/nonexistent/dir'"
 
 # speedup over eplb-oracle is stated missing, not guessed
 run report plan-static.json plan-relibra.json

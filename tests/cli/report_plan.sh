@@ -149,7 +149,7 @@ xmllint --noout sweep.html scharts/*.svg || fail "sweep charts are not well-form
 echo old > keep.txt
 run report -c "$cfg" --trace tiny.rrt --policies static -o keep.txt --html nodir/r.html
 expect_status 1
-expect_err "relibra report: cannot create 'nodir/r.html.tmp'"
+expect_err "relibra report: --html 'nodir/r.html': no directory 'nodir'"
 [ "$(cat keep.txt)" = old ] || fail "a failed report replaced -o"
 run report -c "$cfg" --trace tiny.rrt --policies static --svg nodir/charts
 expect_status 1
