@@ -11,7 +11,8 @@
 static const char usage[] =
 	"usage: relibra config [-h] [-c CONFIG] [--set KEY=VALUE]... [--presets]\n"
 	"\n"
-	"  -c, --config CONFIG  YAML config (default: built-in defaults)\n"
+	"  -c, --config CONFIG  YAML config (default: the built-in defaults,\n"
+	"                       which need the model keys from --set)\n"
 	"      --set KEY=VALUE  override one key, e.g. parallel.micro_batch_tokens=4096\n"
 	"      --presets        list the built-in presets by kind\n"
 	"  -h, --help           show this help\n";
