@@ -109,6 +109,11 @@ int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
 		o->path = optarg;
 		return 0;
 	case CMD_OPT_SET:
+		if (!strchr(optarg, '=') || optarg[0] == '=')
+			return quiet ? EXIT_USAGE :
+			       cmd_usage_error(name, usage,
+					       "--set '%s': expected KEY=VALUE, e.g. parallel.micro_batch_tokens=4096",
+					       optarg);
 		if (cmd_config_add_set(o, optarg) != 0) {
 			cmd_errorf(name, "out of memory");
 			return EXIT_FAIL;

@@ -92,4 +92,9 @@ while IFS= read -r line; do
 	grep -q "^\.It Ic $key Pq .*default $value\$" "$man5" ||
 		fail "relibra.yaml.5 does not give '$section.$key' the default '$value'"
 done < out
+
+# --set without KEY=VALUE is a usage error, like every other bad option.
+run config --set model.experts
+expect_status 2
+expect_err "relibra config: --set 'model.experts': expected KEY=VALUE"
 exit 0
