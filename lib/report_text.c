@@ -38,6 +38,10 @@ const char *rlb_report_fmt3(double v, char *buf, size_t size)
 	}
 	mag = floor(log10(fabs(v)));
 	r = round(v / pow(10, mag - 2)) * pow(10, mag - 2);
+	if (fabs(r) >= 1e6) {	/* not a 300-digit integer */
+		snprintf(buf, size, "%.3g", r);
+		return buf;
+	}
 	if (fabs(r) >= 1000) {
 		snprintf(buf, size, "%.0f", r);
 		return buf;

@@ -74,6 +74,8 @@ START_TEST(test_fmt3)
 	ck_assert_str_eq(rlb_report_fmt3(0.92852, b, sizeof(b)), "0.929");
 	ck_assert_str_eq(rlb_report_fmt3(0.92539, b, sizeof(b)), "0.925");
 	ck_assert_str_eq(rlb_report_fmt3(163000, b, sizeof(b)), "163000");
+	ck_assert_str_eq(rlb_report_fmt3(2.5e6, b, sizeof(b)), "2.5e+06");
+	ck_assert_str_eq(rlb_report_fmt3(1e308, b, sizeof(b)), "1e+308");
 	ck_assert_str_eq(rlb_report_fmt3(163.4, b, sizeof(b)), "163");
 	ck_assert_str_eq(rlb_report_fmt3(999.7, b, sizeof(b)), "1000");
 	ck_assert_str_eq(rlb_report_fmt3(9.996, b, sizeof(b)), "10.0");
