@@ -250,9 +250,9 @@ int cmd_capture(int argc, char **argv)
 		cmd_error("capture", &err);
 		goto out;
 	}
-	printf("%s: %" PRIu64 " steps, %" PRIu64 " sequences, %" PRIu64 " tokens, %"
-	       PRIu64 " bytes\n", out, info.steps, info.sequences, info.tokens,
-	       info.file_bytes);
+	printf("%s: %" PRIu64 " step%s, %" PRIu64 " sequence%s, %" PRIu64 " token%s, %"
+	       PRIu64 " bytes\n", out, info.steps, cmd_s(info.steps), info.sequences,
+	       cmd_s(info.sequences), info.tokens, cmd_s(info.tokens), info.file_bytes);
 	rc = EXIT_OK;
 out:
 	if (w)

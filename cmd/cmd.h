@@ -82,6 +82,12 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 void cmd_warn_truncated(const char *name, struct rlb_trace_reader *r,
 			const char *path, uint32_t lo, uint32_t hi);
 
+/* "s" unless n is 1: "%u step%s", n, cmd_s(n). */
+static inline const char *cmd_s(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /*
  * Write j as indented JSON to path through path.tmp, so that a failure
  * leaves nothing there: 0 or a negative RLB_E... code with err filled.

@@ -301,7 +301,8 @@ static int selection(const struct opts *o, struct rlb_trace_reader *r, json_t *j
 			"tokens", (json_int_t)tokens));
 		return 0;
 	}
-	printf("selected:       %zu steps in %" PRIu32 "..", end - first, o->step_lo);
+	printf("selected:       %zu step%s in %" PRIu32 "..", end - first, cmd_s(end - first),
+	       o->step_lo);
 	if (o->step_hi != UINT32_MAX)
 		printf("%" PRIu32, o->step_hi);
 	printf(": %" PRIu64 " sequences, %" PRIu64 " tokens\n", seqs, tokens);
@@ -429,11 +430,11 @@ static void print_stats(const struct rlb_trace_stats *st)
 {
 	uint32_t l;
 
-	printf("stats:          pack %s, EP %" PRIu32 " (%" PRIu32 " nodes), %" PRIu32
+	printf("stats:          pack %s, EP %" PRIu32 " (%" PRIu32 " node%s), %" PRIu32
 	       " tokens per GPU per micro-batch\n", rlb_pack_name(st->pack), st->ranks,
-	       st->nodes, st->mb_tokens);
-	printf("micro-batches:  %" PRIu64 " over %" PRIu64 " steps\n", st->micro_batches,
-	       st->steps);
+	       st->nodes, cmd_s(st->nodes), st->mb_tokens);
+	printf("micro-batches:  %" PRIu64 " over %" PRIu64 " step%s\n", st->micro_batches,
+	       st->steps, cmd_s(st->steps));
 	print_dist("prompts per micro-batch:", &st->prompts_per_mb, 1);
 	print_dist("rank tokens max/mean per micro-batch:", &st->rank_tokens_mb, 1);
 	print_dist("GPU max/mean per (micro-batch, layer):", &st->mb_gpu, 1);
@@ -697,8 +698,8 @@ static int inspect_plan(const struct opts *o)
 	}
 	if (rc < 0)
 		goto out;
-	printf("integrity:      ok (%" PRIu64 " steps decoded, all checksums verified)\n",
-	       steps);
+	printf("integrity:      ok (%" PRIu64 " step%s decoded, all checksums verified)\n",
+	       steps, cmd_s(steps));
 	ret = EXIT_OK;
 out:
 	if (ret != EXIT_OK)

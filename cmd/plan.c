@@ -327,7 +327,7 @@ static void print_table(const struct rlb_config *cfg,
 	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64
 	       " micro-batch%s, %s packing, %d tokens per GPU per micro-batch\n\n",
 	       rlb_policy_name(p->opts.policy), cfg->model.name, cfg->cluster.name,
-	       cfg->parallel.ep_size, s->steps, s->steps == 1 ? "" : "s",
+	       cfg->parallel.ep_size, s->steps, cmd_s(s->steps),
 	       s->micro_batches, s->micro_batches == 1 ? "" : "es",
 	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens);
 	printf("%-28s%14s%14s%14s\n", "", rlb_policy_name(p->opts.policy),

@@ -195,8 +195,8 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	rlb_exec_summary(ex, &s);
 	printf("relibra train-step: %s on %s, %u ranks (%s), %s backend\n",
 	       s.policy, cfg->model.name, s.ranks, rlb_world_name(w), o->backend);
-	printf("  %" PRIu64 " steps, %" PRIu64 " tokens, %.4g s per step, %.4g tokens/s\n",
-	       s.steps, s.tokens, s.step_time_s, s.tokens_per_s);
+	printf("  %" PRIu64 " step%s, %" PRIu64 " tokens, %.4g s per step, %.4g tokens/s\n",
+	       s.steps, cmd_s(s.steps), s.tokens, s.step_time_s, s.tokens_per_s);
 	printf("  expert critical path %.4g s per step, loss %.6g -> %.6g\n",
 	       s.critical_path_s, s.first_loss, s.last_loss);
 	if (v->done) {

@@ -43,7 +43,7 @@ expect_out "  layer 3: 11,2 11,2 12,3 12,3"
 
 run inspect --steps :0 "$tiny"
 expect_status 0
-expect_out "selected:       1 steps in 0..0: 2 sequences, 8 tokens"
+expect_out "selected:       1 step in 0..0: 2 sequences, 8 tokens"
 
 run inspect --json "$tiny"
 expect_status 0

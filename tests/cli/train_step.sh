@@ -47,7 +47,7 @@ expect_out "loss $l1"
 # One step.
 run train-step -c "$cfg" $set8 --trace t.rrt --plan relibra.rlp --virtual-ranks 8 --steps 1
 expect_status 0
-expect_out "  1 steps,"
+expect_out "  1 step,"
 
 # A truncated trace (its index and seek table cut off) with a plan made from
 # it: trained, with a warning that its last step may lack sequences.
