@@ -9,10 +9,14 @@ dense="$F/tiny-dense.yaml"
 # check_trace PATH STEPS SEQUENCES TOKENS SOURCE: the last run made PATH.
 check_trace() {
 	expect_status 0
+	steps="$2 steps" seqs="$3 sequences" toks="$4 tokens"
+	[ "$2" = 1 ] && steps="1 step"
+	[ "$3" = 1 ] && seqs="1 sequence"
+	[ "$4" = 1 ] && toks="1 token"
 	if [ -n "$3" ]; then
-		expect_out "$1: $2 steps, $3 sequences, $4 tokens, "
+		expect_out "$1: $steps, $seqs, $toks, "
 	else
-		expect_out "$1: $2 steps, "
+		expect_out "$1: $steps, "
 	fi
 	[ "$(wc -l < out)" -eq 1 ] || { cat out; fail "stdout is more than the summary line"; }
 	expect_empty err
