@@ -3,6 +3,7 @@
  * result JSON that `relibra plan --summary` writes and `relibra report`
  * reads.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -463,14 +464,22 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
 int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 			  struct rlb_err *err)
 {
-	static const char *const names[] = {
-		"no-reorder", "no-replicate", "colocate", "data-control",
-		"no-colocate",
+	/* each option sets one of relibra's switches */
+	static const struct {
+		const char *name;
+		size_t field;		/* an int of struct rlb_balance_opts */
+		int value;
+	} opts[] = {
+		{ "no-reorder", offsetof(struct rlb_balance_opts, reorder), 0 },
+		{ "no-replicate", offsetof(struct rlb_balance_opts, replicate), 0 },
+		{ "colocate", offsetof(struct rlb_balance_opts, colocate), 1 },
+		{ "no-colocate", offsetof(struct rlb_balance_opts, colocate), 0 },
+		{ "data-control", offsetof(struct rlb_balance_opts, data_control), 1 },
 	};
+	const size_t nopts = sizeof(opts) / sizeof(opts[0]);
 	const char *plus = strchr(spec, '+'), *opt, *end;
 	char name[256];
-	size_t n = plus ? (size_t)(plus - spec) : strlen(spec);
-	unsigned i;
+	size_t n = plus ? (size_t)(plus - spec) : strlen(spec), i;
 
 	if (n >= sizeof(name))
 		n = sizeof(name) - 1;
@@ -482,34 +491,18 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 		opt++;
 		end = strchr(opt, '+');
 		n = end ? (size_t)(end - opt) : strlen(opt);
-		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			if (strlen(names[i]) == n && strncmp(opt, names[i], n) == 0)
+		for (i = 0; i < nopts; i++)
+			if (strlen(opts[i].name) == n && strncmp(opt, opts[i].name, n) == 0)
 				break;
-		if (i == sizeof(names) / sizeof(names[0]))
+		if (i == nopts)
 			return rlb_err_set(err, RLB_EINVAL,
 					   "'%s': unknown option '%.*s' (no-reorder, no-replicate, colocate, no-colocate, data-control)",
 					   spec, (int)n, opt);
 		if (o->policy != RLB_POLICY_RELIBRA)
 			return rlb_err_set(err, RLB_EINVAL,
 					   "'%s': option '%s' is relibra's", spec,
-					   names[i]);
-		switch (i) {
-		case 0:
-			o->reorder = 0;
-			break;
-		case 1:
-			o->replicate = 0;
-			break;
-		case 2:
-			o->colocate = 1;
-			break;
-		case 3:
-			o->data_control = 1;
-			break;
-		default:
-			o->colocate = 0;
-			break;
-		}
+					   opts[i].name);
+		*(int *)((char *)o + opts[i].field) = opts[i].value;
 	}
 	return 0;
 }
