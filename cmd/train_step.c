@@ -22,7 +22,7 @@ static const char usage[] =
 	"--plan PLAN [--backend cpu|cuda] [--steps A:B] [--seed S] [--verify] "
 	"[--virtual-ranks N] [-o METRICS]\n"
 	"\n"
-	"  -c CONFIG            configuration (relibra.yaml(5))\n"
+	"  -c, --config CONFIG  configuration (relibra.yaml(5))\n"
 	"  --set KEY=VALUE      override a configuration key (repeatable)\n"
 	"  --trace TRACE        the routing trace (.rrt) the plan was made from\n"
 	"  --plan PLAN          the plan (.rlp) to apply\n"
@@ -32,7 +32,7 @@ static const char usage[] =
 	"  --verify             also run the static plan; exit 4 when the final\n"
 	"                       weights or losses differ by more than 1e-5 (cpu), 1e-2 (cuda)\n"
 	"  --virtual-ranks N    run N ranks in this process (no MPI)\n"
-	"  -o METRICS           write the measurements as JSON (relibra.result/1)\n"
+	"  -o, --output METRICS write the measurements as JSON (relibra.result/1)\n"
 	"\n"
 	"Launch one rank per GPU: mpirun -np EP_SIZE relibra train-step ...\n";
 
