@@ -840,6 +840,49 @@ static void write_plans(const char *path, const struct rlb_plan_header *h,
 	ck_assert_msg(rlb_plan_writer_close(w, &err) == 0, "%s", err.msg);
 }
 
+/* finish writes the whole file as PATH.tmp; close renames it, abort removes it. */
+START_TEST(test_writer_finish)
+{
+	struct rlb_plan_header h;
+	struct rlb_step_plan p[2];
+	struct rlb_plan_writer *w;
+	struct rlb_plan_reader *r;
+	const struct rlb_plan_step_info *info;
+	struct rlb_err err;
+	const char *path = tmp_path("fin.rlp"), *tmp = tmp_path("fin.rlp.tmp");
+	int i;
+
+	tiny_header(&h);
+	tiny_steps(p);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), 0);
+		ck_assert_int_eq(rlb_plan_writer_append(w, &p[0]), 0);
+		ck_assert_int_eq(rlb_plan_writer_append(w, &p[1]), 0);
+		ck_assert_msg(rlb_plan_writer_finish(w, &err) == 0, "%s", err.msg);
+		ck_assert(exists(tmp));
+		ck_assert(!exists(path));
+		if (i == 0) {
+			ck_assert_msg(rlb_plan_writer_close(w, &err) == 0, "%s", err.msg);
+			ck_assert(exists(path));
+			ck_assert_int_eq(rlb_plan_reader_open(&r, path, &err), 0);
+			ck_assert_uint_eq(rlb_plan_reader_steps(r, &info), 2);
+			rlb_plan_reader_free(r);
+			unlink(path);
+		} else if (i == 1) {
+			rlb_plan_writer_abort(w);
+		} else {
+			ck_assert_int_eq(rlb_plan_writer_append(w, &p[1]), RLB_EINVAL);
+			ck_assert_int_eq(rlb_plan_writer_close(w, &err), RLB_EINVAL);
+			ck_assert_str_eq(err.msg, "plan: a step appended after the plan was finished");
+		}
+		ck_assert(!exists(tmp));
+		ck_assert(!exists(path));
+	}
+	for (i = 0; i < 2; i++)
+		rlb_step_plan_release(&p[i]);
+}
+END_TEST
+
 START_TEST(test_file_round_trip)
 {
 	struct rlb_plan_header h;
@@ -1944,6 +1987,7 @@ Suite *rlb_suite_plan(void)
 	tcase_add_test(tc, test_split_even_hand);
 	tcase_add_test(tc, test_split_even_copies);
 	tcase_add_test(tc, test_split_matches_replicate);
+	tcase_add_test(tc, test_writer_finish);
 	tcase_add_test(tc, test_file_round_trip);
 	tcase_add_test(tc, test_file_wide_ids);
 	tcase_add_test(tc, test_file_determinism);

@@ -99,6 +99,28 @@ START_TEST(test_atomic_file)
 	ck_assert_int_eq(st.st_size, 5);
 	ck_assert_int_ne(stat(tmp, &st), 0);
 
+	/* Synced, then aborted: the complete temporary goes, PATH stays. */
+	ck_assert_int_eq(rlb_atomic_open(&af, path, &err), 0);
+	fputs("second", af.fp);
+	ck_assert_int_eq(rlb_atomic_sync(&af, &err), 0);
+	ck_assert_ptr_null(af.fp);
+	ck_assert_int_eq(stat(tmp, &st), 0);
+	ck_assert_int_eq(st.st_size, 6);
+	rlb_atomic_abort(&af);
+	ck_assert_int_ne(stat(tmp, &st), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 5);
+
+	/* Synced, then committed: renamed into place. */
+	ck_assert_int_eq(rlb_atomic_open(&af, path, &err), 0);
+	fputs("second", af.fp);
+	ck_assert_int_eq(rlb_atomic_sync(&af, &err), 0);
+	ck_assert_int_eq(rlb_atomic_sync(&af, &err), 0);	/* once is enough */
+	ck_assert_int_eq(rlb_atomic_commit(&af, &err), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 6);
+	ck_assert_int_ne(stat(tmp, &st), 0);
+
 	/* Unwritable directory: a clear error. */
 	ck_assert_int_eq(rlb_atomic_open(&af, "/nonexistent-dir/x", &err), RLB_EIO);
 	ck_assert_msg(strstr(err.msg, "cannot create '/nonexistent-dir/x.tmp'"), "%s", err.msg);
