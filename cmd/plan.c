@@ -46,7 +46,8 @@ static const char usage[] =
 	"  --schedule FILE      the trainer's own micro-batches (relibra.schedule/1 JSON)\n"
 	"  --eplb-export FILE   the step placements as EPLB phy2log/log2phy/logcnt JSON\n"
 	"  --fail-below F       exit 3 when the fraction of ideal is below F\n"
-	"  --threads N          threads that simulate the plans (default 0: one per CPU)\n"
+	"  --threads N          threads that simulate the plans and reorder the layers\n"
+	"                       (default 0: one per CPU)\n"
 	"  --eplb-weights FILE  run DeepSeek EPLB on a [layers][experts] JSON weight\n"
 	"                       matrix and print phy2log/log2phy/logcnt\n";
 

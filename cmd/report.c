@@ -38,7 +38,8 @@ static const char usage[] =
 	"  --svg DIR            write the charts as SVG files into DIR\n"
 	"  --layer L            MoE layer of the micro-batch chart (default: the most\n"
 	"                       imbalanced under static)\n"
-	"  --threads N          threads that simulate the plans (default 0: one per CPU)\n";
+	"  --threads N          threads that simulate the plans and reorder the layers\n"
+	"                       (default 0: one per CPU)\n";
 
 enum {
 	OPT_TRACE = CMD_OPT_SET + 1, OPT_POLICIES, OPT_SWEEP, OPT_STEPS, OPT_PACK,

@@ -10,6 +10,7 @@
 #include "balance.h"
 #include "cooc.h"
 #include "eplb.h"
+#include "pool.h"
 #include "reorder.h"
 #include "replicate.h"
 #include "util.h"
@@ -46,8 +47,10 @@ struct rlb_balancer {
 	/* replicate, relibra */
 	struct rlb_replicate_planner rp;
 	int rp_ready;
-	struct rlb_reorder ro;
-	int ro_ready;
+	struct rlb_reorder *ro;		/* relibra: a workspace per thread of pool */
+	unsigned nro;			/* workspaces made (0: none) */
+	int *layer_rc;			/* [layers] each layer's reordering status */
+	struct rlb_pool *pool;		/* relibra's layers on its threads (not owned) */
 	double colocate_rows;		/* reorder: rows per co-located sampled pair */
 	uint32_t min_pay_rows;		/* rows that pay for a replica's gradient reduction */
 	uint32_t instance_rows;		/* a replica's fixed GEMM cost in rows */
@@ -180,6 +183,17 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 	return 0;
 }
 
+/* The reordering's workspaces and per-layer status. */
+static void release_reorders(struct rlb_balancer *b)
+{
+	while (b->nro)
+		rlb_reorder_release(&b->ro[--b->nro]);
+	free(b->ro);
+	free(b->layer_rc);
+	b->ro = NULL;
+	b->layer_rc = NULL;
+}
+
 void rlb_balancer_free(struct rlb_balancer *b)
 {
 	if (!b)
@@ -195,8 +209,7 @@ void rlb_balancer_free(struct rlb_balancer *b)
 	free(b->copy_q);
 	if (b->rp_ready)
 		rlb_replicate_planner_release(&b->rp);
-	if (b->ro_ready)
-		rlb_reorder_release(&b->ro);
+	release_reorders(b);
 	free(b);
 }
 
@@ -218,9 +231,8 @@ static void unshape(struct rlb_balancer *b)
 	b->copy_q = NULL;
 	if (b->rp_ready)
 		rlb_replicate_planner_release(&b->rp);
-	if (b->ro_ready)
-		rlb_reorder_release(&b->ro);
-	b->rp_ready = b->ro_ready = 0;
+	release_reorders(b);
+	b->rp_ready = 0;
 }
 
 static uint32_t static_home(uint32_t E, uint32_t G, uint32_t e)
@@ -310,10 +322,19 @@ static int shape(struct rlb_balancer *b, const struct rlb_loads *l,
 			.rounds = RLB_REORDER_ROUNDS,
 		};
 
-		rc = rlb_reorder_init(&b->ro, &rop, err);
-		if (rc < 0)
+		unsigned n = rlb_pool_threads(b->pool);
+
+		b->ro = calloc(n, sizeof(*b->ro));
+		b->layer_rc = calloc(L, sizeof(*b->layer_rc));
+		if (!b->ro || !b->layer_rc) {
+			rc = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 			goto out;
-		b->ro_ready = 1;
+		}
+		for (; b->nro < n; b->nro++) {
+			rc = rlb_reorder_init(&b->ro[b->nro], &rop, err);
+			if (rc < 0)
+				goto out;
+		}
 	}
 	b->layers = L;
 	b->experts = E;
@@ -598,27 +619,51 @@ static void eplb_push(struct rlb_balancer *b, uint32_t M)
 		b->hist_n++;
 }
 
+/* One layer's reordering into out's homes, with workspace r. */
+static int reorder_layer(struct rlb_balancer *b, struct rlb_reorder *r,
+			 uint32_t M, uint32_t k, struct rlb_step_plan *out,
+			 struct rlb_err *err)
+{
+	uint32_t E = b->experts;
+	struct rlb_reorder_tokens tok;
+	int use = b->o.colocate && b->cooc, rc;
+
+	if (use)
+		tok = rlb_cooc_layer(b->cooc, k);
+	rc = rlb_reorder_run(r, b->tot + (size_t)k * M * E, M,
+			     b->prev_home + (size_t)k * E, use ? &tok : NULL, err);
+	if (rc == 0)
+		memcpy(out->home + (size_t)k * E, r->res.home,
+		       (size_t)E * sizeof(uint32_t));
+	return rc;
+}
+
+struct reorder_job {
+	struct rlb_balancer *b;
+	struct rlb_step_plan *out;
+	uint32_t M;
+};
+
+static void reorder_item(void *ctx, size_t k, unsigned worker)
+{
+	struct reorder_job *j = ctx;
+
+	j->b->layer_rc[k] = reorder_layer(j->b, &j->b->ro[worker], j->M,
+					  (uint32_t)k, j->out, NULL);
+}
+
 static int plan_relibra(struct rlb_balancer *b, const struct rlb_loads *l,
 			struct rlb_step_plan *out, struct rlb_err *err)
 {
-	uint32_t M = l->micro_batches, L = b->layers, E = b->experts, k;
-	int rc;
+	struct reorder_job j = { b, out, l->micro_batches };
+	uint32_t k;
 
 	if (b->o.reorder) {
-		for (k = 0; k < L; k++) {
-			struct rlb_reorder_tokens tok;
-			int use = b->o.colocate && b->cooc;
-
-			if (use)
-				tok = rlb_cooc_layer(b->cooc, k);
-			rc = rlb_reorder_run(&b->ro, b->tot + (size_t)k * M * E, M,
-					     b->prev_home + (size_t)k * E,
-					     use ? &tok : NULL, err);
-			if (rc < 0)
-				return rc;
-			memcpy(out->home + (size_t)k * E, b->ro.res.home,
-			       (size_t)E * sizeof(uint32_t));
-		}
+		/* layers are independent: the same homes on any number of threads */
+		rlb_pool_run(b->nro > 1 ? b->pool : NULL, b->layers, reorder_item, &j);
+		for (k = 0; k < b->layers; k++)
+			if (b->layer_rc[k] < 0)	/* again, for its message */
+				return reorder_layer(b, &b->ro[0], j.M, k, out, err);
 	}
 	if (b->o.replicate)
 		return plan_replicated(b, l, out, err);
@@ -692,4 +737,10 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 void rlb_balancer_set_cooc(struct rlb_balancer *b, const struct rlb_cooc *c)
 {
 	b->cooc = c;
+}
+
+void rlb_balancer_set_pool(struct rlb_balancer *b, struct rlb_pool *pool)
+{
+	if (!b->nro)		/* the workspaces are made at the first step */
+		b->pool = pool;
 }

@@ -135,6 +135,17 @@ struct rlb_cooc;
  */
 void rlb_balancer_set_cooc(struct rlb_balancer *b, const struct rlb_cooc *c);
 
+struct rlb_pool;
+
+/*
+ * Run relibra's reordering on the threads of pool, a layer each at a
+ * time: the layers are independent, so the plans are the same for any
+ * pool (NULL: on the caller's thread).  Takes effect when set before the
+ * first step; pool is not owned, must outlive b's steps, and must be idle
+ * while rlb_balancer_plan_step runs.
+ */
+void rlb_balancer_set_pool(struct rlb_balancer *b, struct rlb_pool *pool);
+
 #ifdef __cplusplus
 }
 #endif

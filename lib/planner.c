@@ -282,6 +282,8 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 			break;
 		}
 		ret = rlb_balancer_new(&run[i].balancer, cfg, &pol[i].opts, err);
+		if (ret == 0)
+			rlb_balancer_set_pool(run[i].balancer, pool);
 		if (ret == 0) {
 			rlb_sim_opts_for_policy(&so, pol[i].opts.policy);
 			ret = rlb_sim_new(&run[i].sim, cfg, &so, err);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "balance.h"
+#include "pool.h"
 #include "eplb.h"
 #include "plan_io.h"
 #include "reorder.h"
@@ -257,28 +258,35 @@ START_TEST(test_invariants_random)
 }
 END_TEST
 
+/* Two balancers, one on the caller's thread and one on a pool: the same plans. */
 START_TEST(test_determinism)
 {
+	struct rlb_pool *pool = NULL;
+	struct rlb_err err;
 	int pol;
 
+	ck_assert_int_eq(rlb_pool_new(&pool, 3, &err), 0);
 	for (pol = 0; pol < RLB_POLICY_COUNT; pol++) {
 		struct rlb_config cfg;
 		struct rlb_balance_opts o;
 		struct rlb_balancer *b1 = NULL, *b2 = NULL;
-		struct rlb_err err;
 		uint32_t st;
 
 		make_cfg(&cfg, 2, 4, 32, 2);
 		opts_for(&o, &cfg, (enum rlb_policy)pol);
+		o.migration_weight = 0.01;	/* relibra moves experts in every layer */
 		ck_assert_int_eq(rlb_balancer_new(&b1, &cfg, &o, &err), 0);
 		ck_assert_int_eq(rlb_balancer_new(&b2, &cfg, &o, &err), 0);
+		rlb_balancer_set_pool(b2, pool);
 		for (st = 0; st < 3; st++) {
 			struct rlb_loads l;
 			struct rlb_step_plan p1, p2;
 
-			random_loads(&l, 3, 2, 8, 32, 30, 77 + st);
+			random_loads(&l, 3, 7, 8, 32, 500, 77 + st);
 			ck_assert_int_eq(rlb_balancer_plan_step(b1, NULL, &l, &p1, &err), 0);
 			ck_assert_int_eq(rlb_balancer_plan_step(b2, NULL, &l, &p2, &err), 0);
+			if (pol == RLB_POLICY_RELIBRA)
+				ck_assert_uint_ge(p1.migrated_experts, 7);
 			check_same(&p1, &p2);
 			rlb_step_plan_release(&p1);
 			rlb_step_plan_release(&p2);
@@ -287,6 +295,7 @@ START_TEST(test_determinism)
 		rlb_balancer_free(b1);
 		rlb_balancer_free(b2);
 	}
+	rlb_pool_free(pool);
 }
 END_TEST
 
