@@ -294,13 +294,19 @@ static int export_step(void *ctx, const struct rlb_step_plan *p,
 	return 0;
 }
 
-static void print_row(const char *what, const char *fmt, double a, double b,
-		      double c)
+/*
+ * One row of the table: the policy, then static and ideal unless the
+ * policy is one of them (its own column says the same); c < 0 leaves the
+ * ideal's cell empty.
+ */
+static void print_row(const struct rlb_balance_opts *bo, const char *what,
+		      const char *fmt, double a, double b, double c)
 {
 	printf("%-28s", what);
 	printf(fmt, a);
-	printf(fmt, b);
-	if (c >= 0)
+	if (bo->policy != RLB_POLICY_STATIC)
+		printf(fmt, b);
+	if (c >= 0 && bo->policy != RLB_POLICY_IDEAL)
 		printf(fmt, c);
 	putchar('\n');
 }
@@ -320,6 +326,7 @@ static void print_table(const struct rlb_config *cfg,
 			const struct rlb_sim_summary *st)
 {
 	const struct rlb_sim_summary *s = &p->summary;
+	const struct rlb_balance_opts *bo = &p->opts;
 	double ideal_step = s->steps ? s->ideal.total_s / s->steps : 0;
 	double speedup = s->policy_time.total_s > 0 ?
 		st->policy_time.total_s / s->policy_time.total_s : 0;
@@ -331,26 +338,30 @@ static void print_table(const struct rlb_config *cfg,
 	       cfg->parallel.ep_size, s->steps, cmd_s(s->steps),
 	       s->micro_batches, s->micro_batches == 1 ? "" : "es",
 	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens);
-	printf("%-28s%14s%14s%14s\n", "", rlb_policy_name(p->opts.policy),
-	       "static", "ideal");
-	print_row("step time (ms)", "%14.1f", s->step_time_s * 1e3,
+	printf("%-28s%14s", "", rlb_policy_name(bo->policy));
+	if (bo->policy != RLB_POLICY_STATIC)
+		printf("%14s", "static");
+	if (bo->policy != RLB_POLICY_IDEAL)
+		printf("%14s", "ideal");
+	putchar('\n');
+	print_row(bo, "step time (ms)", "%14.1f", s->step_time_s * 1e3,
 		  st->step_time_s * 1e3, ideal_step * 1e3);
-	print_row("tokens/s", "%14.4g", s->tokens_per_s, st->tokens_per_s,
+	print_row(bo, "tokens/s", "%14.4g", s->tokens_per_s, st->tokens_per_s,
 		  ideal_step > 0 ? s->tokens / s->ideal.total_s : 0);
-	print_row("fraction of ideal", "%14.3f", s->fraction_of_ideal,
+	print_row(bo, "fraction of ideal", "%14.3f", s->fraction_of_ideal,
 		  st->fraction_of_ideal, 1.0);
-	print_row("speedup over static", "%14.3f", speedup, 1.0, -1);
-	print_row("GPU max/mean p50", "%14.3f", s->gpu_after.p50,
+	print_row(bo, "speedup over static", "%14.3f", speedup, 1.0, -1);
+	print_row(bo, "GPU max/mean p50", "%14.3f", s->gpu_after.p50,
 		  st->gpu_after.p50, -1);
-	print_row("GPU max/mean p99", "%14.3f", s->gpu_after.p99,
+	print_row(bo, "GPU max/mean p99", "%14.3f", s->gpu_after.p99,
 		  st->gpu_after.p99, -1);
-	print_row("node max/mean p50", "%14.3f", s->node_after.p50,
+	print_row(bo, "node max/mean p50", "%14.3f", s->node_after.p50,
 		  st->node_after.p50, -1);
-	print_row("node floor p50", "%14.3f", s->node_floor.p50,
+	print_row(bo, "node floor p50", "%14.3f", s->node_floor.p50,
 		  st->node_floor.p50, -1);
-	print_row("rank tokens max/mean p50", "%14.3f", s->rank_tokens.p50,
+	print_row(bo, "rank tokens max/mean p50", "%14.3f", s->rank_tokens.p50,
 		  st->rank_tokens.p50, -1);
-	print_row("rank tokens max/mean max", "%14.3f", s->rank_tokens.max,
+	print_row(bo, "rank tokens max/mean max", "%14.3f", s->rank_tokens.max,
 		  st->rank_tokens.max, -1);
 	printf("\nstep time breakdown (ms): expert %.1f, all-to-all %.1f "
 	       "(RDMA %.1f, NVLink %.1f), dense %.1f, replication %.2f, "

@@ -180,6 +180,19 @@ expect_err "relibra plan: fraction of ideal"
 run plan -c "$cfg" --policy ideal --fail-below 0.5 t.rrt
 expect_status 0
 
+# The table's columns: the policy, then static and ideal unless it is one.
+for p in static ideal relibra; do
+	run plan -c "$cfg" --policy $p t.rrt
+	expect_status 0
+	set -- $(sed -n 3p out)
+	case $p in
+	static) want="static ideal" ;;
+	ideal) want="ideal static" ;;
+	*) want="relibra static ideal" ;;
+	esac
+	[ "$*" = "$want" ] || fail "--policy $p: columns '$*', expected '$want'"
+done
+
 # EPLB export.
 run plan -c "$cfg" --policy eplb-oracle --eplb-export x.json t.rrt
 expect_status 0
