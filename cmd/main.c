@@ -83,17 +83,24 @@ static void catch_signals(void)
 int main(int argc, char **argv)
 {
 	const struct command *c;
+	int help;
 
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-		usage(stdout);
-		return EXIT_OK;
-	}
-	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
-		version();
+	help = !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help");
+	if (help || !strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		if (argc > 2) {
+			fprintf(stderr, "relibra: %s takes no argument (got '%s')\n",
+				argv[1], argv[2]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		if (help)
+			usage(stdout);
+		else
+			version();
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "help")) {

@@ -55,13 +55,13 @@ _Static_assert(FIELD_SIZE(balancer, policy) == RLB_NAME_MAX, "policy buffer");
 
 static const struct key model_keys[] = {
 	KSTR(model, name),
-	/* experts, topk, moe_layers: at most what a trace can hold */
+	/* experts, topk, moe_layers, first_dense_layers: what a trace can hold */
 	KREQ(model, experts, 1, RLB_TRACE_MAX_EXPERTS),
 	KREQ(model, topk, 1, RLB_TRACE_MAX_TOPK),
 	KREQ(model, hidden, 1, 1048576),
 	KREQ(model, expert_ffn, 1, 1048576),
 	KREQ(model, moe_layers, 1, RLB_TRACE_MAX_LAYERS),
-	KINT(model, first_dense_layers, 0, 4096),
+	KINT(model, first_dense_layers, 0, RLB_TRACE_MAX_LAYERS),
 	KINT(model, dense_ffn, 0, 1048576),
 	KINT(model, shared_experts, 0, 64),
 	KINT(model, shared_expert_ffn, 0, 1048576),

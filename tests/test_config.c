@@ -385,6 +385,8 @@ static const struct {
 	{ "model.experts=65536", "value 65536 for 'model.experts' is out of range [1, 65535]" },
 	{ "model.topk=65", "value 65 for 'model.topk' is out of range [1, 64]" },
 	{ "model.moe_layers=1025", "value 1025 for 'model.moe_layers' is out of range [1, 1024]" },
+	{ "model.first_dense_layers=1025",
+	  "value 1025 for 'model.first_dense_layers' is out of range [0, 1024]" },
 	{ "cluster.peak_tflops=0", "value 0 for 'cluster.peak_tflops' is out of range [1e-06, 1000000]" },
 	{ "cluster.peak_tflops=nan", "expected a number for 'cluster.peak_tflops', got 'nan'" },
 	{ "cluster.peak_tflops=1e999", "expected a number for 'cluster.peak_tflops', got '1e999'" },

@@ -12,6 +12,13 @@ run
 expect_status 2
 expect_err "usage: relibra"
 
+run -V extra
+expect_status 2
+expect_err "relibra: -V takes no argument (got 'extra')"
+run --help capture
+expect_status 2
+expect_err "relibra: --help takes no argument (got 'capture')"
+
 run frobnicate
 expect_status 2
 expect_err "unknown command 'frobnicate'"
