@@ -267,8 +267,10 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 
 /*
  * Write every chart that has data into DIR (created if missing) as
- * NAME.svg, or NAME-gN.svg (N from 1) when there are several groups,
- * each atomically; *written receives their count.  Errors: RLB_EIO.
+ * NAME.svg, or NAME-gN.svg (N from 1) when there are several groups;
+ * all are complete before the first is renamed into place, so a failure
+ * leaves none.  *written receives their count.  Errors: RLB_EIO,
+ * RLB_ENOMEM.
  */
 int rlb_report_write_svgs(const struct rlb_report *r,
 			  const struct rlb_report_chart_opts *o,

@@ -763,65 +763,84 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 }
 
 /* Write one chart to DIR/NAME.svg; *done 1 when written, 0 when no data. */
+/*
+ * Write chart C of group G to its PATH.tmp in DIR and sync it; *have is
+ * 0 (and af released) when the report has no data for the chart.
+ */
 static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 		     size_t g, const struct rlb_report_chart_opts *o,
-		     const char *dir, int *done, struct rlb_err *err)
+		     const char *dir, struct rlb_atomic_file *af, int *have,
+		     struct rlb_err *err)
 {
-	struct rlb_atomic_file af;
 	struct rlb_err e2 = {0};
 	char path[4096];
 	int ret;
 
-	*done = 0;
+	*have = 0;
 	if (r->ngroups > 1 && c < RLB_CHART_SWEEP_SPEEDUP)
 		snprintf(path, sizeof(path), "%s/%s-g%zu.svg", dir,
 			 rlb_report_chart_name(c), g + 1);
 	else
 		snprintf(path, sizeof(path), "%s/%s.svg", dir,
 			 rlb_report_chart_name(c));
-	ret = rlb_atomic_open(&af, path, err);
+	ret = rlb_atomic_open(af, path, err);
 	if (ret)
 		return ret;
-	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", af.fp);
-	ret = rlb_report_chart_svg(r, c, g, o, af.fp, &e2);
+	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", af->fp);
+	ret = rlb_report_chart_svg(r, c, g, o, af->fp, &e2);
 	if (ret == RLB_ENOTFOUND) {
-		rlb_atomic_abort(&af);
+		rlb_atomic_abort(af);
 		return 0;
 	}
 	if (ret) {
-		rlb_atomic_abort(&af);
+		rlb_atomic_abort(af);
 		*err = e2;
 		return ret;
 	}
-	ret = rlb_atomic_commit(&af, err);
-	*done = ret == 0;
+	ret = rlb_atomic_sync(af, err);
+	*have = ret == 0;
 	return ret;
 }
 
+/*
+ * Every chart is written and synced before the first is renamed into
+ * place, so a failure leaves none of them behind.
+ */
 int rlb_report_write_svgs(const struct rlb_report *r,
 			  const struct rlb_report_chart_opts *o,
 			  const char *dir, size_t *written,
 			  struct rlb_err *err)
 {
-	size_t g;
-	int c, ret, done;
+	size_t per_group = RLB_CHART_SWEEP_SPEEDUP - RLB_CHART_TOKENS;
+	size_t max = r->ngroups * per_group + RLB_CHART_COUNT - RLB_CHART_SWEEP_SPEEDUP;
+	struct rlb_atomic_file *af;
+	size_t g, n = 0, i;
+	int c, ret = 0, have;
 
 	*written = 0;
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
 		return rlb_err_errno(err, RLB_EIO, "cannot create '%s'", dir);
-	for (g = 0; g < r->ngroups; g++)
-		for (c = RLB_CHART_TOKENS; c <= RLB_CHART_STEPS; c++) {
+	af = calloc(max, sizeof(*af));
+	if (!af)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (g = 0; g < r->ngroups && !ret; g++)
+		for (c = RLB_CHART_TOKENS; c < RLB_CHART_SWEEP_SPEEDUP && !ret; c++) {
 			ret = write_one(r, (enum rlb_report_chart)c, g, o, dir,
-					&done, err);
-			if (ret)
-				return ret;
-			*written += done;
+					&af[n], &have, err);
+			n += (size_t)have;
 		}
-	for (c = RLB_CHART_SWEEP_SPEEDUP; r->sweep_key && c <= RLB_CHART_SWEEP_STEP; c++) {
-		ret = write_one(r, (enum rlb_report_chart)c, 0, o, dir, &done, err);
-		if (ret)
-			return ret;
-		*written += done;
+	for (c = RLB_CHART_SWEEP_SPEEDUP; r->sweep_key && c < RLB_CHART_COUNT && !ret; c++) {
+		ret = write_one(r, (enum rlb_report_chart)c, 0, o, dir, &af[n],
+				&have, err);
+		n += (size_t)have;
 	}
-	return 0;
+	for (i = 0; i < n; i++) {
+		if (!ret)
+			ret = rlb_atomic_commit(&af[i], err);
+		else
+			rlb_atomic_abort(&af[i]);
+		*written += ret == 0;
+	}
+	free(af);
+	return ret;
 }

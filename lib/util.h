@@ -54,7 +54,7 @@ void rlb_atomic_abort(struct rlb_atomic_file *af);
  * written, only not removed by a signal).  Listing is not thread-safe:
  * open and release atomic files from one thread.
  */
-#define RLB_ATOMIC_LISTED 16
+#define RLB_ATOMIC_LISTED 64
 void rlb_atomic_remove_all(void);
 
 /* 64-bit FNV-1a of p[0..n), continuing from h (RLB_FNV1A_INIT to start). */

@@ -154,6 +154,13 @@ expect_err "relibra report: --html 'nodir/r.html': no directory 'nodir'"
 run report -c "$cfg" --trace tiny.rrt --policies static --svg nodir/charts
 expect_status 1
 expect_empty out
+# A chart that cannot be written leaves none of them, nor -o.
+mkdir -p part part/heatmap.svg.tmp
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra -o part.txt --svg part
+expect_status 1
+expect_err "heatmap.svg.tmp"
+[ "$(ls part)" = heatmap.svg.tmp ] || fail "a failed --svg left charts: $(ls part)"
+[ ! -e part.txt ] || fail "a failed --svg left -o"
 run report -c "$cfg" --trace tiny.rrt --policies static --sweep balancer.replica_slots=1,999
 expect_status 1
 expect_err "relibra report: --set 'balancer.replica_slots=999': value 999 for 'balancer.replica_slots' is out of range [0, 64]"
