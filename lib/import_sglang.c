@@ -141,9 +141,11 @@ static int opt_uint(json_t *obj, const char *key, const char *fp, int64_t max,
 		    int64_t *out, struct rlb_err *err)
 {
 	char field[128];
+	int in_meta = strncmp(key, "routed_", 7) == 0 ||
+		      strcmp(key, "prompt_tokens") == 0 ||
+		      strcmp(key, "completion_tokens") == 0;
 
-	snprintf(field, sizeof(field), "%s%s%s", fp,
-		 strncmp(key, "routed_", 7) == 0 ? "meta_info." : "", key);
+	snprintf(field, sizeof(field), "%s%s%s", fp, in_meta ? "meta_info." : "", key);
 	return rlb_json_opt_uint(obj, key, field, max, out, err);
 }
 
@@ -315,11 +317,11 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 		if (ret != 0)
 			goto out;
 	}
-	pt = json_integer_value(json_object_get(meta, "prompt_tokens"));
-	ct = json_integer_value(json_object_get(meta, "completion_tokens"));
-	if (json_is_integer(json_object_get(meta, "prompt_tokens")) &&
-	    json_is_integer(json_object_get(meta, "completion_tokens")) &&
-	    pt + ct >= 1 + (start > 0 ? start : 0))
+	/* Bounded, so that their sum cannot overflow. */
+	if ((ret = opt_uint(meta, "prompt_tokens", fp, UINT32_MAX, &pt, err)) ||
+	    (ret = opt_uint(meta, "completion_tokens", fp, UINT32_MAX, &ct, err)))
+		goto out;
+	if (pt >= 0 && ct >= 0 && pt + ct >= 1 + (start > 0 ? start : 0))
 		hint = pt + ct - 1 - (start > 0 ? start : 0);
 
 	ret = rlb_base64_decode(json_string_value(re), json_string_length(re),

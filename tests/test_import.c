@@ -1031,6 +1031,12 @@ START_TEST(test_sglang_errors)
 		{ "[1]\n", "s.jsonl:1: [0]: expected a JSON object" },
 		{ "{\"meta_info\": {\"routed_experts\": \"\", \"routed_experts_start_len\": 0}}\n",
 		  "s.jsonl:1: meta_info.id: missing (needed to join routed_experts_start_len chunks)" },
+		{ "{\"meta_info\": {\"routed_experts\": \"\", \"prompt_tokens\": 9223372036854775807, "
+		  "\"completion_tokens\": 9223372036854775807}}\n",
+		  "s.jsonl:1: meta_info.prompt_tokens: expected an integer in [0, 4294967295]" },
+		{ "{\"meta_info\": {\"routed_experts\": \"\", \"prompt_tokens\": 2, "
+		  "\"completion_tokens\": -1}}\n",
+		  "s.jsonl:1: meta_info.completion_tokens: expected an integer in [0, 4294967295]" },
 	};
 	struct rlb_import_opts o = opts_of(RLB_IMPORT_SGLANG);
 	struct rlb_err err = { 0, "" };
