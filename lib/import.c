@@ -565,9 +565,18 @@ int rlb_import_list_dir(const char *path, const char *suffix, char ***out,
 			goto out;
 		}
 		snprintf(full, plen + nlen + 2, "%s/%s", path, de->d_name);
-		if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) {
+		/* A *SUFFIX entry that is not a file is refused, not skipped:
+		 * a dangling link would otherwise lose its data silently. */
+		if (stat(full, &st) != 0) {
+			ret = rlb_err_errno(err, RLB_EIO, "cannot open '%s'", full);
 			free(full);
-			continue;
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			ret = rlb_err_set(err, RLB_EINVAL, "'%s' is not a regular file",
+					  full);
+			free(full);
+			goto out;
 		}
 		if (count == cap) {
 			size_t ncap = cap ? cap * 2 : 16;

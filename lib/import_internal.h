@@ -185,9 +185,11 @@ int rlb_npy_parse_header(const uint8_t *buf, size_t len,
 			 struct rlb_err *err);
 
 /*
- * The regular files in directory PATH whose names end in SUFFIX, as
- * malloc'd "PATH/NAME" strings in natural order (digit runs compared as
- * numbers: step2 before step10).  Free with rlb_import_free_list.
+ * The files in directory PATH whose names end in SUFFIX (names starting
+ * with '.' skipped), as malloc'd "PATH/NAME" strings in natural order
+ * (digit runs compared as numbers: step2 before step10).  Such an entry
+ * that is not a regular file (a dangling link, a directory) is an error.
+ * Free with rlb_import_free_list.
  */
 int rlb_import_list_dir(const char *path, const char *suffix, char ***out,
 			size_t *n, struct rlb_err *err);

@@ -36,6 +36,18 @@ head -c 150 "$F/vllm/rollout_step0_group0_sample1.npy" > vllm/rollout_step0_grou
 fails vllm vllm "vllm/rollout_step0_group0_sample1.npy: truncated: the array needs 48 bytes from byte 128, the file ends at byte 150"
 printf 'not numpy at all' > vllm/rollout_step0_group0_sample1.npy
 fails vllm vllm "vllm/rollout_step0_group0_sample1.npy: not a .npy file: bad magic at byte 0"
+# A *.npy entry that cannot be read is an error, not skipped.
+mkdir vllm2
+cp "$F"/vllm/*.npy vllm2/
+ln -s gone.npy vllm2/rollout_step2_group0_sample0.npy
+fails vllm vllm2 "cannot open 'vllm2/rollout_step2_group0_sample0.npy': No such file or directory"
+rm vllm2/rollout_step2_group0_sample0.npy
+mkdir vllm2/sub.npy
+fails vllm vllm2 "'vllm2/sub.npy' is not a regular file"
+mkdir mg
+cp "$F"/megatron/*.jsonl mg/
+ln -s loop.jsonl mg/loop.jsonl
+fails megatron mg "cannot open 'mg/loop.jsonl': Too many levels of symbolic links"
 
 head -n 3 "$F/megatron.jsonl" > bad-m.jsonl
 sed -n 5p "$F/megatron.jsonl" >> bad-m.jsonl
