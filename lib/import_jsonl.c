@@ -18,7 +18,7 @@
 struct jl_state {
 	uint16_t *ids;
 	float *gates;
-	size_t cap;
+	size_t cap, gcap;		/* values in ids, in gates */
 };
 
 /* Check "gates" (or "experts") has the routing's shape on MoE layers. */
@@ -32,6 +32,42 @@ static int jl_row(json_t *row, const char *what, size_t t, size_t l, uint32_t K,
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "%s[%zu][%zu]: %zu values, expected topk %" PRIu32,
 				   what, t, l, json_array_size(row), K);
+	return 0;
+}
+
+/*
+ * Check every token's layers and every MoE row of "experts" (and "gates")
+ * before the buffers are sized from T: a long array of junk tokens must
+ * not make an allocation of T x moe_layers x topk.
+ */
+static int jl_shape(json_t *ex, json_t *ga, size_t T, size_t Lin, uint32_t drop,
+		    uint32_t K, struct rlb_err *err)
+{
+	size_t t, l;
+	int ret;
+
+	for (t = 0; t < T; t++) {
+		json_t *tok = json_array_get(ex, t), *gtok = ga ? json_array_get(ga, t) : NULL;
+
+		if (!json_is_array(tok))
+			return rlb_err_set(err, RLB_EPARSE,
+					   "experts[%zu]: expected an array of layers", t);
+		if (json_array_size(tok) != Lin)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "experts[%zu]: %zu layers, expected %zu as in experts[0]",
+					   t, json_array_size(tok), Lin);
+		if (ga && (!json_is_array(gtok) || json_array_size(gtok) != Lin))
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "gates[%zu]: expected an array of %zu layers like experts",
+					   t, Lin);
+		for (l = drop; l < Lin; l++) {
+			ret = jl_row(json_array_get(tok, l), "experts", t, l, K, err);
+			if (ret == 0 && ga)
+				ret = jl_row(json_array_get(gtok, l), "gates", t, l, K, err);
+			if (ret != 0)
+				return ret;
+		}
+	}
 	return 0;
 }
 
@@ -79,41 +115,32 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 	ret = rlb_importer_dense_drop(im, Lin, &drop, err);
 	if (ret != 0)
 		return rlb_err_prefix(err, "experts[0]");
+	ret = jl_shape(ex, ga, T, Lin, drop, K, err);
+	if (ret != 0)
+		return ret;
 	n = T * L * K;
 	if (n > s->cap) {
 		free(s->ids);
-		free(s->gates);
 		s->ids = malloc(n * sizeof(*s->ids));
-		s->gates = malloc(n * sizeof(*s->gates));
-		s->cap = s->ids && s->gates ? n : 0;
+		s->cap = s->ids ? n : 0;
 		if (!s->cap)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	if (ga && n > s->gcap) {
+		free(s->gates);
+		s->gates = malloc(n * sizeof(*s->gates));
+		s->gcap = s->gates ? n : 0;
+		if (!s->gcap)
 			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	}
 	for (t = 0; t < T; t++) {
 		json_t *tok = json_array_get(ex, t), *gtok = ga ? json_array_get(ga, t) : NULL;
 
-		if (!json_is_array(tok))
-			return rlb_err_set(err, RLB_EPARSE,
-					   "experts[%zu]: expected an array of layers", t);
-		if (json_array_size(tok) != Lin)
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "experts[%zu]: %zu layers, expected %zu as in experts[0]",
-					   t, json_array_size(tok), Lin);
-		if (ga && (!json_is_array(gtok) || json_array_size(gtok) != Lin))
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "gates[%zu]: expected an array of %zu layers like experts",
-					   t, Lin);
 		for (l = drop; l < Lin; l++) {
-			json_t *row = json_array_get(tok, l), *grow = NULL;
+			json_t *row = json_array_get(tok, l);
+			json_t *grow = ga ? json_array_get(gtok, l) : NULL;
 			size_t base = ((l - drop) * T + t) * K;
 
-			ret = jl_row(row, "experts", t, l, K, err);
-			if (ret == 0 && ga) {
-				grow = json_array_get(gtok, l);
-				ret = jl_row(grow, "gates", t, l, K, err);
-			}
-			if (ret != 0)
-				return ret;
 			for (k = 0; k < K; k++) {
 				json_t *v = json_array_get(row, k);
 				json_int_t id;

@@ -59,6 +59,19 @@ fails megatron bad-m.jsonl "bad-m.jsonl:1: topk: 3, the config has 2"
 fails jsonl bad-j.jsonl "bad-j.jsonl:4: experts[0][2][1]: value -1 is not an expert id in [0, 16)"
 printf '{"step": 0, "experts": [\n' > bad-j.jsonl
 fails jsonl bad-j.jsonl "bad-j.jsonl:1:24: invalid JSON: ']' expected near end of file"
+# 2M junk tokens after a first token of 1024 layers: the shape is refused
+# before buffers of tokens x layers x topk are allocated (256 GiB here).
+opts="--set model.experts=256 --set model.topk=64 --set model.moe_layers=1024"
+{
+	printf '{"experts": [[0'
+	i=1
+	while [ $i -lt 1024 ]; do printf ',0'; i=$((i + 1)); done
+	printf ']'
+	yes ',0' | head -n 2000000 | tr -d '\n'
+	printf ']}\n'
+} > junk.jsonl
+fails jsonl junk.jsonl "junk.jsonl:1: experts[0][0]: expected an array"
+opts=
 fails jsonl missing.jsonl "cannot open 'missing.jsonl': No such file or directory"
 fails jsonl "$F" "'$F' is a directory"
 printf '\n\n' > empty.jsonl
