@@ -161,6 +161,15 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "top_indices: %zu tokens, num_tokens is %" PRId64,
 				   json_array_size(ti), ntok);
+	/* Rows first: a new sequence below is sized for all its layers. */
+	for (t = 0; t < (size_t)ntok; t++) {
+		json_t *row = json_array_get(ti, t);
+
+		if (!json_is_array(row) || json_array_size(row) != K)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "top_indices[%zu]: expected an array of topk %" PRIu32 " ids",
+					   t, K);
+	}
 	stage = scalar_key(json_object_get(rec, "stage"));
 	block = scalar_key(bl);
 	if (!stage || !block) {
@@ -220,12 +229,6 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 	for (t = 0; t < (size_t)ntok; t++) {
 		json_t *row = json_array_get(ti, t);
 
-		if (!json_is_array(row) || json_array_size(row) != K) {
-			ret = rlb_err_set(err, RLB_EMISMATCH,
-					  "top_indices[%zu]: expected an array of topk %" PRIu32 " ids",
-					  t, K);
-			goto out;
-		}
 		for (k = 0; k < K; k++) {
 			json_t *v = json_array_get(row, k);
 			json_int_t id;

@@ -71,6 +71,14 @@ opts="--set model.experts=256 --set model.topk=64 --set model.moe_layers=1024"
 	printf ']}\n'
 } > junk.jsonl
 fails jsonl junk.jsonl "junk.jsonl:1: experts[0][0]: expected an array"
+# The same for a Megatron record: its rows are checked before the
+# sequence is sized for every layer.
+{
+	printf '{"step": 0, "layer": 0, "num_tokens": 2000000, "topk": 64, "top_indices": [0'
+	yes ',0' | head -n 1999999 | tr -d '\n'
+	printf ']}\n'
+} > junk.jsonl
+fails megatron junk.jsonl "junk.jsonl:1: top_indices[0]: expected an array of topk 64 ids"
 opts=
 fails jsonl missing.jsonl "cannot open 'missing.jsonl': No such file or directory"
 fails jsonl "$F" "'$F' is a directory"
