@@ -490,8 +490,11 @@ int rlb_import_sglang(struct rlb_importer *im, FILE *fp, struct rlb_err *err)
 		if (im->progress)
 			im->progress(im->progress_ctx, im->records, 0, "records");
 	}
-	if (ret == 0)
+	if (ret == 0) {
 		ret = flush_before(&s, 0, 1, err);
+		if (ret != 0)
+			rlb_err_prefix(err, "%s", im->name);
+	}
 	for (i = 0; i < s.npend; i++)
 		pending_free(&s.pend[i]);
 	free(s.pend);
