@@ -478,7 +478,6 @@ static int import_file(struct rlb_importer *im, const struct npy_file *f,
 	im->records++;
 	ret = rlb_importer_emit_token_major(im, step, &in, (uint32_t)h.shape[0],
 					    ids, NULL, err);
-	named = 1;	/* the sink's own message */
 out:
 	if (ret != 0 && !named)
 		rlb_err_prefix(err, "%s", f->path);

@@ -123,6 +123,7 @@ for id in a b; do
 	printf '{"meta_info": {"id": "%s", "routed_experts": "%s", "routed_experts_start_len": 0}}\n' $id "$ids"
 done > chunks.jsonl
 fails sglang chunks.jsonl "chunks.jsonl: group: sequence 1 of step 0 gets group 4294967296 (--group 4294967295 --group-size 1), above 4294967295"
+fails vllm "$F/vllm" "$F/vllm/rollout_step0_group0_sample1.npy: group: sequence 1 of step 0 gets group 4294967296 (--group 4294967295 --group-size 1), above 4294967295"
 printf '{"group": 7, "sample": 4294967295, "experts": [[[1,2],[3,4],[5,6],[7,8]]]}\n{"group": 7, "experts": [[[1,2],[3,4],[5,6],[7,8]]]}\n' > s.jsonl
 opts=
 fails jsonl s.jsonl "s.jsonl:2: sample: the sequence after sample 4294967295 of group 7 gets sample 4294967296, above 4294967295"
