@@ -506,6 +506,11 @@ int rlb_import_vllm(struct rlb_importer *im, const char *path,
 		ret = rlb_import_list_dir(path, ".npy", &list, &n, err);
 		if (ret != 0)
 			return ret;
+	} else if (!S_ISREG(st.st_mode)) {
+		/* The data's size is checked against the file's before reading. */
+		return rlb_err_set(err, RLB_EINVAL,
+				   "vllm input '%s' is not a regular file nor a directory "
+				   "(a pipe cannot be read: save the .npy file first)", path);
 	} else {
 		list = malloc(sizeof(*list));
 		if (list)

@@ -85,6 +85,8 @@ fails jsonl "$F" "'$F' is a directory"
 printf '\n\n' > empty.jsonl
 fails jsonl empty.jsonl "'empty.jsonl' holds no records"
 fails vllm - "vllm input is a .npy file or a directory, not stdin"
+mkfifo fifo.npy
+fails vllm fifo.npy "vllm input 'fifo.npy' is not a regular file nor a directory (a pipe cannot be read: save the .npy file first)"
 run capture -c "$tiny" -o t.rrt --from vllm "$F/vllm" --gates
 expect_status 1
 expect_err "relibra capture: vllm .npy files carry no gate weights (drop --gates)"
