@@ -352,7 +352,7 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 {
 	struct rlb_exec *ex = calloc(1, sizeof(*ex));
 	struct rlb_err mine = { 0, "" }, *errs = NULL;
-	uint32_t i, gpn;
+	uint32_t i, gpn, bad = 0;
 	int ret;
 
 	*out = NULL;
@@ -382,7 +382,10 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 	}
 	for (i = 0; i < ex->nlocal; i++)
 		errs[i] = mine;
-	ret = rlb_world_agree(w, errs, &mine, NULL, err);
+	ret = rlb_world_agree(w, errs, &mine, &bad, err);
+	/* rank 0 reports another rank's error (its file, its config): name it */
+	if (ret && mine.code && bad != 0)
+		rlb_err_prefix(&mine, "rank %u", bad);
 	if (ret == 0) {
 		ret = same_inputs(ex, &mine, err);
 		for (i = 0; ret == 0 && i < ex->nlocal; i++)

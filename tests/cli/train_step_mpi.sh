@@ -80,6 +80,15 @@ unset ALT_TRACE ALT_PLAN
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "per-rank trace: status $status"
 expect_err "relibra train-step: rank 2: the trace differs from rank 0's"
 [ ! -e m.json ] && [ ! -e m.json.tmp ] || fail "a refused job left m.json or m.json.tmp"
+# Rank 2's trace alone another: its plan does not match it, and rank 0
+# says so once, naming rank 2.
+ALT_TRACE=t7.rrt
+export ALT_TRACE
+mpi 4 -x ALT_TRACE sh per-rank.sh "$cfg" t.rrt relibra.rlp
+unset ALT_TRACE
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "per-rank trace alone: status $status"
+n=$(grep -c "^relibra train-step: rank 2: plan does not match the trace: 'header hash'" err)
+[ "$n" -eq 1 ] || { cat err; fail "expected one message naming rank 2, got $n"; }
 
 # A config that one rank cannot read: rank 0 names it, once, and every
 # rank exits (status 1, not an abort).
