@@ -146,12 +146,6 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	size_t nsteps;
 	int ret;
 
-	if ((int)rlb_world_size(ex->world) != cfg->parallel.ep_size)
-		return rlb_err_set(err, RLB_EMISMATCH,
-				   "the job has %u rank%s, parallel.ep_size is %d",
-				   rlb_world_size(ex->world),
-				   rlb_world_size(ex->world) == 1 ? "" : "s",
-				   cfg->parallel.ep_size);
 	if (cfg->model.hidden <= 0 || cfg->model.expert_ffn <= 0)
 		return rlb_err_set(err, RLB_ECONFIG,
 				   "model.hidden and model.expert_ffn must be positive");
@@ -371,6 +365,12 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 	if (gpn > rlb_world_size(w))
 		gpn = rlb_world_size(w);
 	ret = rlb_world_set_node_size(w, gpn, &mine);
+	/* before what it explains ("2 ranks per node do not divide 3 ranks") */
+	if ((int)rlb_world_size(w) != cfg->parallel.ep_size)
+		ret = rlb_err_set(&mine, RLB_EMISMATCH,
+				  "the job has %u rank%s, parallel.ep_size is %d",
+				  rlb_world_size(w), rlb_world_size(w) == 1 ? "" : "s",
+				  cfg->parallel.ep_size);
 	if (ret == 0)
 		ret = setup(ex, &mine);
 	if (ret == 0)

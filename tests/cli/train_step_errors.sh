@@ -19,6 +19,10 @@ run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 2
 expect_status 1
 expect_err "relibra train-step: the job has 2 ranks, parallel.ep_size is 4"
 expect_empty out
+# 3 ranks: the count is the error, not the 2 GPUs per node that do not divide it.
+run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 3
+expect_status 1
+expect_err "relibra train-step: the job has 3 ranks, parallel.ep_size is 4"
 
 # A plan of another trace, of another config, steps out of range.
 run train-step -c "$cfg" --trace other.rrt --plan p.rlp --virtual-ranks 4

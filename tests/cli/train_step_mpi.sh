@@ -50,6 +50,10 @@ mpi 2 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "mpirun -np 2: status $status"
 n=$(grep -c 'relibra train-step: the job has 2 ranks, parallel.ep_size is 4' err)
 [ "$n" -eq 1 ] || { cat err; fail "expected the message once, got $n"; }
+mpi 3 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "mpirun -np 3: status $status"
+n=$(grep -c 'relibra train-step: the job has 3 ranks, parallel.ep_size is 4' err)
+[ "$n" -eq 1 ] || { cat err; fail "expected the message once, got $n"; }
 
 # One rank given another config (a model of another width) or another
 # trace and plan: refused before any transfer, naming the rank.
