@@ -104,7 +104,8 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 				ret = 1;
 			break;
 		case OPT_SEED:
-			if (rlb_parse_u64(optarg, 0, UINT64_MAX, &o->seed, "--seed", &err))
+			/* the metrics record it as a JSON integer (int64) */
+			if (rlb_parse_u64(optarg, 0, INT64_MAX, &o->seed, "--seed", &err))
 				ret = 1;
 			break;
 		case OPT_VERIFY:

@@ -24,6 +24,11 @@ run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 3
 expect_status 1
 expect_err "relibra train-step: the job has 3 ranks, parallel.ep_size is 4"
 
+# A seed that the metrics could not record (JSON int64): a usage error.
+run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 --seed 9223372036854775808
+expect_status 2
+expect_err "relibra train-step: --seed: 9223372036854775808 is out of range [0, 9223372036854775807]"
+
 # A plan of another trace, of another config, steps out of range.
 run train-step -c "$cfg" --trace other.rrt --plan p.rlp --virtual-ranks 4
 expect_status 1
