@@ -292,14 +292,15 @@ int cmd_train_step(int argc, char **argv)
 	int ret, quiet = lrank > 0, status = EXIT_FAIL;
 
 	ret = parse_args(argc, argv, &o, quiet);
-	if (ret == 0) {
+	/* only rank 0 writes -o: another node may lack its directory */
+	if (ret == 0 && lrank <= 0) {
 		const struct cmd_path in[] = {
 			{ "the trace", o.trace, 0 }, { "the plan", o.plan, 0 },
 			{ "the config", o.cfg.path, 0 },
 		};
 		const struct cmd_path out[] = { { "-o", o.out, 0 } };
 
-		ret = cmd_check_outputs(NAME, quiet ? NULL : usage, in, 3, out, 1, 0);
+		ret = cmd_check_outputs(NAME, usage, in, 3, out, 1, 0);
 	}
 	if (ret) {
 		cmd_config_release(&o.cfg);

@@ -94,6 +94,19 @@ unset ALT_TRACE
 n=$(grep -c "^relibra train-step: rank 2: plan does not match the trace: 'header hash'" err)
 [ "$n" -eq 1 ] || { cat err; fail "expected one message naming rank 2, got $n"; }
 
+# -o in a directory that only rank 0 has (a node-local one): rank 0
+# alone writes the metrics, the other ranks do not check the path.
+mkdir -p n0/out n2
+cat > local-out.sh <<EOF
+#!/bin/sh
+d=n0
+[ "\$OMPI_COMM_WORLD_RANK" = 2 ] && d=n2
+cd "\$d" && exec "$RELIBRA" train-step -c "$cfg" --trace ../t.rrt --plan ../relibra.rlp -o out/m.json
+EOF
+mpi 4 sh local-out.sh
+expect_status 0
+[ -s n0/out/m.json ] || fail "no metrics from rank 0"
+
 # A config that one rank cannot read: rank 0 names it, once, and every
 # rank exits (status 1, not an abort).
 ALT_CFG=missing.yaml
