@@ -200,7 +200,7 @@ int cmd_capture(int argc, char **argv)
 			{ "the input", input && strcmp(input, "-") ? input : NULL, 0 },
 			{ "the config", o.path, 0 },
 		};
-		const struct cmd_path outp[] = { { "-o", out, 0 } };
+		const struct cmd_path outp[] = { { "-o", out, CMD_OUT_REGULAR } };
 
 		rc = cmd_check_outputs("capture", usage, in, 2, outp, 1, 0);
 		if (rc)

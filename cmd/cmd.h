@@ -103,18 +103,25 @@ int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
 		  struct rlb_err *err);
 
 /* A file a command reads or writes, and what it is ("the trace", "-o"). */
+/* What an output must be (struct cmd_path's kind; 0 for inputs). */
+enum {
+	CMD_OUT_FILE,		/* a file, or a device or FIFO written in place */
+	CMD_OUT_DIR,		/* a directory (report --svg) */
+	CMD_OUT_REGULAR,	/* a regular file: read back once written */
+};
+
 struct cmd_path {
 	const char *what;
 	const char *path;	/* NULL: not given */
-	int dir;		/* an output directory (report --svg) */
+	int kind;		/* outputs: CMD_OUT_* */
 };
 
 /*
  * Checks of a command's outputs before any work.  Usage errors
  * (EXIT_USAGE): an output is "-" (stdout) unless stdout_ok, or names one
  * of the inputs or another output (the same path or the same file).
- * Failures (EXIT_FAIL): an output file is a directory, or its directory
- * does not exist.  Reported unless usage is NULL (train-step's ranks but
+ * Failures (EXIT_FAIL): an output file is a directory, a CMD_OUT_REGULAR
+ * one exists and is not a regular file, or its directory does not exist.  Reported unless usage is NULL (train-step's ranks but
  * the first).
  */
 int cmd_check_outputs(const char *name, const char *usage,

@@ -196,7 +196,7 @@ int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
 	if (json_dumpf(j, af->fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
 	    fputc('\n', af->fp) == EOF) {
 		int ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
-					af->tmp_path ? af->tmp_path : "stdout");
+					rlb_atomic_name(af));
 
 		rlb_atomic_abort(af);
 		return ret;
@@ -265,9 +265,16 @@ int cmd_check_outputs(const char *name, const char *usage,
 
 		if (!p || !strcmp(p, "-"))
 			continue;
-		if (!out[i].dir && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (out[i].kind != CMD_OUT_DIR && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
 			if (usage)
 				cmd_errorf(name, "%s '%s' is a directory", out[i].what, p);
+			return EXIT_FAIL;
+		}
+		if (out[i].kind == CMD_OUT_REGULAR && stat(p, &st) == 0 &&
+		    !S_ISREG(st.st_mode)) {
+			if (usage)
+				cmd_errorf(name, "%s '%s' is not a regular file (it is read back once written)",
+					   out[i].what, p);
 			return EXIT_FAIL;
 		}
 		slash = strrchr(p, '/');

@@ -429,7 +429,7 @@ static int check_outputs(const struct opts *o)
 	struct cmd_path *in = calloc((size_t)o->nfiles + 2, sizeof(*in));
 	const struct cmd_path out[] = {
 		{ "-o", o->out && strcmp(o->out, "-") ? o->out : NULL, 0 },
-		{ "--html", o->html, 0 }, { "--svg", o->svg, 1 },
+		{ "--html", o->html, 0 }, { "--svg", o->svg, CMD_OUT_DIR },
 	};
 	int i, ret;
 

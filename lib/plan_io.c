@@ -805,7 +805,7 @@ static int write_all(struct rlb_plan_writer *w, const void *p, size_t n)
 {
 	if (n && fwrite(p, 1, n, w->af.fp) != n)
 		return rlb_err_errno(&w->err, RLB_EIO, "cannot write '%s'",
-				     w->af.tmp_path ? w->af.tmp_path : "stdout");
+				     rlb_atomic_name(&w->af));
 	return 0;
 }
 

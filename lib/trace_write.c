@@ -61,11 +61,11 @@ static int write_all(struct rlb_trace_writer *w, const void *p, size_t n)
 {
 	if (n && fwrite(p, 1, n, w->af.fp) != n)
 		return rlb_err_errno(&w->err, RLB_EIO, "cannot write '%s'",
-				     w->af.tmp_path ? w->af.tmp_path : "stdout");
+				     rlb_atomic_name(&w->af));
 	/* Hand the bytes to the kernel now: a killed writer keeps them. */
 	if (fflush(w->af.fp) != 0)
 		return rlb_err_errno(&w->err, RLB_EIO, "cannot write '%s'",
-				     w->af.tmp_path ? w->af.tmp_path : "stdout");
+				     rlb_atomic_name(&w->af));
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -59,6 +60,38 @@ uint64_t rlb_fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+static int std_stream(FILE *fp)
+{
+	return fp == stdout || fp == stderr;
+}
+
+/*
+ * Where PATH is written in place, as *fp: stdout or stderr when it is the
+ * file, device or pipe they go to (/dev/stdout, or the file they are
+ * redirected to), else a device or a FIFO (/dev/null, >(cmd)), which a
+ * rename would replace.  0 when PATH is to be written as PATH.tmp and
+ * renamed, -1 when it cannot be opened.
+ */
+static int in_place(const char *path, FILE **fp)
+{
+	struct stat st, fd;
+
+	*fp = NULL;
+	if (stat(path, &st) != 0 || S_ISDIR(st.st_mode))
+		return 0;
+	if (fstat(STDOUT_FILENO, &fd) == 0 && fd.st_dev == st.st_dev &&
+	    fd.st_ino == st.st_ino)
+		*fp = stdout;
+	else if (fstat(STDERR_FILENO, &fd) == 0 && fd.st_dev == st.st_dev &&
+		 fd.st_ino == st.st_ino)
+		*fp = stderr;
+	else if (!S_ISREG(st.st_mode))
+		*fp = fopen(path, "wb");
+	else
+		return 0;
+	return *fp ? 1 : -1;
+}
+
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err)
 {
@@ -66,16 +99,23 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 
 	memset(af, 0, sizeof(*af));
 	af->slot = -1;
+	af->path = strdup(path);
+	if (!af->path)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	if (strcmp(path, "-") == 0) {
 		af->fp = stdout;
-		af->path = strdup(path);
-		if (!af->path)
-			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		return 0;
 	}
-	af->path = strdup(path);
+	switch (in_place(path, &af->fp)) {
+	case 1:
+		return 0;
+	case -1:
+		rlb_err_errno(err, RLB_EIO, "cannot open '%s'", path);
+		rlb_atomic_abort(af);
+		return RLB_EIO;
+	}
 	af->tmp_path = malloc(n + 5);
-	if (!af->path || !af->tmp_path) {
+	if (!af->tmp_path) {
 		rlb_atomic_abort(af);
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	}
@@ -91,6 +131,13 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 	return 0;
 }
 
+const char *rlb_atomic_name(const struct rlb_atomic_file *af)
+{
+	if (af->tmp_path)
+		return af->tmp_path;
+	return af->path && strcmp(af->path, "-") ? af->path : "stdout";
+}
+
 int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 {
 	int ret = 0;
@@ -100,8 +147,12 @@ int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 	if (!af->fp)
 		return rlb_err_set(err, RLB_EINVAL, "output file is not open");
 	if (!af->tmp_path) {
-		if (fflush(af->fp) != 0)
-			ret = rlb_err_errno(err, RLB_EIO, "cannot write to stdout");
+		if (fflush(af->fp) != 0 || ferror(af->fp))
+			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
+					    rlb_atomic_name(af));
+		if (!std_stream(af->fp) && fclose(af->fp) != 0 && ret == 0)
+			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
+					    rlb_atomic_name(af));
 	} else {
 		if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
@@ -133,11 +184,10 @@ int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err)
 
 void rlb_atomic_abort(struct rlb_atomic_file *af)
 {
-	if (af->tmp_path && (af->fp || af->synced)) {
-		if (af->fp)
-			fclose(af->fp);
+	if (af->fp && !std_stream(af->fp))
+		fclose(af->fp);
+	if (af->tmp_path && (af->fp || af->synced))
 		unlink(af->tmp_path);
-	}
 	if (af->tmp_path)
 		unlist_tmp(af);
 	free(af->path);

@@ -17,7 +17,9 @@ extern "C" {
 
 /*
  * An output file written as PATH.tmp and renamed over PATH on commit, so a
- * failed run never leaves a half-written PATH.  "-" means stdout (no rename).
+ * failed run never leaves a half-written PATH.  "-" means stdout; a device
+ * or a FIFO (/dev/null, /dev/stdout on a pipe), and the file that stdout or
+ * stderr is redirected to, are written in place (no rename).
  */
 struct rlb_atomic_file {
 	FILE *fp;
@@ -44,6 +46,8 @@ int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err);
  * way.
  */
 int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err);
+/* The file being written, for messages: PATH.tmp, PATH or "stdout". */
+const char *rlb_atomic_name(const struct rlb_atomic_file *af);
 /* Close and remove the temporary file; releases af.  Safe on a zeroed af. */
 void rlb_atomic_abort(struct rlb_atomic_file *af);
 

@@ -216,4 +216,10 @@ expect_err "relibra capture: -o 'adir' is a directory"
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o nodir/x.rrt
 expect_status 1
 expect_err "relibra capture: -o 'nodir/x.rrt': no directory 'nodir'"
+# the trace is read back once written: a FIFO or a device will not do
+mkfifo fifo
+run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o fifo
+expect_status 1
+expect_err "relibra capture: -o 'fifo' is not a regular file (it is read back once written)"
+[ -p fifo ] || fail "capture -o FIFO replaced the FIFO"
 exit 0

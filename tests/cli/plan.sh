@@ -155,6 +155,22 @@ expect_err "relibra plan: --summary 'nodir/s.json': no directory 'nodir'"
 run plan -c "$cfg" --policy eplb -o keep.rlp --eplb-export nodir/e.json t.rrt
 expect_status 1
 [ "$(cat keep.rlp)" = old ] || fail "a failed plan (--eplb-export) replaced -o"
+# A FIFO or the file stdout goes to is written in place, not replaced.
+mkfifo fifo
+cat fifo > from-fifo &
+reader=$!
+run plan -c "$cfg" --no-timing --summary fifo t.rrt
+expect_status 0
+if [ ! -p fifo ]; then
+	kill $reader
+	fail "--summary FIFO replaced the FIFO"
+fi
+wait $reader
+grep -q '"schema": "relibra.result/1"' from-fifo || fail "--summary FIFO: no summary read"
+"$RELIBRA" plan -c "$cfg" --no-timing --summary both.txt t.rrt > both.txt 2> err ||
+	fail "--summary FILE > FILE: exit $?: $(cat err)"
+grep -q '"schema": "relibra.result/1"' both.txt || fail "--summary FILE > FILE: no summary"
+grep -q '^relibra plan: ' both.txt || fail "--summary FILE > FILE: no table"
 cp t.rrt same.rrt
 run plan -c "$cfg" -o same.rrt same.rrt
 expect_status 2
