@@ -4,7 +4,8 @@
  * replication planner per (micro-batch, layer) and relibra's whole step at
  * EP64 (8 nodes x 8 GPUs, 128 experts, 94 layers, 16 micro-batches), and
  * eplb and relibra's reordering for 58 layers x 256 experts on 64 GPUs
- * (DeepSeek-V3's shape).
+ * (DeepSeek-V3's shape), and there relibra's whole step without and with
+ * colocate.
  * usage: balance_bench [STEPS]   (default 3)
  */
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "balance.h"
+#include "cooc.h"
 #include "eplb.h"
 #include "reorder.h"
 #include "replicate.h"
@@ -73,6 +75,88 @@ static int make_loads(struct rlb_loads *l, uint32_t M, uint32_t L, uint32_t S,
 out:
 	free(base);
 	free(w);
+	return rc;
+}
+
+/* An index of w[0..n) drawn in proportion to w (total sum). */
+static uint32_t draw(const double *w, uint32_t n, double sum)
+{
+	double u = unif() * sum;
+	uint32_t i;
+
+	for (i = 0; i + 1 < n && u >= w[i]; i++)
+		u -= w[i];
+	return i;
+}
+
+/*
+ * Colocate's sampled tokens, one per RLB_COOC_STRIDE of the loads' tokens
+ * (8192 per rank and micro-batch): like a group-limited router, each token
+ * takes topk_groups of the groups in proportion to their step load, then
+ * topk distinct experts of those groups in proportion to theirs.
+ */
+static int make_cooc(struct rlb_cooc *c, const struct rlb_loads *l,
+		     uint32_t groups, uint32_t topk_groups, uint32_t topk,
+		     struct rlb_err *err)
+{
+	const uint32_t E = l->experts, per = E / groups;
+	uint32_t n = l->micro_batches * l->ranks * (8192 / RLB_COOC_STRIDE);
+	double *w = calloc(E, sizeof(double)), *gw = calloc(groups, sizeof(double));
+	uint32_t k, mb, s, e, t, i, g;
+	int rc = -1;
+
+	if (!w || !gw) {
+		rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (rlb_cooc_init(c, l->layers, E, topk, err) < 0 ||
+	    rlb_cooc_reserve(c, n, err) < 0)
+		goto out;
+	for (k = 0; k < l->layers; k++) {
+		uint16_t *ids = c->ids + (size_t)k * c->cap * topk;
+		double gsum = 0;
+
+		memset(w, 0, E * sizeof(double));
+		memset(gw, 0, groups * sizeof(double));
+		for (mb = 0; mb < l->micro_batches; mb++)
+			for (s = 0; s < l->ranks; s++)
+				for (e = 0; e < E; e++)
+					w[e] += l->count[rlb_loads_index(l, mb, k, s, e)];
+		for (e = 0; e < E; e++)
+			gw[e / per] += w[e];
+		for (g = 0; g < groups; g++)
+			gsum += gw[g];
+		for (t = 0; t < n; t++, ids += topk) {
+			double pw[64], psum = 0;
+			uint32_t pick[64], np = 0;
+
+			while (np < topk_groups) {	/* groups, without repeats */
+				g = draw(gw, groups, gsum);
+				for (i = 0; i < np && pick[i] != g; i++)
+					;
+				if (i == np) {
+					pw[np] = gw[g];
+					psum += gw[g];
+					pick[np++] = g;
+				}
+			}
+			for (i = 0; i < topk;) {	/* experts, without repeats */
+				uint32_t j;
+
+				g = pick[draw(pw, np, psum)];
+				e = g * per + draw(w + g * per, per, gw[g]);
+				for (j = 0; j < i && ids[j] != e; j++)
+					;
+				if (j == i)
+					ids[i++] = (uint16_t)e;
+			}
+		}
+	}
+	c->tokens = n;
+	rc = 0;
+out:
+	free(w);
+	free(gw);
 	return rc;
 }
 
@@ -261,6 +345,7 @@ static int bench_eplb(void)
 				      .num_nodes = 8, .num_gpus = S };
 	struct rlb_eplb_result res;
 	struct rlb_step_plan p;
+	struct rlb_cooc cooc;
 	struct rlb_loads l;
 	struct rlb_err err;
 	double *w = NULL;
@@ -270,6 +355,7 @@ static int bench_eplb(void)
 
 	memset(&l, 0, sizeof(l));
 	memset(&res, 0, sizeof(res));
+	memset(&cooc, 0, sizeof(cooc));
 	rlb_err_clear(&err);
 	setup(&cfg, (int)E, 8);
 	if (make_loads(&l, M, L, S, E, 8192, 8) < 0)
@@ -311,12 +397,36 @@ static int bench_eplb(void)
 	/* relibra's reordering on the same shape (DeepSeek-V3's) */
 	if (bench_reorder(&cfg, &l, &err) < 0)
 		goto out;
+	/* relibra's whole first step there, without and with colocate */
+	cfg.model.topk_groups = 4;
+	if (make_cooc(&cooc, &l, 8, 4, 8, &err) < 0)
+		goto out;
+	for (i = 0; i < 2; i++) {
+		rlb_balancer_free(b);
+		b = NULL;
+		rlb_balance_opts_from_config(&o, &cfg);
+		o.policy = RLB_POLICY_RELIBRA;
+		o.colocate = i;
+		if (rlb_balancer_new(&b, &cfg, &o, &err) < 0)
+			goto out;
+		rlb_balancer_set_cooc(b, &cooc);
+		best = rlb_thread_cpu_ns();
+		if (rlb_balancer_plan_step(b, NULL, &l, &p, &err) < 0) {
+			rlb_step_plan_release(&p);
+			goto out;
+		}
+		best = rlb_thread_cpu_ns() - best;
+		printf("relibra first step (%u layers, %u GPUs, %u micro-batches, %u experts), colocate %s (%u sampled tokens per layer): %.3f s CPU\n",
+		       L, S, M, E, i ? "on" : "off", cooc.tokens, best / 1e9);
+		rlb_step_plan_release(&p);
+	}
 	rc = 0;
 out:
 	if (rc)
 		fprintf(stderr, "balance_bench: %s\n", err.msg);
 	rlb_balancer_free(b);
 	rlb_loads_release(&l);
+	rlb_cooc_release(&cooc);
 	free(w);
 	return rc;
 }

@@ -101,31 +101,13 @@ static double tok_copies(struct rlb_reorder *r, const uint32_t *a)
 	return (double)c;
 }
 
-/*
- * Add (s 1) or take away (s -1) token t's part of talone and of tfree at
- * nodes p and q (the only ones a swap between them changes).
- */
-static void tok_part(struct rlb_reorder *r, uint32_t B, uint32_t t,
-		     const uint32_t *a, uint32_t p, uint32_t q, int32_t s)
-{
-	const uint16_t *id = tok_ids(r, t), *c = r->tcnt + (size_t)t * B;
-	uint32_t k;
-
-	for (k = 0; k < r->tlen[t]; k++) {
-		uint32_t e = id[k];
-
-		r->tfree[(size_t)e * B + p] += s * (c[p] == 0);
-		r->tfree[(size_t)e * B + q] += s * (c[q] == 0);
-		r->talone[e] += s * (c[a[e]] == 1);
-	}
-}
-
-/* The swap search's colocate state for a: tcnt, tfree and talone. */
+/* The swap search's colocate state for a: tcnt, tfree, talone, tcopies. */
 static void tok_build(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
 {
 	uint32_t E = r->p.num_experts, t, k, e, n;
 
 	memset(r->talone, 0, (size_t)E * sizeof(int32_t));
+	r->tcopies = 0;
 	for (e = 0; e < E; e++)		/* every token of e lacks every node ... */
 		for (n = 0; n < B; n++)
 			r->tfree[(size_t)e * B + n] =
@@ -137,6 +119,8 @@ static void tok_build(struct rlb_reorder *r, uint32_t B, const uint32_t *a)
 		memset(c, 0, B * sizeof(*c));
 		for (k = 0; k < r->tlen[t]; k++)
 			c[a[id[k]]]++;
+		for (n = 0; n < B; n++)
+			r->tcopies += c[n] != 0;
 		for (k = 0; k < r->tlen[t]; k++) {
 			e = id[k];
 			r->talone[e] += c[a[e]] == 1;
@@ -190,37 +174,93 @@ static int64_t tok_delta(struct rlb_reorder *r, uint32_t B, uint32_t i,
 	return d;
 }
 
-/* Bring the colocate state to a, in which i (from p) and j (from q) swapped. */
-static void tok_swap(struct rlb_reorder *r, uint32_t B, uint32_t *a,
+/*
+ * Token t's part of the colocate state when its expert e moves from node
+ * p to node q (a already says q) and no other expert of t moves: t lacks
+ * p once e was its only expert there and reaches q once it had none; of
+ * t's other experts, the one left on p becomes alone and the one on q no
+ * longer is.
+ */
+static void tok_move(struct rlb_reorder *r, uint32_t B, const uint32_t *a,
+		     uint32_t t, uint32_t e, uint32_t p, uint32_t q)
+{
+	const uint16_t *id = tok_ids(r, t);
+	uint16_t *c = r->tcnt + (size_t)t * B;
+	uint32_t cp = c[p], cq = c[q], k, n = r->tlen[t];
+
+	if (cp == 1)
+		for (k = 0; k < n; k++)
+			r->tfree[(size_t)id[k] * B + p]++;
+	if (cq == 0)
+		for (k = 0; k < n; k++)
+			r->tfree[(size_t)id[k] * B + q]--;
+	if (cp == 2 || cq == 1)
+		for (k = 0; k < n; k++) {
+			uint32_t f = id[k];
+
+			if (f == e)
+				continue;
+			if (cp == 2 && a[f] == p)
+				r->talone[f]++;
+			else if (cq == 1 && a[f] == q)
+				r->talone[f]--;
+		}
+	r->talone[e] += (int32_t)(cq == 0) - (int32_t)(cp == 1);
+	r->tcopies += (uint64_t)(cq == 0) - (uint64_t)(cp == 1);
+	c[p]--;
+	c[q]++;
+}
+
+/*
+ * Bring the colocate state to a, in which i (from p) and j (from q)
+ * swapped.  A token that holds both keeps its nodes; only whether i and
+ * j are alone changes.
+ */
+static void tok_swap(struct rlb_reorder *r, uint32_t B, const uint32_t *a,
 		     uint32_t i, uint32_t j, uint32_t p, uint32_t q)
 {
-	uint32_t g = tok_mark(r, j), x, side;
+	uint32_t g = tok_mark(r, j), x;
 
-	for (side = 0; side < 2; side++) {
-		uint32_t e = side ? j : i;
+	for (x = r->tstart[i]; x < r->tstart[i + 1]; x++) {
+		uint32_t t = r->tlist[x];
+		const uint16_t *c = r->tcnt + (size_t)t * B;
 
-		for (x = r->tstart[e]; x < r->tstart[e + 1]; x++) {
-			uint32_t t = r->tlist[x];
-			uint16_t *c = r->tcnt + (size_t)t * B;
-			int both = r->tmark[t] == g + 1;
-
-			if (side && both)
-				continue;	/* done with i's */
-			if (!side && r->tmark[t] == g) {
-				r->tmark[t] = g + 1;
-				both = 1;
-			}
-			a[i] = p;
-			a[j] = q;
-			tok_part(r, B, t, a, p, q, -1);
-			a[i] = q;
-			a[j] = p;
-			if (!both) {	/* e leaves its node for the other */
-				c[side ? q : p]--;
-				c[side ? p : q]++;
-			}
-			tok_part(r, B, t, a, p, q, 1);
+		if (r->tmark[t] == g) {
+			r->tmark[t] = g + 1;
+			r->talone[i] += (int32_t)(c[q] == 1) - (int32_t)(c[p] == 1);
+			r->talone[j] += (int32_t)(c[p] == 1) - (int32_t)(c[q] == 1);
+		} else {
+			tok_move(r, B, a, t, i, p, q);
 		}
+	}
+	for (x = r->tstart[j]; x < r->tstart[j + 1]; x++) {
+		uint32_t t = r->tlist[x];
+
+		if (r->tmark[t] != g + 1)
+			tok_move(r, B, a, t, j, q, p);
+	}
+}
+
+/*
+ * Keep (restore 0) or bring back (restore 1) the colocate state, so that a
+ * perturbation round that does not pay is undone without a rebuild.
+ */
+static void tok_save(struct rlb_reorder *r, uint32_t B, int restore)
+{
+	size_t nc = (size_t)r->ntok * B * sizeof(*r->tcnt);
+	size_t nf = (size_t)r->p.num_experts * B * sizeof(*r->tfree);
+	size_t na = (size_t)r->p.num_experts * sizeof(*r->talone);
+
+	if (restore) {
+		r->tcopies = r->tcopies_save;
+		memcpy(r->tcnt, r->tcnt_save, nc);
+		memcpy(r->tfree, r->tfree_save, nf);
+		memcpy(r->talone, r->talone_save, na);
+	} else {
+		r->tcopies_save = r->tcopies;
+		memcpy(r->tcnt_save, r->tcnt, nc);
+		memcpy(r->tfree_save, r->tfree, nf);
+		memcpy(r->talone_save, r->talone, na);
 	}
 }
 
@@ -236,14 +276,17 @@ static void tok_check_state(struct rlb_reorder *r, uint32_t B, const uint32_t *a
 	size_t nf = (size_t)E * B, nc = (size_t)r->ntok * B;
 	int32_t *f = malloc(nf * sizeof(*f)), *al = malloc(E * sizeof(*al));
 	uint16_t *c = malloc((nc ? nc : 1) * sizeof(*c));
+	uint64_t copies;
 
 	if (!f || !al || !c)
 		abort();
 	memcpy(f, r->tfree, nf * sizeof(*f));
 	memcpy(al, r->talone, E * sizeof(*al));
 	memcpy(c, r->tcnt, nc * sizeof(*c));
+	copies = r->tcopies;
 	tok_build(r, B, a);
-	if (memcmp(f, r->tfree, nf * sizeof(*f)) ||
+	if (copies != r->tcopies || (double)copies != tok_copies(r, a) ||
+	    memcmp(f, r->tfree, nf * sizeof(*f)) ||
 	    memcmp(al, r->talone, E * sizeof(*al)) ||
 	    memcmp(c, r->tcnt, nc * sizeof(*c))) {
 		fprintf(stderr, "reorder: colocate state differs from a rebuild\n");
@@ -352,9 +395,13 @@ static void top_all(struct rlb_reorder *r, const struct level *lv)
 		top_one(r, lv, m);
 }
 
-/* Objective of assignment a: sum of the largest bin loads plus moves. */
+/*
+ * Objective of assignment a: sum of the largest bin loads plus moves, and
+ * with colocate the nodes the sampled tokens reach: counted, or taken from
+ * the swap search's state when `kept` (the state is that of a).
+ */
 static double score(struct rlb_reorder *r, const struct level *lv,
-		    const uint32_t *a)
+		    const uint32_t *a, int kept)
 {
 	int64_t s = 0;
 	double mig = 0;
@@ -372,7 +419,9 @@ static double score(struct rlb_reorder *r, const struct level *lv,
 	}
 	for (i = 0; i < lv->n; i++)
 		mig += moved_cost(lv, i, a[i]);
-	return (double)s + mig + (lv->tok ? lv->coloc * tok_copies(r, a) : 0);
+	if (lv->tok)
+		mig += lv->coloc * (kept ? (double)r->tcopies : tok_copies(r, a));
+	return (double)s + mig;
 }
 
 /* Stable merge sort of idx[0..n) by key descending (index order on ties). */
@@ -550,6 +599,7 @@ static void swap_loads(struct rlb_reorder *r, const struct level *lv,
 /*
  * Improving swaps on a (see reorder.h): for each item in order, the best
  * swap with an item of another bin, applied when it lowers the objective.
+ * With colocate the state (tok_build) must be that of a; the swaps keep it.
  * Returns the swaps applied; *passes receives the passes run.
  */
 static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
@@ -564,8 +614,6 @@ static uint32_t improve(struct rlb_reorder *r, const struct level *lv,
 	}
 	bin_loads(r, lv, a);
 	top_all(r, lv);
-	if (lv->tok)
-		tok_build(r, B, a);
 	for (;;) {
 		int improved = 0;
 
@@ -688,21 +736,34 @@ static uint32_t perturb(struct rlb_reorder *r, const struct level *lv,
 		double sc;
 
 		memcpy(save, a, bytes);
+		if (lv->tok)
+			tok_save(r, lv->nbins, 0);
 		for (k = 0; k < RLB_REORDER_KICK; k++) {
 			uint32_t u = (uint32_t)(next_random(&x) % lv->n);
-			uint32_t v = (uint32_t)(next_random(&x) % lv->n), b = a[u];
+			uint32_t v = (uint32_t)(next_random(&x) % lv->n);
+			uint32_t p = a[u], q = a[v];
 
-			a[u] = a[v];
-			a[v] = b;
+			if (p == q)
+				continue;
+			a[u] = q;
+			a[v] = p;
+			if (lv->tok)
+				tok_swap(r, lv->nbins, a, u, v, p, q);
 		}
+#ifdef RLB_SELF_CHECK
+		if (lv->tok)
+			tok_check_state(r, lv->nbins, a);
+#endif
 		sw = improve(r, lv, a, &passes);
-		sc = score(r, lv, a);
+		sc = score(r, lv, a, 1);
 		if (sc < *best) {
 			*best = sc;
 			*swaps += sw;
 			kept++;
 		} else {
 			memcpy(a, save, bytes);
+			if (lv->tok)
+				tok_save(r, lv->nbins, 1);
 		}
 	}
 	return kept;
@@ -724,10 +785,10 @@ static double solve_level(struct rlb_reorder *r, const struct level *lv,
 	uint32_t i, sw;
 
 	if (lv->prev)
-		sp = score(r, lv, lv->prev);
-	ss = score(r, lv, lv->stat);
+		sp = score(r, lv, lv->prev, 0);
+	ss = score(r, lv, lv->stat, 0);
 	greedy(r, lv, cand);
-	sg = score(r, lv, cand);
+	sg = score(r, lv, cand, 0);
 	if (start_rows) {
 		start_rows[RLB_REORDER_START_PREV] = lv->prev ? sp : ss;
 		start_rows[RLB_REORDER_START_STATIC] = ss;
@@ -751,10 +812,12 @@ static double solve_level(struct rlb_reorder *r, const struct level *lv,
 	}
 	if (start)
 		*start = st;
+	if (lv->tok)
+		tok_build(r, lv->nbins, a);
 	sw = improve(r, lv, a, passes);
 	*swaps += sw;
 	if (sw)
-		best = score(r, lv, a);
+		best = score(r, lv, a, 1);
 	if (lv->rounds)
 		r->res.kept = perturb(r, lv, a, &best, swaps);
 	return best;
@@ -781,8 +844,11 @@ void rlb_reorder_release(struct rlb_reorder *r)
 	free(r->tids);
 	free(r->tlen);
 	free(r->tcnt);
+	free(r->tcnt_save);
 	free(r->tfree);
+	free(r->tfree_save);
 	free(r->talone);
+	free(r->talone_save);
 	free(r->tstart);
 	free(r->tlist);
 	free(r->tmark);
@@ -834,11 +900,13 @@ int rlb_reorder_init(struct rlb_reorder *r, const struct rlb_reorder_params *p,
 	r->prev_node = calloc(E, sizeof(uint32_t));
 	r->members = calloc(E, sizeof(uint32_t));
 	r->tfree = calloc((size_t)E * (G / g), sizeof(int32_t));
+	r->tfree_save = calloc((size_t)E * (G / g), sizeof(int32_t));
 	r->talone = calloc(E, sizeof(int32_t));
+	r->talone_save = calloc(E, sizeof(int32_t));
 	r->tstart = calloc((size_t)E + 1, sizeof(uint32_t));
 	r->tstamp = calloc(G / g, sizeof(uint32_t));
 	r->dm = calloc(E, sizeof(int64_t));
-	if (!r->tfree || !r->talone || !r->tstart || !r->tstamp || !r->dm || !r->res.home || !r->items || !r->order ||
+	if (!r->tfree || !r->tfree_save || !r->talone || !r->talone_save || !r->tstart || !r->tstamp || !r->dm || !r->res.home || !r->items || !r->order ||
 	    !r->bin || !r->best || !r->prev_bin || !r->static_bin || !r->fill ||
 	    !r->node || !r->prev_node || !r->members) {
 		rlb_reorder_release(r);
@@ -919,6 +987,7 @@ static int reserve_tokens(struct rlb_reorder *r,
 	if (grow(&r->tids, &r->tcap_ids, T * K, sizeof(*r->tids)) ||
 	    grow(&r->tlist, &r->tcap_list, T * K, sizeof(*r->tlist)) ||
 	    grow(&r->tcnt, &r->tcap_cnt, T * N, sizeof(*r->tcnt)) ||
+	    grow(&r->tcnt_save, &r->tcap_cnt_save, T * N, sizeof(*r->tcnt_save)) ||
 	    grow(&r->tlen, &r->tcap_len, T, sizeof(*r->tlen)) ||
 	    grow(&r->tmark, &r->tcap_mark, T, sizeof(*r->tmark)))
 		return rlb_err_set(err, RLB_ENOMEM, "reorder: out of memory");

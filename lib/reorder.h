@@ -116,7 +116,12 @@ struct rlb_reorder {
 	uint32_t *tmark;		/* [tokens] marks of the swap search */
 	uint32_t tgen;			/* the last mark */
 	uint32_t *tstamp;		/* [nodes] node marks while counting */
-	size_t tcap_ids, tcap_len, tcap_cnt, tcap_list, tcap_mark;
+	uint64_t tcopies;		/* the nodes the sampled tokens reach */
+	uint64_t tcopies_save;		/* these, tcnt, tfree, talone before a perturbation */
+	uint16_t *tcnt_save;
+	int32_t *tfree_save;
+	int32_t *talone_save;
+	size_t tcap_ids, tcap_len, tcap_cnt, tcap_list, tcap_mark, tcap_cnt_save;
 	int64_t *sx;			/* [bins][M] swap search: largest load besides two bins */
 	int64_t *sq;			/* [bins][M] swap search: a bin's load plus the item's */
 	int64_t *sp;			/* [M] swap search: the item's bin without it */
