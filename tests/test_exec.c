@@ -423,6 +423,51 @@ START_TEST(test_exec_every_policy)
 END_TEST
 
 /*
+ * A run that diverges (lr 1e30 makes the weights overflow) still writes
+ * every step's record: a loss or a check that is not a number is null.
+ */
+START_TEST(test_exec_diverged_metrics)
+{
+	struct rlb_config cfg;
+	struct rlb_exec_opts o;
+	struct rlb_exec_verify v;
+	struct rlb_world *w;
+	struct rlb_exec *ex;
+	struct rlb_err err = {0};
+	char trace[512], plan[512];
+	uint32_t failed = 99;
+	json_t *j, *ver, *step;
+
+	small_config(&cfg);
+	paths(trace, plan, sizeof(trace), "diverged");
+	write_trace(&cfg, 7, trace);
+	write_plan(&cfg, trace, RLB_POLICY_RELIBRA, plan);
+	rlb_exec_opts_defaults(&o);
+	o.verify = 1;
+	o.adam.lr = 1e30f;
+	ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
+	ck_assert_msg(rlb_exec_new(&ex, w, &cfg, trace, plan, &o, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_exec_run(ex, &v, &failed, &err) == 0, "%s", err.msg);
+	ck_assert(v.done && !v.ok);
+	j = rlb_exec_metrics_json(ex, NULL);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(json_array_size(json_object_get(j, "per_step")), 2);
+	step = json_array_get(json_object_get(j, "per_step"), 1);
+	ck_assert(json_is_null(json_object_get(step, "loss")));
+	ck_assert(json_is_null(json_object_get(json_object_get(j, "loss"), "last")));
+	ver = json_object_get(j, "verify");
+	ck_assert_ptr_nonnull(ver);
+	ck_assert(json_is_false(json_object_get(ver, "ok")));
+	ck_assert(json_is_null(json_object_get(ver, "max_rel_loss")));
+	json_decref(j);
+	rlb_exec_free(ex);
+	rlb_world_free(w);
+	unlink(plan);
+	unlink(trace);
+}
+END_TEST
+
+/*
  * Weights that say which expert they are, and no learning (lr 0): after
  * replication and migration every expert must still hold exactly its own
  * weights, wherever it lives, and the plan's losses must be static's.
@@ -669,6 +714,7 @@ Suite *rlb_suite_exec(void)
 	tcase_add_test(tc, test_cpu_backward_split);
 	tcase_add_test(tc, test_exec_every_policy);
 	tcase_add_test(tc, test_exec_identity_preserved);
+	tcase_add_test(tc, test_exec_diverged_metrics);
 	tcase_add_test(tc, test_exec_mismatch);
 	tcase_add_test(tc, test_exec_fault);
 	tcase_add_test(tc, test_planner_per_step);
