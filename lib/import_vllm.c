@@ -326,10 +326,12 @@ static int cmp_files(const void *a, const void *b)
 {
 	const struct npy_file *x = a, *y = b;
 	int64_t sx = x->step < 0 ? 0 : x->step, sy = y->step < 0 ? 0 : y->step;
+	int c;
 
 	if (sx != sy)
 		return sx < sy ? -1 : 1;
-	return rlb_natural_cmp(x->path, y->path);
+	c = rlb_natural_cmp(x->path, y->path);
+	return c ? c : strcmp(x->path, y->path);	/* step01 before step1 */
 }
 
 static int read_exact(FILE *fp, uint8_t *buf, size_t n, const char *name,
