@@ -791,6 +791,11 @@ int rlb_import_to_sink(const struct rlb_import_opts *opts, const char *path,
 	}
 	if (ret == 0 && im.sequences == 0 && im.records == 0)
 		ret = rlb_err_set(err, RLB_EINVAL, "'%s' holds no records", name);
+	else if (ret == 0 && im.sequences == 0)	/* e.g. only MTP layers */
+		ret = rlb_err_set(err, RLB_EINVAL,
+				  "'%s' holds no routing of the model's layers "
+				  "(%" PRIu64 " record%s read)", name, im.records,
+				  im.records == 1 ? "" : "s");
 	rlb_importer_release(&im);
 	return ret;
 }

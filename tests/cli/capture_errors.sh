@@ -84,6 +84,8 @@ fails jsonl missing.jsonl "cannot open 'missing.jsonl': No such file or director
 fails jsonl "$F" "'$F' is a directory"
 printf '\n\n' > empty.jsonl
 fails jsonl empty.jsonl "'empty.jsonl' holds no records"
+printf '{"step": 0, "layer": 0, "num_tokens": 1, "topk": 2, "top_indices": [[0, 1]], "mtp_idx": 0}\n' > mtp.jsonl
+fails megatron mtp.jsonl "'mtp.jsonl' holds no routing of the model's layers (1 record read)"
 fails vllm - "vllm input is a .npy file or a directory, not stdin"
 mkfifo fifo.npy
 fails vllm fifo.npy "vllm input 'fifo.npy' is not a regular file nor a directory (a pipe cannot be read: save the .npy file first)"
