@@ -84,11 +84,21 @@ static const uint16_t *tok_ids(const struct rlb_reorder *r, uint32_t t)
 /* The nodes all sampled tokens reach under a. */
 static double tok_copies(struct rlb_reorder *r, const uint32_t *a)
 {
+	uint32_t N = r->p.num_gpus / r->p.gpus_per_node, t, k;
 	uint64_t c = 0;
-	uint32_t t, k;
 
-	memset(r->tstamp, 0, (size_t)(r->p.num_gpus / r->p.gpus_per_node) *
-	       sizeof(uint32_t));
+	if (N <= 64) {		/* a token's nodes as a bit mask */
+		for (t = 0; t < r->ntok; t++) {
+			const uint16_t *id = tok_ids(r, t);
+			uint64_t m = 0;
+
+			for (k = 0; k < r->tlen[t]; k++)
+				m |= 1ull << a[id[k]];
+			c += (uint64_t)__builtin_popcountll(m);
+		}
+		return (double)c;
+	}
+	memset(r->tstamp, 0, (size_t)N * sizeof(uint32_t));
 	for (t = 0; t < r->ntok; t++) {
 		const uint16_t *id = tok_ids(r, t);
 
