@@ -704,7 +704,9 @@ static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 					rlb_svg_axis_pos(&xa, num[j], x0, x1),
 					rlb_svg_axis_pos(&ya, v, y1, y0), colours[k]);
 				rlb_xml_escape(fp, labels[k]);
-				fprintf(fp, " at %s: %s</title></circle>\n", vals[j],
+				fputs(" at ", fp);
+				rlb_xml_escape(fp, vals[j]);
+				fprintf(fp, ": %s</title></circle>\n",
 					rlb_report_fmt3(v, buf, sizeof(buf)));
 				break;
 			}

@@ -143,6 +143,11 @@ xmllint --noout sweep.html scharts/*.svg || fail "sweep charts are not well-form
 [ "$(series scharts/sweep-ideal.svg)" = 3 ] || fail "sweep-ideal.svg: expected 3 series"
 [ "$(series scharts/sweep-step.svg)" = 3 ] || fail "sweep-step.svg: expected 3 series"
 [ -e scharts/tokens-g3.svg ] || fail "per-group charts of a sweep are numbered"
+# swept values are the user's text: escaped in the charts' tooltips
+run report -c "$cfg" --trace tiny.rrt --policies static \
+	--sweep 'cluster.name=a<b,c&"d' --svg xcharts --html xsweep.html
+expect_status 0
+xmllint --noout xsweep.html xcharts/*.svg || fail "sweep charts of values with <&\" are not well-formed"
 
 # A failed run leaves -o as it was, and stdout gets the report only once
 # every file is written; a bad --sweep value says it comes from --sweep.
