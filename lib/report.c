@@ -248,6 +248,12 @@ static int same_str(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* Equal, or either NAN (a file that does not say matches any). */
+static int same_or_unknown(double a, double b)
+{
+	return a == b || isnan(a) || isnan(b);
+}
+
 /* The group of a result's identity, added when new; -1 on allocation failure. */
 static long find_group(struct rlb_report *r, const struct rlb_report_group *id)
 {
@@ -263,8 +269,18 @@ static long find_group(struct rlb_report *r, const struct rlb_report_group *id)
 		    g->micro_batch_tokens == id->micro_batch_tokens &&
 		    same_str(g->pack, id->pack) &&
 		    same_str(g->trace_hash, id->trace_hash) &&
-		    same_str(g->sweep_value, id->sweep_value))
+		    same_or_unknown(g->steps, id->steps) &&
+		    same_or_unknown(g->first_step, id->first_step) &&
+		    same_or_unknown(g->last_step, id->last_step) &&
+		    same_str(g->sweep_value, id->sweep_value)) {
+			if (isnan(g->steps))
+				g->steps = id->steps;
+			if (isnan(g->first_step)) {
+				g->first_step = id->first_step;
+				g->last_step = id->last_step;
+			}
 			return (long)i;
+		}
 	}
 	if (rlb_grow(&r->groups, &r->groups_cap, r->ngroups + 1,
 		     sizeof(*r->groups)))
@@ -281,6 +297,8 @@ static long find_group(struct rlb_report *r, const struct rlb_report_group *id)
 	g->gpus_per_node = id->gpus_per_node;
 	g->ep_size = id->ep_size;
 	g->micro_batch_tokens = id->micro_batch_tokens;
+	g->first_step = id->first_step;
+	g->last_step = id->last_step;
 	g->steps = id->steps;
 	if (!g->model || !g->cluster || !g->pack || !g->trace_hash ||
 	    !g->trace_path || (id->sweep_value && !g->sweep_value)) {
@@ -375,6 +393,33 @@ static int read_per_step(const json_t *obj, const char *src,
 	return 0;
 }
 
+/*
+ * The trace's steps a result covers, into id: a plan's per_step gives
+ * them, else trace.first_step and trace.last_step.  relibra 0.1.0 wrote
+ * those as the range asked for (4294967295: no bound), which says
+ * nothing: NAN then, as when they are missing.
+ */
+static int read_step_range(const json_t *obj, const char *src,
+			   const struct rlb_report_row *w,
+			   struct rlb_report_group *id, struct rlb_err *err)
+{
+	int ret;
+
+	id->first_step = id->last_step = NAN;
+	if (w->nper_step) {
+		id->first_step = w->per_step[0].step;
+		id->last_step = w->per_step[w->nper_step - 1].step;
+		return 0;
+	}
+	ret = opt_number(obj, "trace.first_step", src, &id->first_step, err);
+	if (ret == 0)
+		ret = opt_number(obj, "trace.last_step", src, &id->last_step, err);
+	if (ret == 0 && (isnan(id->first_step) || isnan(id->last_step) ||
+			 id->last_step >= UINT32_MAX))
+		id->first_step = id->last_step = NAN;
+	return ret;
+}
+
 int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
 			const char *src, const char *sweep_value,
 			struct rlb_err *err)
@@ -427,6 +472,8 @@ int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
 	ret = read_figures(obj, src, &w, err);
 	if (ret == 0 && w.kind == RLB_RESULT_PLAN)
 		ret = read_per_step(obj, src, &w, err);
+	if (ret == 0)
+		ret = read_step_range(obj, src, &w, &id, err);
 	if (ret) {
 		row_release(&w);
 		return ret;
@@ -708,6 +755,13 @@ const char *rlb_report_group_title(const struct rlb_report *r, size_t gi,
 		PUT(" (%s)", base_name(g->trace_path));
 	if (!isnan(g->steps))
 		PUT(", %.0f step%s", g->steps, g->steps == 1 ? "" : "s");
+	if (!isnan(g->first_step) && !isnan(g->last_step)) {
+		if (g->first_step == g->last_step)
+			PUT(isnan(g->steps) ? ", step %.0f" : " (step %.0f)", g->first_step);
+		else
+			PUT(isnan(g->steps) ? ", steps %.0f to %.0f" : " (%.0f to %.0f)",
+			    g->first_step, g->last_step);
+	}
 #undef PUT
 	return buf;
 }

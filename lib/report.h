@@ -106,7 +106,10 @@ struct rlb_report_row {
 	struct rlb_report_series *series;	/* optional, owned */
 };
 
-/* Results that may be compared: same configuration, trace and sweep value. */
+/*
+ * Results that may be compared: same configuration, trace, steps of the
+ * trace and sweep value.
+ */
 struct rlb_report_group {
 	char *model;
 	char *cluster;
@@ -118,6 +121,8 @@ struct rlb_report_group {
 	char *trace_hash;
 	char *trace_path;
 	char *sweep_value;		/* NULL outside a sweep */
+	double first_step;		/* the trace's steps planned or run */
+	double last_step;		/* (NAN: the file does not say) */
 	double steps;			/* of its first result */
 	char **notes;			/* stated missing baselines, set by finish */
 	size_t nnotes;
@@ -181,7 +186,7 @@ int rlb_report_finish(struct rlb_report *r, struct rlb_err *err);
 /*
  * Group G in words, into BUF: "tiny on h100-2x2 (2 nodes x 2 GPUs, EP 4),
  * in-order packing, 512 tokens per GPU per micro-batch, trace
- * b28db7b764fc3875 (tiny.rrt), 3 steps", the sweep value first in a
+ * b28db7b764fc3875 (tiny.rrt), 3 steps (0 to 2)", the sweep value first in a
  * sweep.  Returns BUF (truncated to SIZE).
  */
 const char *rlb_report_group_title(const struct rlb_report *r, size_t g,

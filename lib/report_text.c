@@ -651,7 +651,7 @@ static json_t *group_json(const struct rlb_report *r, size_t gi)
 
 	for (i = 0; notes && i < g->nnotes; i++)
 		json_array_append_new(notes, rlb_json_text(g->notes[i]));
-	return json_pack("{s:I, s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}",
+	return json_pack("{s:I, s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o, s:o, s:o}",
 			 "id", (json_int_t)gi + 1,
 			 "sweep_value", jstr(g->sweep_value),
 			 "model", g->model, "cluster", g->cluster,
@@ -659,7 +659,9 @@ static json_t *group_json(const struct rlb_report *r, size_t gi)
 			 "ep_size", g->ep_size,
 			 "micro_batch_tokens", g->micro_batch_tokens,
 			 "pack", g->pack, "trace_hash", g->trace_hash,
-			 "trace_path", jstr(g->trace_path), "steps", jcount(g->steps),
+			 "trace_path", jstr(g->trace_path),
+			 "first_step", jcount(g->first_step),
+			 "last_step", jcount(g->last_step), "steps", jcount(g->steps),
 			 "notes", notes);
 }
 

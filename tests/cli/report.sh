@@ -51,12 +51,29 @@ grep -E '^relibra ' out | awk '{ if ($5 != "-") exit 1 }' || fail "x eplb-oracle
 # mixed traces: grouped, with a warning
 run report plan-relibra.json other-trace.json plan-static.json
 expect_status 0
-expect_err "relibra report: warning: the results come from 2 different configurations or traces; each group is compared on its own"
+expect_err "relibra report: warning: the results come from 2 different configurations, traces or steps; each group is compared on its own"
 expect_out "trace b28db7b764fc3875 (tiny.rrt)"
 expect_out "trace 0123456789abcdef (other.rrt)"
 [ "$(grep -c '^relibra ' out)" = 2 ] || fail "expected one relibra row per group"
 run report --format csv plan-relibra.json other-trace.json
 [ "$(cut -d, -f1 out | sort -u | tr '\n' ' ')" = "1 2 group " ] || fail "CSV lacks the two groups"
+
+# results over other steps of the trace are not compared
+sed -e 's/"last_step": 4294967295/"last_step": 0/' -e 's/"steps": 3,/"steps": 1,/' \
+	plan-eplb-oracle.json > step0-eplb-oracle.json
+run report plan-static.json plan-relibra.json step0-eplb-oracle.json
+expect_status 0
+expect_err "relibra report: warning: the results come from 2 different configurations, traces or steps"
+expect_out "(tiny.rrt), 1 step (step 0)"
+grep -E '^relibra ' out | awk '{ if ($5 != "-") exit 1 }' || fail "x eplb-oracle taken from another step range"
+sed -e 's/"first_step": 0/"first_step": 1/' -e 's/"last_step": 2/"last_step": 3/' \
+	train-relibra.json > steps13-relibra.json
+run report plan-relibra.json train-relibra.json steps13-relibra.json
+expect_status 0
+expect_out "3 steps (0 to 2)"
+expect_out "3 steps (1 to 3)"
+[ "$(grep -c '^relibra (measured) ' out)" = 2 ] || fail "steps 0-2 and 1-3 in one group"
+[ "$(grep -c '^relibra  *step ' out)" = 1 ] || fail "steps 1-3 measured against steps 0-2 simulated"
 
 # bad inputs: message names the file, exit 1
 check_bad() {	# FILE MESSAGE
