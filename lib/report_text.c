@@ -675,11 +675,11 @@ static json_t *row_json(const struct rlb_report *r, size_t i)
 	for (p = 1; bd && p < RLB_PART_COUNT; p++)
 		json_object_set_new(bd, rlb_report_part_key((enum rlb_report_part)p),
 				    jnum(w->breakdown[p]));
-	j = json_pack("{s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+	j = json_pack("{s:I, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		      "group", (json_int_t)w->group + 1,
 		      "sweep_value", jstr(w->sweep_value),
 		      "source", jstr(w->source), "kind", kind_name(w->kind),
-		      "policy", w->policy, "label", w->label,
+		      "policy", jstr(w->policy), "label", jstr(w->label),
 		      "steps", jcount(w->steps), "tokens", jcount(w->tokens),
 		      "step_time_s", jnum(w->step_time_s),
 		      "tokens_per_s", jnum(w->tokens_per_s),
@@ -721,9 +721,11 @@ static int write_json(const struct rlb_report *r, FILE *fp)
 	int ret;
 
 	for (i = 0; groups && i < r->ngroups; i++)
-		json_array_append_new(groups, group_json(r, i));
+		if (json_array_append_new(groups, group_json(r, i)))
+			goto fail;
 	for (i = 0; rows && i < r->nrows; i++)
-		json_array_append_new(rows, row_json(r, i));
+		if (json_array_append_new(rows, row_json(r, i)))
+			goto fail;
 	doc = json_pack("{s:s, s:{s:s, s:s}, s:o, s:o, s:o}",
 			"schema", RLB_REPORT_SCHEMA,
 			"producer", "tool", "relibra", "version", RLB_VERSION,
@@ -737,6 +739,10 @@ static int write_json(const struct rlb_report *r, FILE *fp)
 	fputc('\n', fp);
 	json_decref(doc);
 	return ret;
+fail:
+	json_decref(groups);
+	json_decref(rows);
+	return -1;
 }
 
 int rlb_report_format_from_name(const char *name, enum rlb_report_format *f,

@@ -75,6 +75,14 @@ expect_out "3 steps (1 to 3)"
 [ "$(grep -c '^relibra (measured) ' out)" = 2 ] || fail "steps 0-2 and 1-3 in one group"
 [ "$(grep -c '^relibra  *step ' out)" = 1 ] || fail "steps 1-3 measured against steps 0-2 simulated"
 
+# two results of one label are named by their files, whatever bytes those hold
+bad=$(printf 'static-\377.json')
+cp plan-static.json "$bad"
+run report --format json "$bad" plan-static.json
+expect_status 0
+[ "$(grep -c '"source"' out)" = 2 ] || fail "--format json dropped a result named by a non-UTF-8 file"
+expect_out "\"label\": \"static (static-$(printf '\357\277\275').json)\""
+
 # bad inputs: message names the file, exit 1
 check_bad() {	# FILE MESSAGE
 	run report plan-static.json "$1"
