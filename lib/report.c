@@ -55,6 +55,7 @@ static void row_release(struct rlb_report_row *w)
 {
 	free(w->source);
 	free(w->label);
+	free(w->given_label);
 	free(w->policy);
 	free(w->sweep_value);
 	free(w->per_step);
@@ -485,10 +486,12 @@ int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
 	w.source = strdup(src);
 	w.policy = strdup(policy);
 	w.label = strdup(label ? label : policy);
+	w.given_label = strdup(label ? label : policy);
 	w.sweep_value = dup_or_null(sweep_value);
 	w.x_static = NAN;
 	w.x_eplb_oracle = NAN;
-	if (!w.source || !w.policy || !w.label || (sweep_value && !w.sweep_value) ||
+	if (!w.source || !w.policy || !w.label || !w.given_label ||
+	    (sweep_value && !w.sweep_value) ||
 	    rlb_grow(&r->rows, &r->rows_cap, r->nrows + 1, sizeof(*r->rows))) {
 		row_release(&w);
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -564,24 +567,34 @@ static int add_note(struct rlb_report_group *g, const char *fmt, ...)
 	return 0;
 }
 
-/* The first row of group g and kind k labelled LABEL, or -1. */
+/*
+ * The row of group g and kind k that the result labels LABEL: -1 when
+ * there is none, -2 when there are several (no baseline is guessed).
+ */
 static long find_row(const struct rlb_report *r, size_t g,
 		     enum rlb_result_kind k, const char *label)
 {
+	long found = -1;
 	size_t i;
 
 	for (i = 0; i < r->nrows; i++)
 		if (r->rows[i].group == g && r->rows[i].kind == k &&
-		    strcmp(r->rows[i].label, label) == 0)
-			return (long)i;
-	return -1;
+		    strcmp(r->rows[i].given_label, label) == 0) {
+			if (found >= 0)
+				return -2;
+			found = (long)i;
+		}
+	return found;
 }
 
 long rlb_report_simulated_of(const struct rlb_report *r, size_t i)
 {
+	long s;
+
 	if (i >= r->nrows || r->rows[i].kind != RLB_RESULT_TRAIN_STEP)
 		return -1;
-	return find_row(r, r->rows[i].group, RLB_RESULT_PLAN, r->rows[i].label);
+	s = find_row(r, r->rows[i].group, RLB_RESULT_PLAN, r->rows[i].given_label);
+	return s >= 0 ? s : -1;
 }
 
 static const char *base_name(const char *path)
@@ -605,19 +618,19 @@ static int disambiguate(struct rlb_report *r)
 		for (j = i + 1; j < r->nrows; j++)
 			if (r->rows[j].group == r->rows[i].group &&
 			    r->rows[j].kind == r->rows[i].kind &&
-			    strcmp(r->rows[j].label, r->rows[i].label) == 0)
+			    strcmp(r->rows[j].given_label, r->rows[i].given_label) == 0)
 				dup[i] = dup[j] = 1;
 	for (i = 0; i < r->nrows; i++) {
 		struct rlb_report_row *a = &r->rows[i];
 
 		if (!dup[i])
 			continue;
-		l = malloc(strlen(a->label) + strlen(base_name(a->source)) + 4);
+		l = malloc(strlen(a->given_label) + strlen(base_name(a->source)) + 4);
 		if (!l) {
 			free(dup);
 			return -1;
 		}
-		sprintf(l, "%s (%s)", a->label, base_name(a->source));
+		sprintf(l, "%s (%s)", a->given_label, base_name(a->source));
 		free(a->label);
 		a->label = l;
 	}
@@ -630,6 +643,7 @@ static int group_notes(struct rlb_report *r, size_t g)
 	struct rlb_report_group *gr = &r->groups[g];
 	int have[2] = { 0, 0 }, nofrac = 0;
 	size_t i;
+	long f;
 
 	for (i = 0; i < r->nrows; i++)
 		if (r->rows[i].group == g) {
@@ -639,15 +653,18 @@ static int group_notes(struct rlb_report *r, size_t g)
 				nofrac = 1;
 		}
 	if (have[RLB_RESULT_PLAN] &&
-	    find_row(r, g, RLB_RESULT_PLAN, "eplb-oracle") < 0 &&
-	    add_note(gr, "no eplb-oracle result: speedup over eplb-oracle not shown"))
+	    (f = find_row(r, g, RLB_RESULT_PLAN, "eplb-oracle")) < 0 &&
+	    add_note(gr, "%s eplb-oracle result%s: speedup over eplb-oracle not shown",
+		     f == -1 ? "no" : "several", f == -1 ? "" : "s"))
 		return -1;
 	if (have[RLB_RESULT_TRAIN_STEP]) {
-		if (find_row(r, g, RLB_RESULT_TRAIN_STEP, "static") < 0 &&
-		    add_note(gr, "no measured static run: speedup over static of measured rows not shown"))
+		if ((f = find_row(r, g, RLB_RESULT_TRAIN_STEP, "static")) < 0 &&
+		    add_note(gr, "%s measured static run%s: speedup over static of measured rows not shown",
+			     f == -1 ? "no" : "several", f == -1 ? "" : "s"))
 			return -1;
-		if (find_row(r, g, RLB_RESULT_TRAIN_STEP, "eplb-oracle") < 0 &&
-		    add_note(gr, "no measured eplb-oracle run: speedup over eplb-oracle of measured rows not shown"))
+		if ((f = find_row(r, g, RLB_RESULT_TRAIN_STEP, "eplb-oracle")) < 0 &&
+		    add_note(gr, "%s measured eplb-oracle run%s: speedup over eplb-oracle of measured rows not shown",
+			     f == -1 ? "no" : "several", f == -1 ? "" : "s"))
 			return -1;
 		if (nofrac &&
 		    add_note(gr, "measured rows give no fraction of ideal: not shown"))

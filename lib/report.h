@@ -78,7 +78,9 @@ struct rlb_report_step {
 
 struct rlb_report_row {
 	char *source;			/* file name, or the in-process description */
-	char *label;			/* row name: the result's "label", else its policy */
+	char *label;			/* row name: the result's "label", else its policy,
+					   with its file when two share it */
+	char *given_label;		/* that label as the result gives it */
 	char *policy;
 	enum rlb_result_kind kind;
 	char *sweep_value;		/* the swept key's value (NULL outside a sweep) */
@@ -194,7 +196,8 @@ const char *rlb_report_group_title(const struct rlb_report *r, size_t g,
 
 /*
  * The plan row of the same group and label as the train-step row I, or
- * -1 (the pair shown as measured against simulated).
+ * -1 when there is none or several (the pair shown as measured against
+ * simulated).
  */
 long rlb_report_simulated_of(const struct rlb_report *r, size_t i);
 

@@ -58,6 +58,21 @@ expect_out "trace 0123456789abcdef (other.rrt)"
 run report --format csv plan-relibra.json other-trace.json
 [ "$(cut -d, -f1 out | sort -u | tr '\n' ' ')" = "1 2 group " ] || fail "CSV lacks the two groups"
 
+# a baseline given twice is not guessed; two measured runs of one plan
+# are each set against it
+cp plan-eplb-oracle.json again-eplb-oracle.json
+run report plan-static.json plan-eplb-oracle.json again-eplb-oracle.json plan-relibra.json
+expect_status 0
+expect_out "note: several eplb-oracle results: speedup over eplb-oracle not shown"
+expect_out "eplb-oracle (again-eplb-oracle.json) "
+grep -E '^relibra ' out | awk '{ if ($5 != "-") exit 1 }' || fail "x eplb-oracle from one of two eplb-oracle results"
+cp train-relibra.json train2-relibra.json
+run report plan-static.json plan-relibra.json train-relibra.json train2-relibra.json
+expect_status 0
+expect_out "relibra (train2-relibra.json) (measured)"
+grep -q '^relibra (train-relibra.json)  *step ' out || fail "first measured run not set against the simulation"
+grep -q '^relibra (train2-relibra.json)  *step ' out || fail "second measured run not set against the simulation"
+
 # results over other steps of the trace are not compared
 sed -e 's/"last_step": 4294967295/"last_step": 0/' -e 's/"steps": 3,/"steps": 1,/' \
 	plan-eplb-oracle.json > step0-eplb-oracle.json
