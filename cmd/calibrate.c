@@ -196,8 +196,25 @@ int cmd_calibrate(int argc, char **argv)
 		rc = ret < 0 ? EXIT_OK : ret;
 		goto out;
 	}
+	if (o.out && !strcmp(o.out, "-"))
+		o.out = NULL;
+	{
+		const struct cmd_path in[] = { { "the config", o.cfg.path, 0 } };
+		const struct cmd_path outp[] = { { "-o", o.out, 0 } };
+
+		ret = cmd_check_outputs(NAME, usage, in, 1, outp, 1, 0);
+		if (ret) {
+			rc = ret;
+			goto out;
+		}
+	}
 	if (cmd_config_load(NAME, &o.cfg, &cfg) < 0)
 		goto out;
+	/* the output before the measurement, so that a bad path fails at once */
+	if (rlb_atomic_open(&af, o.out ? o.out : "-", &err) < 0) {
+		cmd_error(NAME, &err);
+		goto out;
+	}
 	o.m.hidden = (uint32_t)cfg.model.hidden;
 	o.m.ffn = (uint32_t)cfg.model.expert_ffn;
 	if (!o.experts_given && cfg.parallel.ep_size > 0 &&
@@ -244,21 +261,18 @@ int cmd_calibrate(int argc, char **argv)
 		}
 		cal.have_link = 1;
 	}
-	if (o.out && strcmp(o.out, "-"))
+	if (o.out)
 		print_table(res, &cal, stdout);
-	ret = rlb_atomic_open(&af, o.out ? o.out : "-", &err);
-	if (ret == 0)
-		ret = rlb_calibrate_write_yaml(&cfg, &cal, af.fp, &err);
+	ret = rlb_calibrate_write_yaml(&cfg, &cal, af.fp, &err);
 	if (ret == 0)
 		ret = rlb_atomic_commit(&af, &err);
-	else
-		rlb_atomic_abort(&af);
 	if (ret < 0) {
 		cmd_error(NAME, &err);
 		goto out;
 	}
 	rc = EXIT_OK;
 out:
+	rlb_atomic_abort(&af);
 	free(res);
 	cmd_config_release(&o.cfg);
 	return rc;

@@ -23,6 +23,15 @@ expect_err "relibra calibrate: --rows '100:200': powers of two, the first not ab
 run calibrate -c "$cfg" --experts 0
 expect_status 2
 expect_err "relibra calibrate: --experts"
+# -o is checked before the (long) measurement: never the config itself
+cp "$cfg" my.yaml
+run calibrate -c my.yaml -o my.yaml
+expect_status 2
+expect_err "relibra calibrate: -o 'my.yaml' is also the config: choose another path"
+cmp -s my.yaml "$cfg" || fail "calibrate -o replaced its config"
+run calibrate -c "$cfg" -o nodir/cal.yaml
+expect_status 1
+expect_err "relibra calibrate: -o 'nodir/cal.yaml': no directory 'nodir'"
 
 cuda_built=0
 "$RELIBRA" --version | grep -q '^backends:.* cuda' && cuda_built=1
