@@ -141,6 +141,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->name && strlen(o->name) >= RLB_NAME_MAX)
 		return cmd_usage_error(NAME, usage, "--name is longer than %d bytes",
 				       RLB_NAME_MAX - 1);
+	if (o->name && o->name[0] && rlb_calibrate_check_name(NULL, o->name, &err))
+		return cmd_usage_error(NAME, usage, "--name: %s", err.msg);
 	return 0;
 }
 
@@ -210,7 +212,12 @@ int cmd_calibrate(int argc, char **argv)
 	}
 	if (cmd_config_load(NAME, &o.cfg, &cfg) < 0)
 		goto out;
-	/* the output before the measurement, so that a bad path fails at once */
+	/* the name and the output before the measurement, so that they fail at once */
+	if (rlb_calibrate_check_name(&cfg, o.name, &err) < 0) {
+		cmd_error(NAME, &err);
+		fprintf(stderr, "hint: give the cluster a plain name with --name NAME\n");
+		goto out;
+	}
 	if (rlb_atomic_open(&af, o.out ? o.out : "-", &err) < 0) {
 		cmd_error(NAME, &err);
 		goto out;

@@ -179,6 +179,18 @@ static int plain_name(const char *s)
 	return 1;
 }
 
+int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
+			     struct rlb_err *err)
+{
+	if (!name || !name[0])
+		name = cfg && cfg->cluster.name[0] ? cfg->cluster.name : "calibrated";
+	if (!plain_name(name))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "cluster name '%s' must be letters, digits, '-', '_' or '.'",
+				   name);
+	return 0;
+}
+
 /* Printable ASCII for a comment: anything else becomes '?'. */
 static void comment_text(const char *in, char *out, size_t cap)
 {
@@ -198,15 +210,13 @@ int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 	const char *name;
 	size_t i;
 
+	if (rlb_calibrate_check_name(cfg, c->name, err))
+		return RLB_EINVAL;
 	if (c->name[0])
 		snprintf(cl.name, sizeof(cl.name), "%s", c->name);
 	else if (!cl.name[0])
 		snprintf(cl.name, sizeof(cl.name), "calibrated");
 	name = cl.name;
-	if (!plain_name(name))
-		return rlb_err_set(err, RLB_EINVAL,
-				   "cluster name '%s' must be letters, digits, '-', '_' or '.'",
-				   name);
 	if (c->have_gemm) {
 		if (!(c->gemm.eff_max > 0 && c->gemm.eff_max <= 1) ||
 		    !(c->gemm.half_rows >= 0 && c->gemm.half_rows <= 1e6))

@@ -135,6 +135,14 @@ struct rlb_calibration {
 };
 
 /*
+ * The cluster name rlb_calibrate_write_yaml writes: NAME when not empty,
+ * else the config's, else "calibrated".  RLB_EINVAL when it is not a
+ * plain name (letters, digits, '-', '_', '.'), which a preset file needs.
+ */
+int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
+			     struct rlb_err *err);
+
+/*
  * Write the config's whole `cluster` section with the measured keys
  * replaced (gemm_eff_max and gemm_eff_half_rows, and nvlink_gbps and
  * nvlink_latency_us when have_link), preceded by comments saying what was

@@ -313,6 +313,15 @@ START_TEST(yaml_errors)
 	snprintf(c.name, sizeof(c.name), "a b");
 	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "cluster name 'a b' must be letters, digits, '-', '_' or '.'");
+	/* the same check before any measurement: the name given, else the config's */
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, "a b", &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "cluster name 'a b' must be letters, digits, '-', '_' or '.'");
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, "", &err), 0);
+	ck_assert_int_eq(rlb_calibrate_check_name(NULL, "h200.m_1-x", &err), 0);
+	snprintf(cfg.cluster.name, sizeof(cfg.cluster.name), "my h200");
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, NULL, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "cluster name 'my h200' must be letters, digits, '-', '_' or '.'");
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, "ok", &err), 0);
 	snprintf(c.name, sizeof(c.name), "ok");
 	c.gemm.eff_max = 1.5;
 	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);

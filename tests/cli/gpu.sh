@@ -32,6 +32,14 @@ cmp -s my.yaml "$cfg" || fail "calibrate -o replaced its config"
 run calibrate -c "$cfg" -o nodir/cal.yaml
 expect_status 1
 expect_err "relibra calibrate: -o 'nodir/cal.yaml': no directory 'nodir'"
+# so is the cluster name it would write
+run calibrate -c "$cfg" --name 'my h200'
+expect_status 2
+expect_err "relibra calibrate: --name: cluster name 'my h200' must be letters, digits, '-', '_' or '.'"
+run calibrate -c "$cfg" --set 'cluster.name=my h200'
+expect_status 1
+expect_err "relibra calibrate: cluster name 'my h200' must be letters, digits, '-', '_' or '.'"
+expect_err "hint: give the cluster a plain name with --name NAME"
 
 cuda_built=0
 "$RELIBRA" --version | grep -q '^backends:.* cuda' && cuda_built=1
