@@ -476,6 +476,7 @@ int rlb_eplb_weights_from_json(const struct json_t *root, const char *name,
 				  name, rows, RLB_EPLB_MAX_LAYERS);
 		goto out;
 	}
+	/* the shape first: no allocation for rows that are not there */
 	for (r = 0; r < rows; r++) {
 		const json_t *row = json_array_get(root, r);
 
@@ -499,19 +500,23 @@ int rlb_eplb_weights_from_json(const struct json_t *root, const char *name,
 						  name, cols, RLB_EPLB_MAX_EXPERTS);
 				goto out;
 			}
-			w = malloc(rows * cols * sizeof(double));
-			if (!w) {
-				ret = rlb_err_set(err, RLB_ENOMEM,
-						  "weights '%s': out of memory for %zu x %zu",
-						  name, rows, cols);
-				goto out;
-			}
 		} else if (json_array_size(row) != cols) {
 			ret = rlb_err_set(err, RLB_EPARSE,
 					  "weights '%s': row %zu has %zu columns, row 0 has %zu",
 					  name, r, json_array_size(row), cols);
 			goto out;
 		}
+	}
+	w = malloc(rows * cols * sizeof(double));
+	if (!w) {
+		ret = rlb_err_set(err, RLB_ENOMEM,
+				  "weights '%s': out of memory for %zu x %zu",
+				  name, rows, cols);
+		goto out;
+	}
+	for (r = 0; r < rows; r++) {
+		const json_t *row = json_array_get(root, r);
+
 		for (c = 0; c < cols; c++) {
 			const json_t *v = json_array_get(row, c);
 			double d;

@@ -489,6 +489,38 @@ START_TEST(test_json_from_value)
 }
 END_TEST
 
+/*
+ * A small input that names a huge shape (row 0 of 2^20 columns, then 65535
+ * empty rows: 512 GiB of weights) is refused for its ragged rows before
+ * anything is allocated.
+ */
+START_TEST(test_json_shape_before_alloc)
+{
+	json_t *v = json_array(), *row0 = json_array(), *zero = json_integer(0);
+	json_t *empty = json_array();
+	struct rlb_err err = {0};
+	double *w = (double *)1;
+	size_t L = 7, E = 7, i;
+
+	ck_assert_ptr_nonnull(v);
+	for (i = 0; i < RLB_EPLB_MAX_EXPERTS; i++)
+		ck_assert_int_eq(json_array_append(row0, zero), 0);
+	ck_assert_int_eq(json_array_append_new(v, row0), 0);
+	for (i = 1; i < RLB_EPLB_MAX_LAYERS; i++)
+		ck_assert_int_eq(json_array_append(v, empty), 0);
+	ck_assert_int_eq(rlb_eplb_weights_from_json(v, "inline", &w, &L, &E,
+						    &err), RLB_EPARSE);
+	ck_assert_str_eq(err.msg,
+			 "weights 'inline': row 1 has 0 columns, row 0 has 1048576");
+	ck_assert_ptr_null(w);
+	ck_assert_uint_eq(L, 0);
+	ck_assert_uint_eq(E, 0);
+	json_decref(zero);
+	json_decref(empty);
+	json_decref(v);
+}
+END_TEST
+
 /* Reference file -> result -> JSON text, compared with the reference output. */
 START_TEST(test_json_roundtrip)
 {
@@ -613,6 +645,7 @@ Suite *rlb_suite_eplb(void)
 	tcase_add_test(tc, test_invalid_weights);
 	tcase_add_test(tc, test_json_errors);
 	tcase_add_test(tc, test_json_from_value);
+	tcase_add_test(tc, test_json_shape_before_alloc);
 	tcase_add_test(tc, test_json_roundtrip);
 	tcase_add_test(tc, test_random_invariants);
 	suite_add_tcase(s, tc);
