@@ -21,10 +21,13 @@ static const char usage[] =
 	"  --dump               every sequence and its expert ids per layer\n"
 	"  --schedule           the micro-batch schedule as relibra.schedule/1 JSON: a\n"
 	"                       plan's own, or a trace's under the config (needs -c)\n"
-	"  --steps A:B          only steps A..B (A: and :B allowed) for --dump and --stats\n"
-	"  -c, --config CONFIG  YAML config for --stats; its model must match the trace\n"
+	"  --steps A:B          only steps A..B (A: and :B allowed) for --dump, --stats\n"
+	"                       and --schedule\n"
+	"  -c, --config CONFIG  YAML config for --stats and --schedule; its model must\n"
+	"                       match the trace\n"
 	"      --set KEY=VALUE  override one config key\n"
-	"      --pack RULE      micro-batch packing for --stats (default: the config's)\n"
+	"      --pack RULE      micro-batch packing for --stats and --schedule (default:\n"
+	"                       the config's)\n"
 	"      --threads N      threads that read the trace ahead and count for --stats\n"
 	"                       (default 0: one per CPU)\n"
 	"  -h, --help           show this help\n"
@@ -754,7 +757,8 @@ int cmd_inspect(int argc, char **argv)
 	if (o.schedule) {
 		if (!o.cfg.path) {
 			ret = cmd_usage_error(NAME, usage, "--schedule of a trace needs -c CONFIG");
-		} else if (cmd_config_load(NAME, &o.cfg, &cfg) != 0) {
+		} else if (cmd_config_load(NAME, &o.cfg, &cfg) != 0 ||
+			   check_shape(&o, &cfg, rlb_trace_reader_header(r)) != 0) {
 			ret = EXIT_FAIL;
 		} else {
 			ret = print_schedule(&o, NULL, r, &cfg);

@@ -13,6 +13,11 @@ expect_status 0
 cp out rule.json
 grep -q '^{"schema":"relibra.schedule/1","steps":\[{"step":0,"micro_batches":\[\[\[\[' rule.json ||
 	fail "inspect --schedule printed $(head -c 200 rule.json)"
+# A config of another model is refused, as by --stats.
+run inspect --schedule -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" t.rrt
+expect_status 1
+expect_err "relibra inspect: config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml' does not match trace 't.rrt': model.experts is 128 in the config, 16 in the trace"
+[ -s out ] && fail "inspect --schedule printed a schedule for another model"
 run plan -c "$cfg" --policy relibra --no-timing -o a.rlp --json t.rrt
 expect_status 0
 sed -e '/"pack"/d' out > a.json
