@@ -121,8 +121,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rlb_err err = {0};
+	char other[48] = "";	/* the first option that is not --eplb-weights' */
 	uint64_t u;
-	int c, ret;
+	int c, li, ret;
 
 	memset(o, 0, sizeof(*o));
 	o->replica_slots = -1;
@@ -131,7 +132,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->fail_below = -1;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
+	while ((li = -1, c = getopt_long(argc, argv, ":hc:o:", longopts, &li)) != -1) {
+		if (!*other && c != OPT_EPLB_WEIGHTS && c != OPT_SLOTS &&
+		    c != OPT_GROUPS && c != OPT_NODES && c != OPT_GPUS &&
+		    c != 'h' && c != '?' && c != ':') {
+			if (li >= 0)
+				snprintf(other, sizeof(other), "--%s", longopts[li].name);
+			else
+				snprintf(other, sizeof(other), "-%c", c);
+		}
 		switch (c) {
 		case OPT_POLICY:
 			o->policy = optarg;
@@ -228,6 +237,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 					       "--eplb-weights needs --slots, --groups, --nodes and --gpus");
 		if (optind != argc)
 			return cmd_usage_error(NAME, usage, "--eplb-weights takes no trace");
+		if (*other)
+			return cmd_usage_error(NAME, usage,
+					       "--eplb-weights takes only --slots, --groups, --nodes and --gpus, not %s",
+					       other);
 		return 0;
 	}
 	if (o->have_slots || o->have_groups || o->have_nodes || o->have_gpus)

@@ -224,6 +224,14 @@ expect_status 1
 expect_err "relibra plan: "
 run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16
 expect_status 2
+# Nothing else goes with it: -o would not be written.
+run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16 --groups 4 --nodes 2 --gpus 8 -o w.json
+expect_status 2
+expect_err "relibra plan: --eplb-weights takes only --slots, --groups, --nodes and --gpus, not -o"
+[ ! -e w.json ] || fail "--eplb-weights wrote -o"
+run plan -c "$cfg" --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16 --groups 4 --nodes 2 --gpus 8
+expect_status 2
+expect_err "relibra plan: --eplb-weights takes only --slots, --groups, --nodes and --gpus, not -c"
 # Options that cannot fit the file's 12 experts are a usage error.
 run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 16 --groups 5 --nodes 2 --gpus 8
 expect_status 2
