@@ -469,7 +469,10 @@ int cmd_plan(int argc, char **argv)
 		goto done;
 	}
 	if (o.schedule && (o.pack || pol.opts.data_control)) {
-		ret = cmd_usage_error(NAME, usage, "--schedule excludes --pack and data control");
+		ret = cmd_usage_error(NAME, usage, "--schedule excludes %s",
+				      o.pack ? "--pack" : o.data_control ? "--data-control" :
+				      "data control (balancer.data_control in the config; "
+				      "--set balancer.data_control=false turns it off)");
 		goto done;
 	}
 	if (o.schedule) {

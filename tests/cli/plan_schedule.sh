@@ -117,7 +117,10 @@ expect_status 2
 expect_err "relibra plan: --data-control is an option of the relibra policy"
 run plan -c "$cfg" --pack ffd --schedule rule.json t.rrt
 expect_status 2
-expect_err "relibra plan: --schedule excludes --pack and data control"
+expect_err "relibra plan: --schedule excludes --pack"
+run plan -c "$cfg" --set balancer.data_control=true --schedule rule.json t.rrt
+expect_status 2
+expect_err "relibra plan: --schedule excludes data control (balancer.data_control in the config; --set balancer.data_control=false turns it off)"
 printf '{"schema": "relibra.schedule/1", "steps": [\n  {"step": 0 "micro_batches": []}]}\n' > bad.json
 run plan -c "$cfg" --schedule bad.json t.rrt
 expect_status 1
