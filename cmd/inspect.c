@@ -659,7 +659,7 @@ static int inspect_plan(const struct opts *o)
 	struct rlb_plan_reader *pr = NULL;
 	struct rlb_step_plan p;
 	struct rlb_err err = {0};
-	uint64_t steps = 0;
+	uint64_t steps = 0;	/* decoded and checked: all of them */
 	int rc, ret = EXIT_FAIL;
 
 	memset(&p, 0, sizeof(p));
@@ -688,9 +688,9 @@ static int inspect_plan(const struct opts *o)
 	if (rlb_plan_write_text(stdout, rlb_plan_reader_header(pr), NULL, &err) != 0)
 		goto out;
 	while ((rc = rlb_plan_reader_next(pr, &p, &err)) == 1) {
+		steps++;
 		if (p.step < o->step_lo || p.step > o->step_hi)
 			continue;
-		steps++;
 		if (o->dump) {
 			if (rlb_plan_write_text(stdout, NULL, &p, &err) != 0)
 				goto out;

@@ -57,6 +57,11 @@ expect_out "integrity:      ok"
 run inspect --dump --steps 1 replicate.rlp
 expect_status 0
 expect_out "homes layer 0:"
+# --steps selects what is printed; every step is still decoded and checked
+run inspect --steps 1 replicate.rlp
+expect_status 0
+[ "$(grep -c '^step ' out)" = 1 ] || fail "inspect --steps 1: $(grep -c '^step ' out) step lines"
+expect_out "integrity:      ok (3 steps decoded, all checksums verified)"
 # --json: the header, a line per step, the integrity; --dump adds the cells.
 run inspect --json r1.rlp
 expect_status 0
