@@ -837,8 +837,10 @@ int rlb_plan_writer_open(struct rlb_plan_writer **out, const char *path,
 
 	*out = NULL;
 	ret = rlb_plan_header_check(h, err);
-	if (ret)
-		return rlb_err_prefix(err, "plan header");
+	if (ret) {
+		rlb_err_prefix(err, "plan header");
+		return ret;
+	}
 	if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
 		return rlb_err_set(err, RLB_ERANGE,
 				   "zstd level %d is out of range [%d, %d]", level,

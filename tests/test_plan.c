@@ -1116,6 +1116,10 @@ START_TEST(test_writer_errors)
 	memcpy(h.model, "m\xe2\x82", 4);
 	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "plan header: model name is not UTF-8");
+	/* err is optional: the code alone, and no writer */
+	w = (struct rlb_plan_writer *)&h;
+	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, NULL), RLB_EINVAL);
+	ck_assert_ptr_null(w);
 	tiny_header(&h);
 
 	/* steps must increase; the error is sticky and nothing is left */
