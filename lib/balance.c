@@ -28,6 +28,8 @@ struct rlb_balancer {
 	uint32_t layers;
 	uint32_t experts;
 	uint64_t steps;			/* steps planned */
+	uint32_t last_step;		/* the last planned step's s->step, when it had s */
+	int have_step;
 	uint32_t *prev_home;		/* [layers][experts] previous step's homes */
 	uint64_t *tot;			/* [layers][mbs][experts] rows over sources */
 	size_t tot_cap;
@@ -682,6 +684,10 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	if (s && b->have_step && s->step <= b->last_step)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "step %u after step %u (steps must increase)",
+				   s->step, b->last_step);
 	rc = shape(b, l, err);
 	if (rc < 0)
 		return rc;
@@ -730,6 +736,10 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 		}
 	out->migrated_experts = moved;
 	b->steps++;
+	if (s) {
+		b->last_step = s->step;
+		b->have_step = 1;
+	}
 	out->planner_ns = rlb_now_ns() - t0;
 	return 0;
 }

@@ -107,7 +107,8 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 void rlb_balancer_free(struct rlb_balancer *b);
 
 /*
- * Plan one step (steps in increasing order).  out is initialised here
+ * Plan one step (steps in increasing order: a step of s not above the
+ * last planned one is refused).  out is initialised here
  * (release with rlb_step_plan_release, also after a failure); it passes
  * rlb_step_plan_check against l.  Sets out->planner_ns and
  * out->migrated_experts.  For RLB_POLICY_IDEAL the plan is the static
@@ -116,8 +117,8 @@ void rlb_balancer_free(struct rlb_balancer *b);
  * Deterministic: the same options and the same sequence of loads give the
  * same plans (planner_ns aside).  Errors: RLB_EMISMATCH (l's ranks differ
  * from the EP size, or its layers or experts from earlier steps'),
- * RLB_EINVAL (experts not a positive multiple of the EP size, EPLB's
- * parameter checks), RLB_ERANGE (a quota above 2^32 - 1), RLB_ENOMEM.
+ * RLB_EINVAL (s->step not above the last planned step's, experts not a
+ * positive multiple of the EP size, EPLB's parameter checks), RLB_ERANGE (a quota above 2^32 - 1), RLB_ENOMEM.
  * After a failure the balancer's history is unchanged.
  */
 int rlb_balancer_plan_step(struct rlb_balancer *b,

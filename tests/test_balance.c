@@ -1112,6 +1112,27 @@ START_TEST(test_errors)
 	ck_assert_str_eq(err.msg, "loads have 2 layers and 8 experts, earlier steps 1 and 8");
 	rlb_step_plan_release(&p);
 	rlb_loads_release(&l);
+
+	/* steps must increase; a refused step leaves the history as it was */
+	{
+		struct rlb_schedule s = { .step = 7 };
+
+		random_loads(&l, 2, 1, 4, 8, 10, 1);
+		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), 0);
+		rlb_step_plan_release(&p);
+		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), RLB_EINVAL);
+		ck_assert_str_eq(err.msg, "step 7 after step 7 (steps must increase)");
+		rlb_step_plan_release(&p);
+		s.step = 6;
+		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), RLB_EINVAL);
+		ck_assert_str_eq(err.msg, "step 6 after step 7 (steps must increase)");
+		rlb_step_plan_release(&p);
+		s.step = 8;
+		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), 0);
+		ck_assert_uint_eq(p.step, 8);
+		rlb_step_plan_release(&p);
+		rlb_loads_release(&l);
+	}
 	rlb_balancer_free(b);
 	rlb_balancer_free(NULL);
 
