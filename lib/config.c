@@ -704,6 +704,11 @@ int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
 		if (sec >= 0)
 			ki = rlb_cfg_find_key(sec, dot + 1);
 	}
+	if (ki < 0 && sec >= 0 && rlb_cfg_sections[sec].preset_kind &&
+	    !strcmp(dot + 1, "preset"))
+		return rlb_err_set(err, RLB_ENOTFOUND,
+				   "'%s' has no value: a preset sets the section's keys when the configuration is loaded",
+				   key);
 	if (ki < 0) {
 		if (strlen(key) < RLB_NAME_MAX * 2)
 			sug = suggest_path(key, sugbuf, sizeof(sugbuf));

@@ -158,8 +158,9 @@ void rlb_config_free(struct rlb_config *cfg);
  * into buf (size bytes, NUL included), as `relibra config` prints it:
  * integers in decimal, numbers in their shortest exact form, true or
  * false, strings and names as they are (an unset string is "").
- * Errors: RLB_ENOTFOUND (no such key; the message suggests one),
- * RLB_ERANGE (buf too small).
+ * Errors: RLB_ENOTFOUND (no such key; the message suggests one; or a
+ * section's preset, which sets keys and has no value), RLB_ERANGE (buf
+ * too small).
  */
 int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
 		   size_t size, struct rlb_err *err);

@@ -449,6 +449,9 @@ START_TEST(test_new_get)
 			 RLB_ENOTFOUND);
 	ck_assert_str_eq(err.msg, "unknown key 'parallel.ep_sise' (did you mean 'parallel.ep_size'?)");
 	ck_assert_int_eq(rlb_config_get(cfg, "parallel", buf, sizeof(buf), &err), RLB_ENOTFOUND);
+	ck_assert_int_eq(rlb_config_get(cfg, "cluster.preset", buf, sizeof(buf), &err),
+			 RLB_ENOTFOUND);
+	ck_assert_str_eq(err.msg, "'cluster.preset' has no value: a preset sets the section's keys when the configuration is loaded");
 	ck_assert_int_eq(rlb_config_get(cfg, "nosuch.key", buf, sizeof(buf), &err), RLB_ENOTFOUND);
 	ck_assert_int_eq(rlb_config_get(cfg, "model.name", tiny, sizeof(tiny), &err), RLB_ERANGE);
 	ck_assert_str_eq(err.msg, "the value of 'model.name' takes 6 bytes, the buffer 4");
