@@ -165,7 +165,11 @@ void rlb_config_free(struct rlb_config *cfg);
 int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
 		   size_t size, struct rlb_err *err);
 
-/* Apply one "key.path=value" override, checked like the file. */
+/*
+ * Apply one "key.path=value" override, checked as a key alone (type and
+ * range, as in a file); on failure cfg is unchanged.  The checks across
+ * keys are rlb_config_validate's: call it once the overrides are made.
+ */
 int rlb_config_set(struct rlb_config *cfg, const char *assignment,
 		   struct rlb_err *err);
 

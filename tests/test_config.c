@@ -455,6 +455,12 @@ START_TEST(test_new_get)
 	ck_assert_int_eq(rlb_config_get(cfg, "nosuch.key", buf, sizeof(buf), &err), RLB_ENOTFOUND);
 	ck_assert_int_eq(rlb_config_get(cfg, "model.name", tiny, sizeof(tiny), &err), RLB_ERANGE);
 	ck_assert_str_eq(err.msg, "the value of 'model.name' takes 6 bytes, the buffer 4");
+	/* rlb_config_set checks the key alone; rlb_config_validate the rest. */
+	ck_assert_int_eq(rlb_config_set(cfg, "parallel.ep_size=-1", &err), RLB_ECONFIG);
+	ck_assert_int_eq(cfg->parallel.ep_size, 4);
+	ck_assert_int_eq(rlb_config_set(cfg, "parallel.ep_size=3", &err), 0);
+	ck_assert_int_eq(rlb_config_validate(cfg, &err), RLB_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(err.msg, "'parallel.ep_size' 3 is not a multiple of 'cluster.gpus_per_node' 2"));
 	rlb_config_free(cfg);
 	rlb_config_free(NULL);
 	/* A failing load gives NULL and says why. */
