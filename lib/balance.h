@@ -74,7 +74,7 @@ struct rlb_balance_opts {
 	int replicate;			/* relibra: intra-node replication */
 	int colocate;			/* relibra: count inter-node copies in the reorder objective (needs rlb_balancer_set_cooc) */
 	double migration_weight;	/* relibra: weight of migration time */
-	int data_control;		/* relibra: the plan chooses the schedule (datacontrol.h); other policies ignore it */
+	int data_control;		/* relibra: the plan chooses the schedule (datacontrol.h); rlb_planner_run does, the balancer plans the schedule it is given */
 };
 
 /*
