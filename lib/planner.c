@@ -57,11 +57,14 @@ static int data_control_loads(struct rlb_trace_reader *r,
 	return ret;
 }
 
-/* The step's default schedule and loads: the trainer's file or the packing rule. */
+/*
+ * The step's default schedule and loads: the trainer's file or the packing
+ * rule.  *named is set when the error already names the step (the file's).
+ */
 static int default_loads(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 			 const struct rlb_planner_opts *o, uint32_t step,
 			 struct rlb_schedule *s, struct rlb_loads *l,
-			 struct rlb_pool *pool, struct rlb_err *err)
+			 struct rlb_pool *pool, int *named, struct rlb_err *err)
 {
 	uint32_t *lens = NULL;
 	size_t n = 0;
@@ -71,11 +74,13 @@ static int default_loads(struct rlb_trace_reader *r, const struct rlb_config *cf
 		return rlb_step_loads(r, step, cfg, o->pack, s, l, pool, err);
 	memset(l, 0, sizeof(*l));
 	ret = rlb_step_seq_tokens(r, step, &lens, &n, err);
-	if (ret == 0)
+	if (ret == 0) {
 		ret = rlb_schedule_file_step(o->schedule_file, step, lens, n,
 					     (uint32_t)rlb_config_ep_size(cfg),
 					     (uint32_t)cfg->parallel.micro_batch_tokens,
 					     s, err);
+		*named = ret != 0;
+	}
 	if (ret == 0)
 		ret = rlb_step_count_loads(r, s, l, pool, err);
 	if (ret)
@@ -118,7 +123,7 @@ static int plan_one_step(struct rlb_trace_reader *r,
 	struct rlb_traffic **all[2] = { NULL, NULL };
 	uint32_t gpn = (uint32_t)cfg->cluster.gpus_per_node;
 	size_t i, nall[2] = { 1, 0 };
-	int ret, k, dc = 0;
+	int ret, k, dc = 0, named = 0;
 
 	memset(sched, 0, sizeof(sched));
 	memset(loads, 0, sizeof(loads));
@@ -128,7 +133,7 @@ static int plan_one_step(struct rlb_trace_reader *r,
 		memset(&run[i].traffic, 0, sizeof(run[i].traffic));
 		dc |= uses_data_control(&pol[i].opts);
 	}
-	ret = default_loads(r, cfg, o, step, &sched[0], &loads[0], pool, err);
+	ret = default_loads(r, cfg, o, step, &sched[0], &loads[0], pool, &named, err);
 	if (ret == 0 && dc)
 		ret = data_control_loads(r, &sched[0], &sched[1], &loads[1], pool, err);
 	if (ret == 0 && cooc)
@@ -205,7 +210,7 @@ out:
 		rlb_loads_release(&loads[k]);
 		rlb_schedule_release(&sched[k]);
 	}
-	if (ret)
+	if (ret && !named)
 		rlb_err_prefix(err, "step %u", step);
 	return ret;
 }

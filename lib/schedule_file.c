@@ -234,12 +234,9 @@ int rlb_schedule_file_step(const struct rlb_schedule_file *f, uint32_t step,
 				       fs->n, seq_tokens, nseqs, ranks,
 				       mb_tokens, err);
 	if (ret < 0) {
-		char inner[32];
-		size_t n = (size_t)snprintf(inner, sizeof(inner), "schedule: step %u: ", step);
-
-		/* the caller names the step: "schedule 'F': sequence ..." */
-		if (err && strncmp(err->msg, inner, n) == 0)
-			memmove(err->msg, err->msg + n, strlen(err->msg + n) + 1);
+		/* "schedule 'F': step S: ...", not "schedule 'F': schedule: step S: ..." */
+		if (err && strncmp(err->msg, "schedule: ", 10) == 0)
+			memmove(err->msg, err->msg + 10, strlen(err->msg + 10) + 1);
 		rlb_err_prefix(err, "schedule '%s'", f->path);
 	}
 	return ret;

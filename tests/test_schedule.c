@@ -795,7 +795,7 @@ START_TEST(test_schedule_file)
 	ck_assert_int_eq(rlb_schedule_file_step(f, 6, len, 3, 2, 8, &s, &err), RLB_ENOTFOUND);
 	ck_assert_int_eq(rlb_schedule_file_step(f, 5, len, 3, 2, 8, &s, &err), RLB_EINVAL);
 	snprintf(want, sizeof(want),
-		 "schedule '%s': schedule: step 5: sequence 0: tokens 0..4 are in no chunk", ok);
+		 "schedule '%s': step 5: sequence 0: tokens 0..4 are in no chunk", ok);
 	ck_assert_str_eq(err.msg, want);
 	rlb_schedule_file_free(f);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
