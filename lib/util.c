@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -16,24 +17,32 @@
 
 #include "util.h"
 
-/* The open temporary files, for rlb_atomic_remove_all. */
-static char *volatile listed[RLB_ATOMIC_LISTED];
+/*
+ * The open temporary files, for rlb_atomic_remove_all: a slot is taken by
+ * compare-and-swap, so threads may open and release files at once, and
+ * the lock-free loads suit a signal handler.
+ */
+static _Atomic(char *) listed[RLB_ATOMIC_LISTED];
 
 static void list_tmp(struct rlb_atomic_file *af)
 {
 	int i;
 
-	for (i = 0; i < RLB_ATOMIC_LISTED && listed[i]; i++)
-		;
-	af->slot = i < RLB_ATOMIC_LISTED ? i : -1;
-	if (af->slot >= 0)
-		listed[i] = af->tmp_path;
+	af->slot = -1;
+	for (i = 0; i < RLB_ATOMIC_LISTED; i++) {
+		char *none = NULL;
+
+		if (atomic_compare_exchange_strong(&listed[i], &none, af->tmp_path)) {
+			af->slot = i;
+			return;
+		}
+	}
 }
 
 static void unlist_tmp(struct rlb_atomic_file *af)
 {
 	if (af->slot >= 0 && af->slot < RLB_ATOMIC_LISTED)
-		listed[af->slot] = NULL;
+		atomic_store(&listed[af->slot], NULL);
 	af->slot = -1;
 }
 
@@ -42,7 +51,7 @@ void rlb_atomic_remove_all(void)
 	int i;
 
 	for (i = 0; i < RLB_ATOMIC_LISTED; i++) {
-		char *p = listed[i];
+		char *p = atomic_load(&listed[i]);
 
 		if (p)
 			unlink(p);

@@ -55,8 +55,8 @@ void rlb_atomic_abort(struct rlb_atomic_file *af);
  * Remove every PATH.tmp still open (async-signal-safe: for a handler of
  * SIGINT or SIGTERM, so that a stopped run leaves no half-written
  * output).  At most RLB_ATOMIC_LISTED are listed at once (more are still
- * written, only not removed by a signal).  Listing is not thread-safe:
- * open and release atomic files from one thread.
+ * written, only not removed by a signal); threads may open and release
+ * atomic files at once.
  */
 #define RLB_ATOMIC_LISTED 64
 void rlb_atomic_remove_all(void);

@@ -1,6 +1,7 @@
 /*
  * test_util.c - unit tests of lib/err and lib/util.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,48 @@ START_TEST(test_atomic_remove_all)
 }
 END_TEST
 
+/* Threads that open and commit atomic files at once each keep a slot. */
+struct atomic_job {
+	int id;
+	int fails;
+};
+
+static void *atomic_worker(void *arg)
+{
+	struct atomic_job *j = arg;
+	struct rlb_err err = {0};
+	char path[512];
+	int i;
+
+	for (i = 0; i < 50; i++) {
+		struct rlb_atomic_file af;
+
+		snprintf(path, sizeof(path), "%s/thr%d-%d.txt", rlb_test_tmpdir(), j->id, i);
+		if (rlb_atomic_open(&af, path, &err) != 0 || af.slot < 0 ||
+		    fputs("x", af.fp) == EOF || rlb_atomic_commit(&af, &err) != 0)
+			j->fails++;
+		unlink(path);
+	}
+	return NULL;
+}
+
+START_TEST(test_atomic_threads)
+{
+	struct atomic_job jobs[4];
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		jobs[i] = (struct atomic_job){ i, 0 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, atomic_worker, &jobs[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(jobs[i].fails, 0);
+	}
+}
+END_TEST
+
 START_TEST(test_utf8)
 {
 	static const char *const good[] = {
@@ -233,6 +276,7 @@ Suite *rlb_suite_util(void)
 	tcase_add_test(tc, test_le_helpers);
 	tcase_add_test(tc, test_atomic_file);
 	tcase_add_test(tc, test_atomic_remove_all);
+	tcase_add_test(tc, test_atomic_threads);
 	tcase_add_test(tc, test_utf8);
 	tcase_add_test(tc, test_json_text);
 	tcase_add_test(tc, test_sort_stable);
