@@ -324,8 +324,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: plan_online CONFIG TRACE PLAN [STEPS]\n");
 		return 2;
 	}
-	if (argc == 5)
-		steps = (uint32_t)strtoul(argv[4], NULL, 10);
+	if (argc == 5) {
+		char *end;
+		unsigned long v = strtoul(argv[4], &end, 10);
+
+		steps = *argv[4] && !*end && v <= MAX_STEPS ? (uint32_t)v : 0;
+	}
 	if (steps < 1 || steps > MAX_STEPS) {
 		fprintf(stderr, "plan_online: STEPS must be 1 to %d\n", MAX_STEPS);
 		return 2;
@@ -353,7 +357,13 @@ int main(int argc, char **argv)
 	for (uint32_t step = 0; ret == 0 && step < steps; step++)
 		ret = run_step(step, &cfg, &th, &rng, tw, b, pw, &err);
 
-	/* Both files appear complete, or not at all. */
+	/*
+	 * Both files appear complete, or not at all: the plan is written out
+	 * before the trace is renamed into place, so only a rename can fail
+	 * after it.
+	 */
+	if (ret == 0)
+		ret = rlb_plan_writer_finish(pw, &err);
 	if (ret == 0) {
 		ret = rlb_trace_writer_close(tw, &err);
 		tw = NULL;
