@@ -113,8 +113,10 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 		return rlb_err_set(err, RLB_EPARSE, "experts[0]: expected an array of layers");
 	Lin = json_array_size(json_array_get(ex, 0));
 	ret = rlb_importer_dense_drop(im, Lin, &drop, err);
-	if (ret != 0)
-		return rlb_err_prefix(err, "experts[0]");
+	if (ret != 0) {
+		rlb_err_prefix(err, "experts[0]");
+		return ret;
+	}
 	ret = jl_shape(ex, ga, T, Lin, drop, K, err);
 	if (ret != 0)
 		return ret;
