@@ -74,7 +74,11 @@ struct rlb_balance_opts {
 	int replicate;			/* relibra: intra-node replication */
 	int colocate;			/* relibra: count inter-node copies in the reorder objective (needs rlb_balancer_set_cooc) */
 	double migration_weight;	/* relibra: weight of migration time */
-	int data_control;		/* relibra: the plan chooses the schedule (datacontrol.h); rlb_planner_run does, the balancer plans the schedule it is given */
+	/*
+	 * relibra: the plan chooses the schedule (datacontrol.h): rlb_planner_run
+	 * does; the balancer plans the schedule it is given
+	 */
+	int data_control;
 };
 
 /*
@@ -118,7 +122,8 @@ void rlb_balancer_free(struct rlb_balancer *b);
  * same plans (planner_ns aside).  Errors: RLB_EMISMATCH (l's ranks differ
  * from the EP size, or its layers or experts from earlier steps'),
  * RLB_EINVAL (s->step not above the last planned step's, experts not a
- * positive multiple of the EP size, EPLB's parameter checks), RLB_ERANGE (a quota above 2^32 - 1), RLB_ENOMEM.
+ * positive multiple of the EP size, EPLB's parameter checks), RLB_ERANGE
+ * (a quota above 2^32 - 1), RLB_ENOMEM.
  * After a failure the balancer's history is unchanged.
  */
 int rlb_balancer_plan_step(struct rlb_balancer *b,
