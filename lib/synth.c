@@ -358,15 +358,18 @@ out:
 	return ret;
 }
 
-/* Slow drift: every topic keeps sqrt(1 - d) of itself and gains sqrt(d) of a fresh one. */
+/*
+ * Slow drift: every topic keeps sqrt(1 - d) of itself and gains sqrt(d) of
+ * a fresh one.  The fresh draws are made even when d is 0 (and for the
+ * uniform control): they come from the step's stream, ahead of its
+ * lengths, which must not depend on the drift or on --uniform.
+ */
 static void gen_drift(struct gen *g, struct rng *r)
 {
 	size_t le = (size_t)g->L * g->E, i;
 	double d = g->w->topic_drift, keep = sqrt(1.0 - d), add = sqrt(d);
 	uint32_t t;
 
-	if (d <= 0)
-		return;
 	for (t = 0; t < g->T; t++) {
 		float *z = g->topic + (size_t)t * le;
 
@@ -651,17 +654,18 @@ static int gen_init(struct gen *g, const struct rlb_config *cfg, uint64_t seed,
 		return rlb_err_set(err, RLB_ENOMEM, "synthetic: out of memory");
 	for (e = 0; g->G && e < g->E; e++)
 		g->group_of[e] = e / g->epg;
-	if (uniform) {
-		for (e = 0; e < g->E; e++)
-			g->p[e] = 1.0 / g->E;
-		alias_build(&g->tab, g->p, g->q, g->work);
-		for (e = 0; e < g->G; e++)
-			g->gp[e] = 1.0 / g->G;
-		if (g->G)
-			alias_build(&g->gtab, g->gp, g->q, g->work);
-		return 0;
-	}
-	return gen_model(g, err);
+	/* the uniform control builds the model too, to draw what it draws */
+	ret = gen_model(g, err);
+	if (ret < 0 || !uniform)
+		return ret;
+	for (e = 0; e < g->E; e++)
+		g->p[e] = 1.0 / g->E;
+	alias_build(&g->tab, g->p, g->q, g->work);
+	for (e = 0; e < g->G; e++)
+		g->gp[e] = 1.0 / g->G;
+	if (g->G)
+		alias_build(&g->gtab, g->gp, g->q, g->work);
+	return 0;
 }
 
 /* Lengths, groups and topics of one step's sequences (file order). */
@@ -708,7 +712,7 @@ int rlb_synth_generate_cb(const struct rlb_config *cfg, uint64_t seed,
 	for (k = 0; k < (uint32_t)g.w->steps; k++) {
 		step = (uint32_t)g.w->first_step + k;
 		rng_seed(&r, seed, RS_STEP, step, 0);
-		if (k > 0 && !uniform)
+		if (k > 0)
 			gen_drift(&g, &r);
 		gen_step_seqs(&g, &r, step);
 		if (sink->begin_step) {

@@ -249,6 +249,7 @@ static void tiny_config(struct rlb_config *cfg)
 struct check {
 	const struct rlb_config *cfg;
 	uint64_t hash;
+	uint64_t len_hash;		/* of the steps' sequence lengths alone */
 	uint32_t step;
 	int steps_begun, steps_ended;
 	size_t nseqs;
@@ -282,6 +283,7 @@ static int chk_begin(void *ctx, uint32_t step, const struct rlb_seq_meta *m,
 		ck_assert_uint_ge(m[i].tokens, (uint32_t)w->len_min);
 		ck_assert_uint_le(m[i].tokens, (uint32_t)w->len_max);
 		c->metas[i] = m[i];
+		mix(&c->len_hash, m[i].tokens);
 	}
 	c->nseqs = n;
 	c->step = step;
@@ -348,6 +350,7 @@ static uint64_t run_check(const struct rlb_config *cfg, uint64_t seed, int unifo
 	memset(c, 0, sizeof(*c));
 	c->cfg = cfg;
 	c->hash = 0xcbf29ce484222325ull;
+	c->len_hash = c->hash;
 	ck_assert_msg(rlb_synth_generate_cb(cfg, seed, uniform, &sink, NULL, NULL, &err) == 0,
 		      "%s", err.msg);
 	ck_assert_int_eq(c->steps_begun, cfg->workload.steps);
@@ -377,6 +380,31 @@ START_TEST(test_generator_structure_and_determinism)
 	/* topk == experts: every token lists all experts */
 	cfg.model.topk = 16;
 	run_check(&cfg, 5, 0, &c);
+}
+END_TEST
+
+/*
+ * The uniform control has the skewed trace's steps, groups and lengths
+ * (docs/workload.md), in every step; so does any topic_drift.
+ */
+START_TEST(test_generator_same_lengths)
+{
+	struct rlb_config cfg;
+	struct check c;
+	uint64_t skewed;
+
+	tiny_config(&cfg);
+	ck_assert_int_ge(cfg.workload.steps, 2);
+	run_check(&cfg, 3, 0, &c);
+	skewed = c.len_hash;
+	run_check(&cfg, 3, 1, &c);
+	ck_assert_uint_eq(c.len_hash, skewed);
+	cfg.workload.topic_drift = 0;
+	run_check(&cfg, 3, 0, &c);
+	ck_assert_uint_eq(c.len_hash, skewed);
+	cfg.workload.topic_drift = 1;
+	run_check(&cfg, 3, 1, &c);
+	ck_assert_uint_eq(c.len_hash, skewed);
 }
 END_TEST
 
@@ -660,6 +688,7 @@ Suite *rlb_suite_synth(void)
 	tcase_add_test(stats, test_stats_errors);
 	suite_add_tcase(s, stats);
 	tcase_add_test(gen, test_generator_structure_and_determinism);
+	tcase_add_test(gen, test_generator_same_lengths);
 	tcase_add_test(gen, test_generator_lengths);
 	tcase_add_test(gen, test_generator_groups);
 	tcase_add_test(gen, test_generator_config_errors);
