@@ -429,8 +429,24 @@ static void print_dist(const char *what, const struct rlb_dist *d, int p90)
 	printf("  p99 %.3f  max %.3f\n", d->p99, d->max);
 }
 
+/* A churn as text: "n/a" when there was no pair to compare. */
+static const char *churn_text(char *buf, size_t size, double churn, uint64_t pairs)
+{
+	if (!pairs)
+		return "n/a";
+	snprintf(buf, size, "%.1f%%", 100.0 * churn);
+	return buf;
+}
+
+/* A churn in JSON: null when there was no pair to compare. */
+static json_t *churn_json(double churn, uint64_t pairs)
+{
+	return pairs ? json_real(churn) : json_null();
+}
+
 static void print_stats(const struct rlb_trace_stats *st)
 {
+	char mb[16], step[16];
 	uint32_t l;
 
 	printf("stats:          pack %s, EP %" PRIu32 " (%" PRIu32 " node%s), %" PRIu32
@@ -443,16 +459,19 @@ static void print_stats(const struct rlb_trace_stats *st)
 	print_dist("GPU max/mean per (micro-batch, layer):", &st->mb_gpu, 1);
 	print_dist("node max/mean per (micro-batch, layer):", &st->mb_node, 0);
 	print_dist("step GPU max/mean per (step, layer):", &st->step_gpu, 0);
-	printf("hot-expert churn: %.1f%% between micro-batches, %.1f%% between steps\n",
-	       100.0 * st->hot_churn_mb, 100.0 * st->hot_churn_step);
+	printf("hot-expert churn: %s between micro-batches, %s between steps\n",
+	       churn_text(mb, sizeof(mb), st->hot_churn_mb, st->mb_pairs),
+	       churn_text(step, sizeof(step), st->hot_churn_step, st->step_pairs));
 	printf("\nlayer  mb-p50  mb-p90  mb-p99  mb-max  step-p50  step-max  churn-mb  churn-step\n");
 	for (l = 0; l < st->layers; l++) {
 		const struct rlb_layer_stats *s = &st->layer[l];
 
-		printf("%5" PRIu32 "  %6.3f  %6.3f  %6.3f  %6.3f  %8.3f  %8.3f  %7.1f%%  %9.1f%%\n",
+		/* every layer has the same pairs */
+		printf("%5" PRIu32 "  %6.3f  %6.3f  %6.3f  %6.3f  %8.3f  %8.3f  %8s  %10s\n",
 		       l, s->mb_gpu.p50, s->mb_gpu.p90, s->mb_gpu.p99, s->mb_gpu.max,
-		       s->step_gpu.p50, s->step_gpu.max, 100.0 * s->hot_churn_mb,
-		       100.0 * s->hot_churn_step);
+		       s->step_gpu.p50, s->step_gpu.max,
+		       churn_text(mb, sizeof(mb), s->hot_churn_mb, st->mb_pairs),
+		       churn_text(step, sizeof(step), s->hot_churn_step, st->step_pairs));
 	}
 }
 
@@ -479,16 +498,18 @@ static json_t *json_stats(const struct rlb_trace_stats *st)
 	json_object_set_new(j, "gpu_max_mean_per_micro_batch", json_dist(&st->mb_gpu));
 	json_object_set_new(j, "node_max_mean_per_micro_batch", json_dist(&st->mb_node));
 	json_object_set_new(j, "gpu_max_mean_per_step", json_dist(&st->step_gpu));
-	json_object_set_new(j, "hot_churn_micro_batch", json_real(st->hot_churn_mb));
-	json_object_set_new(j, "hot_churn_step", json_real(st->hot_churn_step));
+	json_object_set_new(j, "hot_churn_micro_batch", churn_json(st->hot_churn_mb, st->mb_pairs));
+	json_object_set_new(j, "hot_churn_step", churn_json(st->hot_churn_step, st->step_pairs));
 	for (l = 0; l < st->layers; l++) {
 		const struct rlb_layer_stats *s = &st->layer[l];
 
-		json_array_append_new(layers, json_pack("{sI so so sf sf}", "layer", (json_int_t)l,
+		json_array_append_new(layers, json_pack("{sI so so so so}", "layer", (json_int_t)l,
 							"gpu_max_mean_per_micro_batch", json_dist(&s->mb_gpu),
 							"gpu_max_mean_per_step", json_dist(&s->step_gpu),
-							"hot_churn_micro_batch", s->hot_churn_mb,
-							"hot_churn_step", s->hot_churn_step));
+							"hot_churn_micro_batch",
+							churn_json(s->hot_churn_mb, st->mb_pairs),
+							"hot_churn_step",
+							churn_json(s->hot_churn_step, st->step_pairs)));
 	}
 	json_object_set_new(j, "layers", layers);
 	return j;

@@ -80,6 +80,13 @@ run inspect --json --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 1: "$tiny"
 expect_status 0
 expect_out '"pack": "in-order"'
 expect_out '"gpu_max_mean_per_micro_batch"'
+# One step of one micro-batch: no pair to tell a churn, not 0%.
+expect_out '"hot_churn_micro_batch": null'
+expect_out '"hot_churn_step": null'
+run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 1 "$tiny"
+expect_status 0
+expect_out "hot-expert churn: n/a between micro-batches, n/a between steps"
+expect_out "    0   2.000   2.000   2.000   2.000     2.000     2.000       n/a         n/a"
 
 run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 5:9 "$tiny"
 expect_status 1
