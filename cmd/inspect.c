@@ -450,8 +450,8 @@ static void print_stats(const struct rlb_trace_stats *st)
 	uint32_t l;
 
 	printf("stats:          pack %s, EP %" PRIu32 " (%" PRIu32 " node%s), %" PRIu32
-	       " tokens per GPU per micro-batch\n", rlb_pack_name(st->pack), st->ranks,
-	       st->nodes, cmd_s(st->nodes), st->mb_tokens);
+	       " token%s per GPU per micro-batch\n", rlb_pack_name(st->pack), st->ranks,
+	       st->nodes, cmd_s(st->nodes), st->mb_tokens, cmd_s(st->mb_tokens));
 	printf("micro-batches:  %" PRIu64 " over %" PRIu64 " step%s\n", st->micro_batches,
 	       st->steps, cmd_s(st->steps));
 	print_dist("prompts per micro-batch:", &st->prompts_per_mb, 1);

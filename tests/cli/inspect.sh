@@ -87,6 +87,9 @@ run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 1 "$tiny"
 expect_status 0
 expect_out "hot-expert churn: n/a between micro-batches, n/a between steps"
 expect_out "    0   2.000   2.000   2.000   2.000     2.000     2.000       n/a         n/a"
+run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --set parallel.micro_batch_tokens=1 "$tiny"
+expect_status 0
+expect_out "stats:          pack in-order, EP 4 (2 nodes), 1 token per GPU per micro-batch"
 
 run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 5:9 "$tiny"
 expect_status 1
