@@ -24,7 +24,7 @@ static const char usage[] =
 	"      --from FORMAT    import FORMAT: sglang, vllm, megatron or jsonl; INPUT is a\n"
 	"                       file, a directory (vllm, megatron) or - for stdin\n"
 	"                       (not vllm)\n"
-	"      --sorted         store each token's ids sorted (smaller; drops the engine's order)\n"
+	"      --sorted         store each token's ids sorted (usually smaller; drops the engine's order)\n"
 	"      --gates          keep gate weights (sglang, jsonl: every record must have them)\n"
 	"      --step N         step id of every record (default: the input's, else 0)\n"
 	"      --group N        prompt group of every record (default: the input's)\n"
