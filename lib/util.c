@@ -204,14 +204,30 @@ void rlb_atomic_abort(struct rlb_atomic_file *af)
 	memset(af, 0, sizeof(*af));
 }
 
+/*
+ * The base of a number as the command line writes it: hexadecimal after
+ * 0x, else decimal (010 is ten, not octal eight); 0 when it starts with
+ * a space, which strtoull would skip.
+ */
+static int num_base(const char *s)
+{
+	if (*s == ' ' || *s == '\t' || *s == '\n')
+		return 0;
+	if (*s == '-' || *s == '+')
+		s++;
+	return s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+}
+
 int rlb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 		  const char *what, struct rlb_err *err)
 {
-	char *end;
-	long long v;
+	int base = num_base(s);
+	char *end = (char *)s;
+	long long v = 0;
 
 	errno = 0;
-	v = strtoll(s, &end, 0);
+	if (base)
+		v = strtoll(s, &end, base);
 	if (end == s || *end != '\0')
 		return rlb_err_set(err, RLB_EPARSE,
 				   "%s: expected an integer, got '%s'", what, s);
@@ -226,18 +242,17 @@ int rlb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 		  const char *what, struct rlb_err *err)
 {
-	char *end;
-	unsigned long long v;
-	const char *p = s;
+	int base = num_base(s);
+	char *end = (char *)s;
+	unsigned long long v = 0;
 
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == '-')
+	if (*s == '-')
 		return rlb_err_set(err, RLB_ERANGE,
 				   "%s: %s is out of range [%" PRIu64 ", %" PRIu64 "]",
 				   what, s, min, max);
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	if (base)
+		v = strtoull(s, &end, base);
 	if (end == s || *end != '\0')
 		return rlb_err_set(err, RLB_EPARSE,
 				   "%s: expected a non-negative integer, got '%s'",

@@ -66,9 +66,10 @@ void rlb_atomic_remove_all(void);
 uint64_t rlb_fnv1a(uint64_t h, const void *p, size_t n);
 
 /*
- * Parse a whole string as a number within [min, max].  Returns 0, or
- * RLB_EPARSE (not a number, trailing junk) / RLB_ERANGE with a message
- * naming `what`.
+ * Parse a whole string as a number within [min, max]: decimal (leading
+ * zeros too), or hexadecimal after 0x.  Returns 0, or RLB_EPARSE (not a
+ * number, leading space, trailing junk) / RLB_ERANGE with a message naming
+ * `what`.
  */
 int rlb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 		  const char *what, struct rlb_err *err);

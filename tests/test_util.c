@@ -46,6 +46,13 @@ START_TEST(test_parse_numbers)
 	ck_assert_int_eq(rlb_parse_u64("", 0, 10, &u, "u", &err), RLB_EPARSE);
 	ck_assert_int_eq(rlb_parse_u64("0x10", 0, 100, &u, "u", &err), 0);
 	ck_assert_uint_eq(u, 16);
+	/* leading zeros are decimal, not octal; no leading space */
+	ck_assert_int_eq(rlb_parse_u64("010", 0, 100, &u, "u", &err), 0);
+	ck_assert_uint_eq(u, 10);
+	ck_assert_int_eq(rlb_parse_i64("-010", -100, 100, &i, "n", &err), 0);
+	ck_assert_int_eq(i, -10);
+	ck_assert_int_eq(rlb_parse_u64(" 1", 0, 100, &u, "u", &err), RLB_EPARSE);
+	ck_assert_int_eq(rlb_parse_i64(" 1", 0, 100, &i, "n", &err), RLB_EPARSE);
 	ck_assert_int_eq(rlb_parse_double("0.5", 0, 1, &d, "f", &err), 0);
 	ck_assert_double_eq(d, 0.5);
 	ck_assert_int_eq(rlb_parse_double("nan", 0, 1, &d, "f", &err), RLB_EPARSE);
