@@ -262,6 +262,7 @@ int cmd_check_outputs(const char *name, const char *usage,
 		const char *p = out[i].path, *slash;
 		char dir[4096];
 		struct stat st;
+		size_t len;
 
 		if (!p || !strcmp(p, "-"))
 			continue;
@@ -277,8 +278,14 @@ int cmd_check_outputs(const char *name, const char *usage,
 					   out[i].what, p);
 			return EXIT_FAIL;
 		}
-		slash = strrchr(p, '/');
-		if (!slash || slash == p || (size_t)(slash - p) >= sizeof(dir))
+		/* a directory's trailing slashes name it: "charts/" is in "." */
+		len = strlen(p);
+		while (out[i].kind == CMD_OUT_DIR && len > 1 && p[len - 1] == '/')
+			len--;
+		for (slash = NULL; len > 1 && !slash; len--)
+			if (p[len - 1] == '/')
+				slash = p + len - 1;
+		if (!slash || (size_t)(slash - p) >= sizeof(dir))
 			continue;
 		memcpy(dir, p, (size_t)(slash - p));
 		dir[slash - p] = '\0';

@@ -480,8 +480,9 @@ static int write_outputs(const struct opts *o, const struct rlb_report *rep,
 		}
 	}
 	if (o->svg)
-		fprintf(stderr, "relibra report: %zu chart%s written to %s/\n", n,
-			n == 1 ? "" : "s", o->svg);
+		fprintf(stderr, "relibra report: %zu chart%s written to %s%s\n", n,
+			n == 1 ? "" : "s", o->svg,
+			*o->svg && o->svg[strlen(o->svg) - 1] == '/' ? "" : "/");
 	if (o->html)
 		fprintf(stderr, "relibra report: HTML report written to %s\n", o->html);
 	return EXIT_OK;

@@ -159,6 +159,11 @@ expect_err "relibra report: --html 'nodir/r.html': no directory 'nodir'"
 run report -c "$cfg" --trace tiny.rrt --policies static --svg nodir/charts
 expect_status 1
 expect_empty out
+# a trailing slash names the directory, created in "." (README: --svg charts/)
+run report -c "$cfg" --trace tiny.rrt --policies static --svg slashcharts/
+expect_status 0
+expect_err "relibra report: 5 charts written to slashcharts/"
+[ -e slashcharts/tokens.svg ] || fail "--svg slashcharts/ wrote no tokens.svg"
 # A chart that cannot be written leaves none of them, nor -o.
 mkdir -p part part/heatmap.svg.tmp
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra -o part.txt --svg part
