@@ -49,7 +49,10 @@ static const char usage[] =
 	"  --threads N          threads that simulate the plans and reorder the layers\n"
 	"                       (default 0: one per CPU)\n"
 	"  --eplb-weights FILE  run DeepSeek EPLB on a [layers][experts] JSON weight\n"
-	"                       matrix and print phy2log/log2phy/logcnt\n";
+	"                       matrix and print phy2log/log2phy/logcnt\n"
+	"  --slots P, --groups G, --nodes N, --gpus X\n"
+	"                       its physical slots, expert groups, nodes and GPUs\n"
+	"  -h, --help           show this help\n";
 
 enum {
 	OPT_POLICY = CMD_OPT_SET + 1, OPT_SUMMARY, OPT_JSON, OPT_NO_TIMING,

@@ -39,7 +39,8 @@ static const char usage[] =
 	"  --layer L            MoE layer of the micro-batch chart (default: the most\n"
 	"                       imbalanced under static)\n"
 	"  --threads N          threads that simulate the plans and reorder the layers\n"
-	"                       (default 0: one per CPU)\n";
+	"                       (default 0: one per CPU)\n"
+	"  -h, --help           show this help\n";
 
 enum {
 	OPT_TRACE = CMD_OPT_SET + 1, OPT_POLICIES, OPT_SWEEP, OPT_STEPS, OPT_PACK,

@@ -33,6 +33,7 @@ static const char usage[] =
 	"                       weights or losses differ by more than 1e-5 (cpu), 1e-2 (cuda)\n"
 	"  --virtual-ranks N    run N ranks in this process (no MPI)\n"
 	"  -o, --output METRICS write the measurements as JSON (relibra.result/1)\n"
+	"  -h, --help           show this help\n"
 	"\n"
 	"Launch one rank per GPU: mpirun -np EP_SIZE relibra train-step ...\n";
 
