@@ -22,7 +22,7 @@ static const char usage[] =
 	"  --schedule           the micro-batch schedule as relibra.schedule/1 JSON: a\n"
 	"                       plan's own, or a trace's under the config (needs -c)\n"
 	"  --steps A:B          only steps A..B (A: and :B allowed) for --dump, --stats\n"
-	"                       and --schedule\n"
+	"                       and --schedule; a trace's summary adds a line for them\n"
 	"  -c, --config CONFIG  YAML config for --stats and --schedule; its model must\n"
 	"                       match the trace\n"
 	"      --set KEY=VALUE  override one config key\n"
