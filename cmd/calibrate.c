@@ -136,7 +136,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind]);
-	if (!o->cfg.path && o->cfg.nsets == 0)
+	if (!o->cfg.path)
 		return cmd_usage_error(NAME, usage, "-c CONFIG is required");
 	if (o->name && strlen(o->name) >= RLB_NAME_MAX)
 		return cmd_usage_error(NAME, usage, "--name is longer than %d bytes",

@@ -14,7 +14,7 @@ cfg="$CONFIGS/tiny-2x2.yaml"
 run calibrate -h
 expect_status 0
 expect_out "usage: relibra calibrate [-h] -c CONFIG"
-run calibrate
+run calibrate --set model.preset=qwen3-30b-a3b
 expect_status 2
 expect_err "relibra calibrate: -c CONFIG is required"
 run calibrate -c "$cfg" --rows 100:200
