@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capture.h"
 
@@ -286,6 +287,18 @@ static int gen_model(struct gen *g, struct rlb_err *err)
 	int ret = 0;
 
 	rng_seed(&r, g->seed, RS_MODEL, 0, 0);
+	{
+		/* more than the machine's memory would end in the OOM killer */
+		double need = (double)le * (double)(sizeof(*g->base) + sizeof(*g->base_p) +
+						     sizeof(*g->perm) + sizeof(*g->innov)) +
+			      (double)g->T * (double)le * sizeof(*g->topic);
+		long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+		if (pages > 0 && psize > 0 && need > (double)pages * (double)psize)
+			return rlb_err_set(err, RLB_ENOMEM,
+					   "synthetic: the preference tables of %u topics x %u layers x %u experts need %.1f GB, more than the machine's %.1f GB (lower workload.topics)",
+					   g->T, L, E, need / 1e9, (double)pages * psize / 1e9);
+	}
 	g->base = calloc(le, sizeof(*g->base));
 	g->base_p = calloc(le, sizeof(*g->base_p));
 	g->perm = calloc(le, sizeof(*g->perm));

@@ -218,6 +218,12 @@ expect_err "relibra capture: -o 'adir' is a directory"
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o nodir/x.rrt
 expect_status 1
 expect_err "relibra capture: -o 'nodir/x.rrt': no directory 'nodir'"
+# a workload whose tables exceed the machine's memory fails at once
+run capture -c "$CONFIGS/tiny-2x2.yaml" --set model.experts=65532 --set model.moe_layers=1024 \
+	--set workload.topics=4096 --synthetic -o huge.rrt
+expect_status 1
+expect_err "relibra capture: synthetic: the preference tables of 4096 topics x 1024 layers x 65532 experts need 1101.3 GB, more than the machine's"
+[ ! -e huge.rrt ] && [ ! -e huge.rrt.tmp ] || fail "a failed capture left huge.rrt"
 # the trace is read back once written: a FIFO or a device will not do
 mkfifo fifo
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o fifo
