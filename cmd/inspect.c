@@ -421,12 +421,10 @@ static int check_shape(const struct opts *o, const struct rlb_config *cfg,
 	return 0;
 }
 
-static void print_dist(const char *what, const struct rlb_dist *d, int p90)
+static void print_dist(const char *what, const struct rlb_dist *d)
 {
-	printf("%-42s mean %.3f  p50 %.3f", what, d->mean, d->p50);
-	if (p90)
-		printf("  p90 %.3f", d->p90);
-	printf("  p99 %.3f  max %.3f\n", d->p99, d->max);
+	printf("%-42s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", what,
+	       d->mean, d->p50, d->p90, d->p99, d->max);
 }
 
 /* A churn as text: "n/a" when there was no pair to compare. */
@@ -454,11 +452,11 @@ static void print_stats(const struct rlb_trace_stats *st)
 	       st->nodes, cmd_s(st->nodes), st->mb_tokens, cmd_s(st->mb_tokens));
 	printf("micro-batches:  %" PRIu64 " over %" PRIu64 " step%s\n", st->micro_batches,
 	       st->steps, cmd_s(st->steps));
-	print_dist("prompts per micro-batch:", &st->prompts_per_mb, 1);
-	print_dist("rank tokens max/mean per micro-batch:", &st->rank_tokens_mb, 1);
-	print_dist("GPU max/mean per (micro-batch, layer):", &st->mb_gpu, 1);
-	print_dist("node max/mean per (micro-batch, layer):", &st->mb_node, 0);
-	print_dist("step GPU max/mean per (step, layer):", &st->step_gpu, 0);
+	print_dist("prompts per micro-batch:", &st->prompts_per_mb);
+	print_dist("rank tokens max/mean per micro-batch:", &st->rank_tokens_mb);
+	print_dist("GPU max/mean per (micro-batch, layer):", &st->mb_gpu);
+	print_dist("node max/mean per (micro-batch, layer):", &st->mb_node);
+	print_dist("step GPU max/mean per (step, layer):", &st->step_gpu);
 	printf("hot-expert churn: %s between micro-batches, %s between steps\n",
 	       churn_text(mb, sizeof(mb), st->hot_churn_mb, st->mb_pairs),
 	       churn_text(step, sizeof(step), st->hot_churn_step, st->step_pairs));
