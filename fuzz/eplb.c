@@ -47,6 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t layers, experts;
 	char head[64];
 
+	/* released below also when the size check skips the rebalance */
+	memset(&res, 0, sizeof(res));
 	if (nl) {
 		memcpy(head, data, (size_t)(nl - data));
 		head[nl - data] = '\0';
