@@ -3,6 +3,7 @@
  * sort, clocks.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -211,7 +212,7 @@ void rlb_atomic_abort(struct rlb_atomic_file *af)
  */
 static int num_base(const char *s)
 {
-	if (*s == ' ' || *s == '\t' || *s == '\n')
+	if (isspace((unsigned char)*s))
 		return 0;
 	if (*s == '-' || *s == '+')
 		s++;

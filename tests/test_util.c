@@ -53,6 +53,8 @@ START_TEST(test_parse_numbers)
 	ck_assert_int_eq(i, -10);
 	ck_assert_int_eq(rlb_parse_u64(" 1", 0, 100, &u, "u", &err), RLB_EPARSE);
 	ck_assert_int_eq(rlb_parse_i64(" 1", 0, 100, &i, "n", &err), RLB_EPARSE);
+	ck_assert_int_eq(rlb_parse_u64("\v5", 0, 100, &u, "u", &err), RLB_EPARSE);
+	ck_assert_int_eq(rlb_parse_u64("\r5", 0, 100, &u, "u", &err), RLB_EPARSE);
 	ck_assert_int_eq(rlb_parse_double("0.5", 0, 1, &d, "f", &err), 0);
 	ck_assert_double_eq(d, 0.5);
 	ck_assert_int_eq(rlb_parse_double("nan", 0, 1, &d, "f", &err), RLB_EPARSE);
