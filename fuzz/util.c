@@ -88,7 +88,10 @@ size_t fuzz_zstd_frame(const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
 	return z;
 }
 
-/* Every imported sequence must fit the model the importer was given. */
+/*
+ * Every imported sequence must fit the model the importer was given, and
+ * its gates (with --gates) be what the trace format allows.
+ */
 static int check_seq(void *ctx, const struct rlb_seq *seq, struct rlb_err *err)
 {
 	const struct rlb_config *cfg = ctx;
@@ -96,7 +99,8 @@ static int check_seq(void *ctx, const struct rlb_seq *seq, struct rlb_err *err)
 
 	(void)err;
 	for (i = 0; i < n; i++)
-		if (seq->ids[i] >= cfg->model.experts)
+		if (seq->ids[i] >= cfg->model.experts ||
+		    (seq->gates && !rlb_trace_gate_ok(seq->gates[i])))
 			abort();
 	return 0;
 }
@@ -117,6 +121,8 @@ void fuzz_import(const uint8_t *data, size_t size, enum rlb_import_format f,
 	o.format = f;
 	o.step = -1;
 	o.group = -1;
+	/* odd-sized inputs of the formats that carry gates keep them */
+	o.gates = (f == RLB_IMPORT_JSONL || f == RLB_IMPORT_SGLANG) && (size & 1);
 	(void)rlb_import_to_sink(&o, fuzz_file(data, size, name), &cfg, check_seq,
 				 &cfg, NULL, NULL, &err);
 }
