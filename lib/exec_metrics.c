@@ -4,7 +4,6 @@
  * measured critical path, and the result JSON ("relibra.result/1", kind
  * "train-step", documented in relibra(1), RESULT FILES).
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,12 +183,6 @@ void rlb_exec_summary(const struct rlb_exec *ex, struct rlb_exec_summary *s)
 	}
 }
 
-/* A number that may not be finite (a diverged loss, a failed check): null. */
-static json_t *real_or_null(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 static json_t *cells_json(const struct rlb_exec *ex,
 			  const struct exec_step_record *rec)
 {
@@ -254,7 +247,7 @@ static json_t *steps_json(const struct rlb_exec *ex)
 			      "step", (json_int_t)rec->step,
 			      "micro_batches", (json_int_t)rec->micro_batches,
 			      "tokens", (json_int_t)rec->tokens,
-			      "loss", real_or_null(ex->losses[i]),
+			      "loss", rlb_json_real_or_null(ex->losses[i]),
 			      "wall_s", rec->wall_s,
 			      "tokens_per_s", rec->wall_s > 0 ? rec->tokens / rec->wall_s : 0,
 			      "critical_path_s", rec->critical_path_s,
@@ -367,17 +360,17 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 	json_object_set_new(j, "expert_rows_per_step", json_real(rows / n));
 	json_object_set_new(j, "loss",
 			    json_pack("{s:o, s:o}",
-				      "first", real_or_null(ex->nsteps ? ex->losses[0] : 0),
-				      "last", real_or_null(ex->nsteps ? ex->losses[ex->nsteps - 1] : 0)));
+				      "first", rlb_json_real_or_null(ex->nsteps ? ex->losses[0] : 0),
+				      "last", rlb_json_real_or_null(ex->nsteps ? ex->losses[ex->nsteps - 1] : 0)));
 	if (ex->verify.done)
 		json_object_set_new(j, "verify",
 				    json_pack("{s:b, s:f, s:o, s:f, s:s, s:o, s:I}",
 					      "ok", ex->verify.ok,
 					      "tolerance", ex->o.verify_tol,
-					      "max_rel_weight", real_or_null(ex->verify.max_rel_weight),
+					      "max_rel_weight", rlb_json_real_or_null(ex->verify.max_rel_weight),
 					      "weight_outliers", ex->verify.weight_outliers,
 					      "worst_tensor", ex->verify.worst,
-					      "max_rel_loss", real_or_null(ex->verify.max_rel_loss),
+					      "max_rel_loss", rlb_json_real_or_null(ex->verify.max_rel_loss),
 					      "worst_loss_step", (json_int_t)ex->verify.worst_loss_step));
 	json_object_set_new(j, "per_step", steps_json(ex));
 	return j;

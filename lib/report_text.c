@@ -625,17 +625,12 @@ static void write_csv(const struct rlb_report *r, FILE *fp)
 	}
 }
 
-static json_t *jnum(double v)
-{
-	return isnan(v) ? json_null() : json_real(v);
-}
-
 /* Counts as integers when they are whole (they are read as numbers). */
 static json_t *jcount(double v)
 {
 	if (!isnan(v) && v == floor(v) && fabs(v) < 9e15)
 		return json_integer((json_int_t)v);
-	return jnum(v);
+	return rlb_json_real_or_null(v);
 }
 
 static json_t *jstr(const char *s)
@@ -674,24 +669,24 @@ static json_t *row_json(const struct rlb_report *r, size_t i)
 
 	for (p = 1; bd && p < RLB_PART_COUNT; p++)
 		json_object_set_new(bd, rlb_report_part_key((enum rlb_report_part)p),
-				    jnum(w->breakdown[p]));
+				    rlb_json_real_or_null(w->breakdown[p]));
 	j = json_pack("{s:I, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		      "group", (json_int_t)w->group + 1,
 		      "sweep_value", jstr(w->sweep_value),
 		      "source", jstr(w->source), "kind", kind_name(w->kind),
 		      "policy", jstr(w->policy), "label", jstr(w->label),
 		      "steps", jcount(w->steps), "tokens", jcount(w->tokens),
-		      "step_time_s", jnum(w->step_time_s),
-		      "tokens_per_s", jnum(w->tokens_per_s),
-		      "speedup_over_static", jnum(w->x_static),
-		      "speedup_over_eplb_oracle", jnum(w->x_eplb_oracle),
-		      "fraction_of_ideal", jnum(w->fraction_of_ideal),
-		      "gpu_max_mean_p50", jnum(w->gpu_p50),
-		      "gpu_max_mean_p99", jnum(w->gpu_p99),
+		      "step_time_s", rlb_json_real_or_null(w->step_time_s),
+		      "tokens_per_s", rlb_json_real_or_null(w->tokens_per_s),
+		      "speedup_over_static", rlb_json_real_or_null(w->x_static),
+		      "speedup_over_eplb_oracle", rlb_json_real_or_null(w->x_eplb_oracle),
+		      "fraction_of_ideal", rlb_json_real_or_null(w->fraction_of_ideal),
+		      "gpu_max_mean_p50", rlb_json_real_or_null(w->gpu_p50),
+		      "gpu_max_mean_p99", rlb_json_real_or_null(w->gpu_p99),
 		      "replicas", jcount(w->replicas),
 		      "migrated_experts", jcount(w->migrated_experts),
 		      "breakdown", bd,
-		      "ideal_step_time_s", jnum(w->ideal_step_time_s));
+		      "ideal_step_time_s", rlb_json_real_or_null(w->ideal_step_time_s));
 	s = rlb_report_simulated_of(r, i);
 	if (j && s >= 0) {
 		const struct rlb_report_row *sim = &r->rows[s];
@@ -705,9 +700,9 @@ static json_t *row_json(const struct rlb_report *r, size_t i)
 				continue;
 			json_object_set_new(mvs, rlb_report_part_key((enum rlb_report_part)p),
 					    json_pack("{s:o, s:o, s:o}",
-						      "measured", jnum(mv),
-						      "simulated", jnum(sv),
-						      "ratio", jnum(sv > 0 ? mv / sv : NAN)));
+						      "measured", rlb_json_real_or_null(mv),
+						      "simulated", rlb_json_real_or_null(sv),
+						      "ratio", rlb_json_real_or_null(sv > 0 ? mv / sv : NAN)));
 		}
 		json_object_set_new(j, "measured_vs_simulated", mvs);
 	}

@@ -370,6 +370,11 @@ int rlb_utf8_ok(const char *s)
 	return 1;
 }
 
+json_t *rlb_json_real_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
 json_t *rlb_json_text(const char *s)
 {
 	size_t n, len = strlen(s), k = 0;

@@ -108,6 +108,11 @@ size_t rlb_utf8_len(const char *s);
  */
 struct json_t;
 struct json_t *rlb_json_text(const char *s);
+/*
+ * A JSON number, or null when v is not finite (JSON has no NaN or
+ * infinity).  NULL when out of memory.
+ */
+struct json_t *rlb_json_real_or_null(double v);
 
 /* Monotonic and thread CPU clocks in nanoseconds. */
 uint64_t rlb_now_ns(void);
