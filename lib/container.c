@@ -21,7 +21,8 @@ int rlb_rrt_open(const char *path, const char *kind, int *fd,
 	struct stat st;
 
 	*file_bytes = 0;
-	*fd = open(path, O_RDONLY);
+	/* O_NONBLOCK: opening a FIFO would wait for a writer; it is refused */
+	*fd = open(path, O_RDONLY | O_NONBLOCK);
 	if (*fd < 0)
 		return rlb_err_errno(err, RLB_EIO, "cannot open %s '%s'", kind, path);
 	if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode))

@@ -60,6 +60,14 @@ static int select_steps(struct rlb_exec *ex, struct rlb_err *err)
 	if (ex->nsteps == 0)
 		return rlb_trace_no_step_err(ex->tr, steps, n, ex->o.first_step,
 					     ex->o.last_step, err);
+	for (i = 0; ex->o.fault && i < ex->nsteps &&
+		    ex->steps[i] != ex->o.fault_step; i++)
+		;
+	if (ex->o.fault && i == ex->nsteps)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "the injected fault's step %u is not among the steps run (%u to %u)",
+				   ex->o.fault_step, ex->steps[0],
+				   ex->steps[ex->nsteps - 1]);
 	return 0;
 }
 

@@ -247,7 +247,7 @@ int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 	char *end = (char *)s;
 	unsigned long long v = 0;
 
-	if (*s == '-')
+	if (*s == '-' && isdigit((unsigned char)s[1]))	/* not "--plan" */
 		return rlb_err_set(err, RLB_ERANGE,
 				   "%s: %s is out of range [%" PRIu64 ", %" PRIu64 "]",
 				   what, s, min, max);

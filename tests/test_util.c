@@ -44,6 +44,9 @@ START_TEST(test_parse_numbers)
 	ck_assert_int_eq(rlb_parse_i64("101", -100, 100, &i, "n", &err), RLB_ERANGE);
 	ck_assert_int_eq(rlb_parse_u64("-1", 0, 10, &u, "u", &err), RLB_ERANGE);
 	ck_assert_int_eq(rlb_parse_u64("", 0, 10, &u, "u", &err), RLB_EPARSE);
+	/* an option where a number was expected: not a number, not "out of range" */
+	ck_assert_int_eq(rlb_parse_u64("--plan", 0, 10, &u, "u", &err), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "u: expected a non-negative integer, got '--plan'");
 	ck_assert_int_eq(rlb_parse_u64("0x10", 0, 100, &u, "u", &err), 0);
 	ck_assert_uint_eq(u, 16);
 	/* leading zeros are decimal, not octal; no leading space */

@@ -176,6 +176,16 @@ grep -q '"schema": "relibra.result/1"' from-fifo || fail "--summary FIFO: no sum
 	fail "--summary FILE > FILE: exit $?: $(cat err)"
 grep -q '"schema": "relibra.result/1"' both.txt || fail "--summary FILE > FILE: no summary"
 grep -q '^relibra plan: ' both.txt || fail "--summary FILE > FILE: no table"
+# A FIFO as the trace or the plan is refused at once, not waited on.
+timeout 20 "$RELIBRA" plan -c "$cfg" fifo > out 2> err
+status=$?
+expect_status 1
+expect_err "relibra plan: cannot read trace 'fifo': not a regular file"
+"$RELIBRA" plan -c "$cfg" -o p.rlp t.rrt > out 2> err || fail "plan: $(cat err)"
+timeout 20 "$RELIBRA" train-step -c "$cfg" --virtual-ranks 4 --plan fifo --trace t.rrt > out 2> err
+status=$?
+expect_status 1
+expect_err "cannot read plan 'fifo': not a regular file"
 cp t.rrt same.rrt
 run plan -c "$cfg" -o same.rrt same.rrt
 expect_status 2

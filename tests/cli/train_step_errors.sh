@@ -67,6 +67,11 @@ RELIBRA_FAULT=rank:9:step:0 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan
 status=$?
 expect_status 1
 expect_err "relibra train-step: RELIBRA_FAULT: rank 9 is not below the 4 ranks"
+RELIBRA_FAULT=rank:1:step:1 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp \
+	--virtual-ranks 4 --steps 0:0 > out 2> err
+status=$?
+expect_status 1
+expect_err "the injected fault's step 1 is not among the steps run (0 to 0)"
 RELIBRA_TIMEOUT=soon "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp \
 	--virtual-ranks 4 > out 2> err
 status=$?
