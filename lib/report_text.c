@@ -571,7 +571,8 @@ static void write_csv(const struct rlb_report *r, FILE *fp)
 	size_t i, p;
 
 	fputs("group,sweep_key,sweep_value,model,cluster,nodes,gpus_per_node,"
-	      "ep_size,micro_batch_tokens,pack,trace_hash,source,kind,policy,"
+	      "ep_size,micro_batch_tokens,pack,trace_hash,first_step,last_step,"
+	      "source,kind,policy,"
 	      "label,steps,tokens,step_time_s,tokens_per_s,speedup_over_static,"
 	      "speedup_over_eplb_oracle,fraction_of_ideal,gpu_max_mean_p50,"
 	      "gpu_max_mean_p99,replicas,migrated_experts", fp);
@@ -595,6 +596,10 @@ static void write_csv(const struct rlb_report *r, FILE *fp)
 		csv_str(fp, g->pack);
 		fputc(',', fp);
 		csv_str(fp, g->trace_hash);
+		fputc(',', fp);
+		csv_num(fp, g->first_step);
+		fputc(',', fp);
+		csv_num(fp, g->last_step);
 		fputc(',', fp);
 		csv_str(fp, w->source);
 		fprintf(fp, ",%s,", kind_name(w->kind));

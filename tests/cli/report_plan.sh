@@ -16,23 +16,25 @@ for p in static eplb eplb-oracle replicate relibra ideal; do
 done
 run report --format csv static.json eplb.json eplb-oracle.json replicate.json relibra.json ideal.json
 expect_status 0
-cut -d, -f1-11,13- out > files.csv
+cut -d, -f1-13,15- out > files.csv
 run report -c "$cfg" --trace tiny.rrt --format csv
 expect_status 0
 expect_empty err
-cut -d, -f1-11,13- out > inproc.csv
+cut -d, -f1-13,15- out > inproc.csv
 [ "$(wc -l < inproc.csv)" -eq 7 ] || fail "expected a header and 6 rows"
 diff -u files.csv inproc.csv || fail "in-process rows differ from plan --summary"
 run report -c "$cfg" --trace tiny.rrt --format csv --threads 4
 expect_status 0
-cut -d, -f1-11,13- out > threads.csv
+cut -d, -f1-13,15- out > threads.csv
 diff -u inproc.csv threads.csv || fail "--threads 4 changed the rows"
 
 # --policies and --steps
 run report -c "$cfg" --trace tiny.rrt --policies relibra,static --steps 1:2 --format csv
 expect_status 0
-[ "$(cut -d, -f14 out | tr '\n' ' ')" = "policy static relibra " ] || fail "--policies: $(cut -d, -f14 out)"
-[ "$(cut -d, -f16 out | sed -n 2p)" = 2 ] || fail "--steps 1:2 did not plan 2 steps"
+[ "$(cut -d, -f16 out | tr '\n' ' ')" = "policy static relibra " ] || fail "--policies: $(cut -d, -f16 out)"
+[ "$(cut -d, -f18 out | sed -n 2p)" = 2 ] || fail "--steps 1:2 did not plan 2 steps"
+[ "$(cut -d, -f12,13 out | sed -n 1p)" = first_step,last_step ] || fail "CSV header: $(sed -n 1p out)"
+[ "$(cut -d, -f12,13 out | sed -n 2p)" = 1,2 ] || fail "--steps 1:2: the CSV's step range is $(cut -d, -f12,13 out | sed -n 2p)"
 
 # a truncated trace: planned, with plan's warning about its last step
 head -c $(($(wc -c < tiny.rrt) - 100)) tiny.rrt > cut.rrt
@@ -50,12 +52,12 @@ run plan -c "$cfg" --policy relibra --no-reorder --summary nrp.json tiny.rrt
 expect_status 0
 run report --format csv static.json nrc.json nrp.json
 expect_status 0
-cut -d, -f1-11,13- out > opt-files.csv
+cut -d, -f1-13,15- out > opt-files.csv
 run report -c "$cfg" --trace tiny.rrt --format csv \
 	--policies static,relibra+colocate+no-replicate,relibra+no-reorder+colocate
 expect_status 0
 expect_empty err
-cut -d, -f1-11,13- out > opt-inproc.csv
+cut -d, -f1-13,15- out > opt-inproc.csv
 grep -q ',relibra --no-replicate --colocate,' opt-inproc.csv ||
 	fail "--policies relibra+colocate+no-replicate: no row labelled 'relibra --no-replicate --colocate'"
 # colocate acts through the reordering: without it the row is --no-reorder's
@@ -67,10 +69,10 @@ run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
 	--sweep balancer.replica_slots=0,2 --format csv
 expect_status 0
 [ "$(wc -l < out)" -eq 5 ] || fail "sweep: expected 4 rows"
-grep '^[0-9]*,balancer.replica_slots,2,' out | grep ',plan,relibra,' | cut -d, -f13- > sweep2.csv
+grep '^[0-9]*,balancer.replica_slots,2,' out | grep ',plan,relibra,' | cut -d, -f15- > sweep2.csv
 run plan -c "$cfg" --set balancer.replica_slots=2 --policy relibra --summary r2.json tiny.rrt
 run report --format csv r2.json
-sed -n 2p out | cut -d, -f13- > plan2.csv
+sed -n 2p out | cut -d, -f15- > plan2.csv
 diff -u plan2.csv sweep2.csv || fail "sweep value 2 differs from plan --set balancer.replica_slots=2"
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
 	--sweep parallel.micro_batch_tokens=256,512
