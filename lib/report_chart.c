@@ -764,7 +764,6 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 	return ret;
 }
 
-/* Write one chart to DIR/NAME.svg; *done 1 when written, 0 when no data. */
 /*
  * Write chart C of group G to its PATH.tmp in DIR and sync it; *have is
  * 0 (and af released) when the report has no data for the chart.
