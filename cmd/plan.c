@@ -388,9 +388,11 @@ static void print_table(const struct rlb_config *cfg,
 	       s->policy_time.grad_reduce_s * ms, s->policy_time.migration_s * ms,
 	       s->policy_time.planning_s * ms);
 	printf("replicas %" PRIu64 " (slot use %.1f%%), migrated experts %" PRIu64
-	       ", planner %.3f s, fraction of same-traffic ideal %.3f\n",
+	       " (to another node; %" PRIu64 " to another GPU of their node), "
+	       "planner %.3f s, fraction of same-traffic ideal %.3f\n",
 	       s->replicas, 100 * s->slot_use, s->migrated_experts,
-	       s->planner_ns / 1e9, s->fraction_of_same_traffic_ideal);
+	       s->moved_in_node, s->planner_ns / 1e9,
+	       s->fraction_of_same_traffic_ideal);
 }
 
 int cmd_plan(int argc, char **argv)

@@ -402,7 +402,7 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 	double speedup = s->policy_time.total_s > 0 ?
 		static_sum->policy_time.total_s / s->policy_time.total_s : 0;
 
-	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, s:o}, s:I, s:I, s:f, s:I, s:I, s:o}",
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, s:o}, s:I, s:I, s:f, s:I, s:I, s:I, s:o}",
 			 "step_time_s", s->step_time_s,
 			 "tokens_per_s", s->tokens_per_s,
 			 "fraction_of_ideal", s->fraction_of_ideal,
@@ -423,6 +423,7 @@ static json_t *figures_json(const struct rlb_sim_summary *s,
 			 "slot_use", s->slot_use,
 			 "replica_copies", (json_int_t)s->replica_copies,
 			 "migrated_experts", (json_int_t)s->migrated_experts,
+			 "moved_in_node", (json_int_t)s->moved_in_node,
 			 "bytes_per_step", bytes_json(&s->bytes, steps));
 }
 
@@ -437,7 +438,7 @@ static json_t *steps_json(const struct rlb_planner_policy *p)
 		double t = ps->sim.policy.total_s;
 
 		if (json_array_append_new(a, json_pack(
-			"{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:o, s:I, s:I}",
+			"{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:o, s:I, s:I, s:I}",
 			"step", (json_int_t)ps->sim.step,
 			"micro_batches", (json_int_t)ps->sim.micro_batches,
 			"tokens", (json_int_t)ps->sim.tokens,
@@ -447,7 +448,8 @@ static json_t *steps_json(const struct rlb_planner_policy *p)
 			"speedup_over_static", t > 0 ? ps->static_s / t : 0,
 			"breakdown", time_json(&ps->sim.policy, 1),
 			"replicas", (json_int_t)ps->sim.replicas,
-			"migrated_experts", (json_int_t)ps->sim.migrated_experts))) {
+			"migrated_experts", (json_int_t)ps->sim.migrated_experts,
+			"moved_in_node", (json_int_t)ps->sim.moved_in_node))) {
 			json_decref(a);
 			return NULL;
 		}

@@ -19,7 +19,8 @@ const char *const rlb_report_legend[] = {
 	"x static, x eplb-oracle: the baseline's step time over the result's;",
 	"of ideal: the ideal step time over the result's;",
 	"GPU p50, p99: busiest GPU's expert rows over the mean, per (micro-batch, layer);",
-	"replicas, migrated: totals over the steps; replication includes the replica gradient reduction.",
+	"replicas, migrated: totals over the steps (migrated: experts moved to another node);",
+	"replication includes the replica gradient reduction.",
 	NULL,
 };
 

@@ -30,6 +30,16 @@ got=$(awk '/"rank_tokens"/ { on = 1 } on && /"mean"/ { m = $2 } on && /"max"/ { 
 	fail "rank tokens max/mean: inspect --stats '$want', relibra.json '$got'"
 run plan -c "$cfg" --policy relibra t.rrt
 expect_out "rank tokens max/mean p50"
+# On one node every move is within the node: migration costs time, and
+# moved_in_node (not migrated_experts, which counts other nodes) says why.
+run plan -c "$cfg" --set cluster.nodes=1 --set cluster.gpus_per_node=4 --policy eplb \
+	--summary one-node.json t.rrt
+expect_status 0
+expect_out "migrated experts 0 (to another node; "
+grep -q '^  "migrated_experts": 0,$' one-node.json || fail "one node: migrated_experts is not 0"
+grep -q '^  "moved_in_node": [1-9][0-9]*,$' one-node.json || fail "one node: no expert moved_in_node"
+grep -m1 '"migration_s"' one-node.json | grep -q '"migration_s": 0\.0,' &&
+	fail "one node: the moves took no time"
 
 # Same inputs, byte-identical plan and summary (wall clock left out).
 for i in 1 2; do
