@@ -287,11 +287,13 @@ static int parse_index(struct rlb_trace_reader *r, uint64_t off,
 	const uint8_t *e;
 
 	if (len < RRT_I_FIXED + 4 || memcmp(p, RRT_INDEX_ID, 8) != 0)
-		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off, "bad magic");
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off + 8,
+				      "bad magic");
 	stored = rlb_get_u32(p + len - 4);
 	crc = rlb_rrt_crc32c(p, (size_t)len - 4);
 	if (!rrt_crc_ok(stored, crc))
-		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index", off,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step index",
+			      off + 8 + len - 4,
 			      "checksum mismatch (stored 0x%08x, computed 0x%08x)",
 			      stored, crc);
 	nf = rlb_get_u32(p + 8);

@@ -637,6 +637,53 @@ START_TEST(test_steps_without_index_defer_checksum)
 }
 END_TEST
 
+/*
+ * The step index's errors name the bad field, as the header's and the
+ * plan's do (SPEC.md section 8): its content magic at the index frame's
+ * offset + 8, a checksum mismatch at the CRC, its last 4 bytes.
+ */
+START_TEST(test_index_error_offsets)
+{
+	static const uint32_t lens[] = { 5, 90, 31 };
+	struct rlb_trace_header h;
+	struct rlb_trace_reader *r;
+	struct rlb_err err = {0};
+	struct layout lo;
+	struct tdata d;
+	char path[512], bad[512], want[128];
+	size_t n;
+	uint8_t *b;
+
+	make_header(&h, 16, 2, 2, 0);
+	tdata_gen(&d, &h, 6, 2, lens, 3, 5);
+	tpath(path, sizeof(path), "ixoff.rrt");
+	tpath(bad, sizeof(bad), "ixoff-bad.rrt");
+	write_trace(path, &d, 0, 0);
+	b = slurp(path, &n);
+	parse_layout(b, n, &lo);
+
+	b[lo.index_off + 8] ^= 0x01;		/* 'R' of RLBINDEX */
+	spit(bad, b, n);
+	b[lo.index_off + 8] ^= 0x01;
+	ck_assert_int_eq(rlb_trace_reader_open(&r, bad, &err), RLB_ECORRUPT);
+	snprintf(want, sizeof(want), "step index at offset %llu: bad magic",
+		 (unsigned long long)(lo.index_off + 8));
+	ck_assert_msg(strstr(err.msg, want) != NULL, "%s", err.msg);
+
+	b[lo.seek_off - 6] ^= 0x01;		/* last sequence entry */
+	spit(bad, b, n);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, bad, &err), RLB_ECORRUPT);
+	snprintf(want, sizeof(want), "step index at offset %llu: checksum mismatch",
+		 (unsigned long long)(lo.seek_off - 4));
+	ck_assert_msg(strstr(err.msg, want) != NULL, "%s", err.msg);
+
+	free(b);
+	unlink(bad);
+	unlink(path);
+	tdata_free(&d);
+}
+END_TEST
+
 START_TEST(test_empty_trace)
 {
 	struct rlb_trace_header h;
@@ -1718,6 +1765,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_many_steps_and_seek);
 	tcase_add_test(tc, test_step_seqs_with_and_without_index);
 	tcase_add_test(tc, test_steps_without_index_defer_checksum);
+	tcase_add_test(tc, test_index_error_offsets);
 	tcase_add_test(tc, test_empty_trace);
 	tcase_add_test(tc, test_append_validation);
 	tcase_add_test(tc, test_append_gate_extremes);
