@@ -450,6 +450,13 @@ START_TEST(test_hot_expert_replication)
 	REL_EQ(sst.policy.a2a_s, 4 * 8.68e-6);
 	REL_EQ(sst.policy.dense_s, 1.2288e-6);
 	REL_EQ(sst.policy.total_s, 131.7952e-6);
+	/*
+	 * The same-traffic ideal takes the policy's own all-to-all time (the
+	 * busiest GPU's 600 copies), not its copies at the mean volume
+	 * (400 per GPU, 6.12 us): docs/cost-model.md, "Baselines".
+	 */
+	REL_EQ(sst.same_traffic_ideal.a2a_s, 4 * 8.68e-6);
+	REL_EQ(sst.same_traffic_ideal.expert_s, 3 * 22.1184e-6);
 
 	rlb_sim_opts_for_policy(&o, RLB_POLICY_REPLICATE);
 	ck_assert_int_eq(rlb_sim_new(&rsim, &cfg, &o, &err), 0);
