@@ -399,26 +399,17 @@ static int dump(const struct opts *o, struct rlb_trace_reader *r, json_t *arr)
 	return 0;
 }
 
-/* The config's model must be the trace's. */
+/* The config's model must be the trace's, as plan checks it. */
 static int check_shape(const struct opts *o, const struct rlb_config *cfg,
 		       const struct rlb_trace_header *h)
 {
-	static const char *const names[] = {
-		"model.experts", "model.topk", "model.moe_layers", "model.first_dense_layers",
-	};
-	long long c[4] = { cfg->model.experts, cfg->model.topk, cfg->model.moe_layers,
-			   cfg->model.first_dense_layers };
-	long long t[4] = { h->experts, h->topk, h->moe_layers, h->first_dense_layers };
-	int i;
+	struct rlb_err err = {0};
 
-	for (i = 0; i < 4; i++) {
-		if (c[i] != t[i]) {
-			cmd_errorf(NAME, "config '%s' does not match trace '%s': %s is %lld in the config, %lld in the trace",
-				   o->cfg.path, o->path, names[i], c[i], t[i]);
-			return -1;
-		}
-	}
-	return 0;
+	if (rlb_planner_check_shape(h, cfg, &err) == 0)
+		return 0;
+	cmd_errorf(NAME, "%s (config '%s', trace '%s')", err.msg, o->cfg.path,
+		   o->path);
+	return -1;
 }
 
 static void print_dist(const char *what, const struct rlb_dist *d)

@@ -220,17 +220,18 @@ int rlb_planner_check_shape(const struct rlb_trace_header *h,
 {
 	static const char *const names[] = {
 		"model.experts", "model.topk", "model.moe_layers",
+		"model.first_dense_layers",
 	};
-	long long have[3], want[3];
-	int i;
+	const long long have[] = {
+		cfg->model.experts, cfg->model.topk, cfg->model.moe_layers,
+		cfg->model.first_dense_layers,
+	};
+	const long long want[] = {
+		h->experts, h->topk, h->moe_layers, h->first_dense_layers,
+	};
+	size_t i;
 
-	have[0] = cfg->model.experts;
-	have[1] = cfg->model.topk;
-	have[2] = cfg->model.moe_layers;
-	want[0] = h->experts;
-	want[1] = h->topk;
-	want[2] = h->moe_layers;
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (have[i] != want[i])
 			return rlb_err_set(err, RLB_EMISMATCH,
 					   "the config does not match the trace: '%s' is %lld in the config, %lld in the trace",

@@ -70,8 +70,8 @@ struct rlb_planner_opts {
 };
 
 /*
- * The config's model shape (experts, topk, moe_layers) must be the
- * trace's: RLB_EMISMATCH naming the first key that differs.
+ * The config's model shape (experts, topk, moe_layers, first_dense_layers)
+ * must be the trace's: RLB_EMISMATCH naming the first key that differs.
  */
 int rlb_planner_check_shape(const struct rlb_trace_header *h,
 			    const struct rlb_config *cfg, struct rlb_err *err);

@@ -65,11 +65,11 @@ expect_status 2
 expect_err "-c, --set and --pack go with --stats"
 run inspect --stats -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" "$tiny"
 expect_status 1
-expect_err "relibra inspect: config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml' does not match trace '$tiny': model.experts is 128 in the config, 16 in the trace"
+expect_err "relibra inspect: the config does not match the trace: 'model.experts' is 128 in the config, 16 in the trace (config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml', trace '$tiny')"
 expect_empty out
 run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --set model.topk=4 "$tiny"
 expect_status 1
-expect_err "model.topk is 4 in the config, 2 in the trace"
+expect_err "'model.topk' is 4 in the config, 2 in the trace"
 run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --pack ffd "$tiny"
 expect_status 0
 expect_out "stats:          pack ffd, EP 4 (2 nodes), 512 tokens per GPU per micro-batch"

@@ -291,6 +291,11 @@ run plan -c "$cfg" --set model.experts=32 --set model.topk=2 -o mm.rlp t.rrt
 expect_status 1
 expect_err "relibra plan: the config does not match the trace: 'model.experts' is 32 in the config, 16 in the trace (config '$cfg', trace 't.rrt')"
 [ ! -e mm.rlp ] && [ ! -e mm.rlp.tmp ] || fail "a refused plan left output"
+# The dense layers ahead of the MoE ones are the model's too (they cost
+# dense time): a config that differs from the trace is refused, as by inspect.
+run plan -c "$cfg" --set model.first_dense_layers=2 --set model.dense_ffn=128 t.rrt
+expect_status 1
+expect_err "relibra plan: the config does not match the trace: 'model.first_dense_layers' is 2 in the config, 0 in the trace"
 # A truncated trace (its step index and seek table cut off): planned, with
 # a warning that its last step may lack sequences, and marked in the summary.
 head -c $(($(wc -c < t.rrt) - 200)) t.rrt > cut.rrt

@@ -16,7 +16,7 @@ grep -q '^{"schema":"relibra.schedule/1","steps":\[{"step":0,"micro_batches":\[\
 # A config of another model is refused, as by --stats.
 run inspect --schedule -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" t.rrt
 expect_status 1
-expect_err "relibra inspect: config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml' does not match trace 't.rrt': model.experts is 128 in the config, 16 in the trace"
+expect_err "relibra inspect: the config does not match the trace: 'model.experts' is 128 in the config, 16 in the trace (config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml', trace 't.rrt')"
 [ -s out ] && fail "inspect --schedule printed a schedule for another model"
 run plan -c "$cfg" --policy relibra --no-timing -o a.rlp --json t.rrt
 expect_status 0
