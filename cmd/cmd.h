@@ -31,6 +31,15 @@ void cmd_error(const char *name, const struct rlb_err *err);
 void cmd_errorf(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Flush stdout: 0, or -1 when it or an earlier write to it failed, said
+ * once on stderr ("relibra NAME: cannot write to stdout: REASON"; NULL
+ * NAME for relibra itself).
+ */
+int cmd_flush_stdout(const char *name);
+/* Say that a write to stdout failed (err), once: as cmd_flush_stdout. */
+void cmd_stdout_error(const char *name, const struct rlb_err *err);
+
 /* Print a usage error, the usage string, and return EXIT_USAGE. */
 int cmd_usage_error(const char *name, const char *usage, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -2,6 +2,7 @@
  * common.c - helpers shared by the subcommands: error messages, the
  * options they all take, JSON output files, the progress line.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,34 @@ void cmd_errorf(const char *name, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+static int stdout_reported;
+
+int cmd_flush_stdout(const char *name)
+{
+	int e;
+
+	if (fflush(stdout) == 0) {
+		if (!ferror(stdout))
+			return 0;
+		errno = EIO;	/* an earlier write failed; its errno is gone */
+	}
+	e = errno;
+	if (!stdout_reported) {
+		cmd_progress_done();
+		fprintf(stderr, "relibra%s%s: cannot write to stdout: %s\n",
+			name ? " " : "", name ? name : "", strerror(e));
+	}
+	stdout_reported = 1;
+	return -1;
+}
+
+void cmd_stdout_error(const char *name, const struct rlb_err *err)
+{
+	if (!stdout_reported)
+		cmd_error(name, err);
+	stdout_reported = 1;
 }
 
 int cmd_usage_error(const char *name, const char *usage, const char *fmt, ...)

@@ -74,7 +74,7 @@ int cmd_config(int argc, char **argv)
 	if (cmd_config_load("config", &o, &cfg) < 0)
 		goto out;
 	if (rlb_config_write_yaml(&cfg, stdout, &err) < 0) {
-		cmd_error("config", &err);
+		cmd_stdout_error("config", &err);
 		goto out;
 	}
 	rc = EXIT_OK;

@@ -590,9 +590,7 @@ static int print_schedule(const struct opts *o, struct rlb_plan_reader *pr,
 		goto oom;
 	json_dumpf(doc, stdout, JSON_COMPACT);
 	putchar('\n');
-	ret = fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
-	if (ret != EXIT_OK)
-		cmd_errorf(NAME, "cannot write to stdout");
+	ret = cmd_flush_stdout(NAME) == 0 ? EXIT_OK : EXIT_FAIL;
 	goto done;
 oom:
 	rlb_err_set(&err, RLB_ENOMEM, "out of memory");
@@ -648,7 +646,9 @@ static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
 				 "steps_decoded", (json_int_t)steps,
 				 "error", rc < 0 ? rlb_json_text(err.msg) : json_null()));
 	printf("}\n");
-	if (fflush(stdout) != 0 || ret) {
+	if (cmd_flush_stdout(NAME) != 0)
+		return EXIT_FAIL;
+	if (ret) {
 		cmd_errorf(NAME, "cannot write to stdout");
 		return EXIT_FAIL;
 	}

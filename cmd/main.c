@@ -80,6 +80,17 @@ static void catch_signals(void)
 		sigaction(sigs[i], &sa, NULL);
 }
 
+/*
+ * A command that printed to stdout and returns success checks that it all
+ * reached the file: a full disk must not pass for a complete output.
+ */
+static int finish(const char *name, int ret)
+{
+	if (cmd_flush_stdout(name) != 0 && ret == EXIT_OK)
+		ret = EXIT_FAIL;
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	const struct command *c;
@@ -101,14 +112,14 @@ int main(int argc, char **argv)
 			usage(stdout);
 		else
 			version();
-		return EXIT_OK;
+		return finish(NULL, EXIT_OK);
 	}
 	if (!strcmp(argv[1], "help")) {
 		char *hargv[] = { NULL, "-h", NULL };
 
 		if (argc < 3) {
 			usage(stdout);
-			return EXIT_OK;
+			return finish(NULL, EXIT_OK);
 		}
 		c = find(argv[2]);
 		if (!c) {
@@ -117,7 +128,7 @@ int main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		hargv[0] = argv[2];
-		return c->fn(2, hargv);
+		return finish(c->name, c->fn(2, hargv));
 	}
 	if (argv[1][0] == '-') {
 		fprintf(stderr, "relibra: unknown option '%s'\n", argv[1]);
@@ -131,5 +142,5 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	catch_signals();
-	return c->fn(argc - 1, argv + 1);
+	return finish(c->name, c->fn(argc - 1, argv + 1));
 }

@@ -289,7 +289,7 @@ static int run_eplb_weights(const struct opts *o)
 		goto out;
 	}
 	printf("%s\n", text);
-	ret = fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+	ret = cmd_flush_stdout(NAME) == 0 ? EXIT_OK : EXIT_FAIL;
 out:
 	free(text);
 	free(w);
@@ -591,10 +591,8 @@ int cmd_plan(int argc, char **argv)
 	} else {
 		print_table(&cfg, &po, &pol, &st);
 	}
-	if (fflush(stdout) != 0) {
-		cmd_errorf(NAME, "cannot write to stdout");
+	if (cmd_flush_stdout(NAME) != 0)
 		goto done;
-	}
 	ret = EXIT_OK;
 	if (o.fail_below >= 0 && pol.summary.fraction_of_ideal < o.fail_below) {
 		cmd_errorf(NAME, "fraction of ideal %.3f is below %.3f",

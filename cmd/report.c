@@ -475,10 +475,8 @@ static int write_outputs(const struct opts *o, const struct rlb_report *rep,
 	if (!o->out || !strcmp(o->out, "-")) {
 		if (rlb_report_write(rep, o->format, stdout, &err) != 0)
 			goto fail;
-		if (fflush(stdout) != 0) {
-			cmd_errorf(NAME, "cannot write to stdout");
+		if (cmd_flush_stdout(NAME) != 0)
 			return EXIT_FAIL;
-		}
 	}
 	if (o->svg)
 		fprintf(stderr, "relibra report: %zu chart%s written to %s%s\n", n,

@@ -224,10 +224,8 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 		}
 		json_decref(j);
 	}
-	if (fflush(stdout) != 0) {
-		cmd_errorf(NAME, "cannot write the output");
+	if (cmd_flush_stdout(NAME) != 0)
 		return EXIT_FAIL;
-	}
 	if (v->done && !v->ok) {
 		cmd_errorf(NAME, "the plan's result differs from the static plan's: max relative difference %.3g in %s, %.3g in the loss of step %u (tolerance %.0e)",
 			   v->max_rel_weight, v->worst[0] ? v->worst : "the weights",
