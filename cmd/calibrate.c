@@ -271,6 +271,7 @@ int cmd_calibrate(int argc, char **argv)
 	if (o.out)
 		print_table(res, &cal, stdout);
 	ret = rlb_calibrate_write_yaml(&cfg, &cal, af.fp, &err);
+	ret = rlb_atomic_sync_after(&af, ret, &err);
 	if (ret == 0)
 		ret = rlb_atomic_commit(&af, &err);
 	if (ret < 0) {

@@ -461,11 +461,12 @@ static int write_outputs(const struct opts *o, const struct rlb_report *rep,
 	size_t n = 0;
 
 	if (o->out && strcmp(o->out, "-") &&
-	    (rlb_report_write(rep, o->format, out->fp, &err) != 0 ||
-	     rlb_atomic_sync(out, &err) != 0))
+	    rlb_atomic_sync_after(out, rlb_report_write(rep, o->format, out->fp, &err),
+				  &err) != 0)
 		goto fail;
-	if (o->html && (rlb_report_write_html(rep, &co, html->fp, &err) != 0 ||
-			rlb_atomic_sync(html, &err) != 0))
+	if (o->html &&
+	    rlb_atomic_sync_after(html, rlb_report_write_html(rep, &co, html->fp, &err),
+				  &err) != 0)
 		goto fail;
 	if (o->svg && rlb_report_write_svgs(rep, &co, o->svg, &n, &err) != 0)
 		goto fail;
@@ -473,7 +474,9 @@ static int write_outputs(const struct opts *o, const struct rlb_report *rep,
 	    (o->html && rlb_atomic_commit(html, &err) != 0))
 		goto fail;
 	if (!o->out || !strcmp(o->out, "-")) {
-		if (rlb_report_write(rep, o->format, stdout, &err) != 0)
+		int ret = rlb_report_write(rep, o->format, stdout, &err);
+
+		if (ret != 0 && ret != RLB_EIO)
 			goto fail;
 		if (cmd_flush_stdout(NAME) != 0)
 			return EXIT_FAIL;

@@ -793,12 +793,12 @@ static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 		rlb_atomic_abort(af);
 		return 0;
 	}
-	if (ret) {
+	if (ret && ret != RLB_EIO) {
 		rlb_atomic_abort(af);
 		*err = e2;
 		return ret;
 	}
-	ret = rlb_atomic_sync(af, err);
+	ret = rlb_atomic_sync_after(af, ret, err);
 	*have = ret == 0;
 	return ret;
 }

@@ -148,6 +148,18 @@ const char *rlb_atomic_name(const struct rlb_atomic_file *af)
 	return af->path && strcmp(af->path, "-") ? af->path : "stdout";
 }
 
+/* fflush fp: 0, or -1 with errno set when it or an earlier write failed. */
+static int flush(FILE *fp)
+{
+	if (fflush(fp) != 0)
+		return -1;
+	if (ferror(fp)) {
+		errno = EIO;	/* the failed write's errno is gone */
+		return -1;
+	}
+	return 0;
+}
+
 int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 {
 	int ret = 0;
@@ -157,14 +169,14 @@ int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 	if (!af->fp)
 		return rlb_err_set(err, RLB_EINVAL, "output file is not open");
 	if (!af->tmp_path) {
-		if (fflush(af->fp) != 0 || ferror(af->fp))
+		if (flush(af->fp) != 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
 					    rlb_atomic_name(af));
 		if (!std_stream(af->fp) && fclose(af->fp) != 0 && ret == 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
 					    rlb_atomic_name(af));
 	} else {
-		if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
+		if (flush(af->fp) != 0 || fsync(fileno(af->fp)) != 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
 		if (fclose(af->fp) != 0 && ret == 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'", af->tmp_path);
@@ -174,6 +186,14 @@ int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 	if (ret != 0)
 		rlb_atomic_abort(af);
 	return ret;
+}
+
+int rlb_atomic_sync_after(struct rlb_atomic_file *af, int ret,
+			  struct rlb_err *err)
+{
+	if (ret != 0 && ret != RLB_EIO)
+		return ret;
+	return rlb_atomic_sync(af, err);
 }
 
 int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err)

@@ -42,6 +42,14 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
  */
 int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err);
 /*
+ * rlb_atomic_sync after a writer to af->fp returned RET: RET when it
+ * failed other than on a write (af is left open), else the sync's status,
+ * whose message names the file and the reason, as a writer's RLB_EIO
+ * cannot (stdio keeps what it failed to write, so the flush fails again).
+ */
+int rlb_atomic_sync_after(struct rlb_atomic_file *af, int ret,
+			  struct rlb_err *err);
+/*
  * rlb_atomic_sync unless done, then rename into place; releases af either
  * way.
  */

@@ -15,6 +15,7 @@ trap 'exit 1' INT TERM HUP
 	{ cat cap.out; fail "capture"; }
 echo old > full/t.rrt
 echo old > full/r.html
+mkdir full/svg
 # Fill it up: what is left is less than a page.
 dd if=/dev/zero of=full/fill bs=4096 count=64 2> dd.err
 [ "$(df -k full | awk 'NR == 2 { print $4 }')" = 0 ] || { df -k full; fail "full/ is not full"; }
@@ -30,6 +31,16 @@ expect_status 1
 expect_err "cannot write 'full/t.rrt.tmp': No space left on device"
 untouched full/t.rrt
 
+# The report's writers only see a FILE: the message still names the file.
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt --html full/r.html
+expect_status 1
+expect_err "cannot write 'full/r.html.tmp': No space left on device"
+untouched full/r.html
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt --svg full/svg
+expect_status 1
+expect_err ".svg.tmp': No space left on device"
+[ -z "$(ls full/svg)" ] || { ls full/svg; fail "--svg left files behind"; }
+
 # stdout to a full disk: every command says so and fails.
 # tofull NAME ARGS...: relibra ARGS with stdout on the full disk.
 tofull() {
@@ -44,6 +55,7 @@ tofull() {
 }
 tofull " inspect" inspect t.rrt
 tofull " inspect" inspect --json t.rrt
+tofull " report" report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt
 tofull " config" config --presets
 tofull " plan" help plan
 tofull "" --help
