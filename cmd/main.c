@@ -59,6 +59,7 @@ static const struct command *find(const char *name)
 /*
  * A stopped run (Ctrl-C, kill, mpirun ending the job) removes its
  * half-written outputs (every open PATH.tmp), then dies of the signal.
+ * A signal ignored when relibra starts (nohup) is left ignored.
  */
 static void on_signal(int sig)
 {
@@ -76,8 +77,14 @@ static void catch_signals(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+
+		/* ignored on entry (nohup, a script's background job): stays so */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
 		sigaction(sigs[i], &sa, NULL);
+	}
 }
 
 /*
