@@ -30,7 +30,18 @@ int rlb_cuda_pick_device(uint32_t rank, uint32_t gpus_per_node, int ndev,
 	}
 	if (gpus_per_node == 0)
 		return rlb_err_set(err, RLB_EINVAL, "zero GPUs per node");
-	*device = (int)(rank % gpus_per_node % (uint32_t)ndev);
+	/* One device seen: the launcher gave this process its own GPU. */
+	if (ndev == 1) {
+		*device = 0;
+		return 0;
+	}
+	/* NCCL takes one rank per GPU: two ranks never share a device. */
+	if (rank % gpus_per_node >= (uint32_t)ndev)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "rank %u is GPU %u of its node, but %d CUDA devices are visible "
+				   "(NCCL takes one rank per GPU)", rank,
+				   rank % gpus_per_node, ndev);
+	*device = (int)(rank % gpus_per_node);
 	return 0;
 }
 

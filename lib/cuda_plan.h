@@ -25,10 +25,12 @@ int rlb_cuda_device_count(void);
 
 /*
  * The GPU of a rank: REQUESTED when >= 0 (it must be < ndev); else, with
- * virtual ranks (all ranks in one process), device 0; else the rank's
- * index inside its node (rank % gpus_per_node: consecutive ranks fill a
- * node, as mpirun places them by default) modulo the devices the process
- * sees.  Errors: RLB_EUNSUPPORTED (ndev 0: "no CUDA device"), RLB_EINVAL.
+ * virtual ranks (all ranks in one process), device 0; else, when the
+ * process sees one device, that one (the launcher gave each rank its own
+ * GPU); else the rank's index inside its node (rank % gpus_per_node:
+ * consecutive ranks fill a node, as mpirun places them by default), which
+ * must be a device the process sees: NCCL refuses two ranks on one GPU.
+ * Errors: RLB_EUNSUPPORTED (ndev 0: "no CUDA device"), RLB_EINVAL.
  */
 int rlb_cuda_pick_device(uint32_t rank, uint32_t gpus_per_node, int ndev,
 			 int virtual_ranks, int requested, int *device,

@@ -45,9 +45,16 @@ START_TEST(pick_device)
 	ck_assert_int_eq(d, 3);
 	ck_assert_int_eq(rlb_cuda_pick_device(11, 8, 8, 0, -1, &d, &err), 0);
 	ck_assert_int_eq(d, 3);
-	/* Fewer devices than ranks per node: they are shared. */
-	ck_assert_int_eq(rlb_cuda_pick_device(3, 4, 2, 0, -1, &d, &err), 0);
+	/* Fewer devices than ranks per node: never shared (NCCL refuses it). */
+	ck_assert_int_eq(rlb_cuda_pick_device(3, 4, 2, 0, -1, &d, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "rank 3 is GPU 3 of its node, but 2 CUDA devices are "
+			 "visible (NCCL takes one rank per GPU)");
+	ck_assert_int_eq(d, -1);
+	ck_assert_int_eq(rlb_cuda_pick_device(1, 4, 2, 0, -1, &d, &err), 0);
 	ck_assert_int_eq(d, 1);
+	/* One device seen: the launcher's choice (CUDA_VISIBLE_DEVICES per rank). */
+	ck_assert_int_eq(rlb_cuda_pick_device(7, 8, 1, 0, -1, &d, &err), 0);
+	ck_assert_int_eq(d, 0);
 	/* Virtual ranks share device 0. */
 	ck_assert_int_eq(rlb_cuda_pick_device(7, 8, 8, 1, -1, &d, &err), 0);
 	ck_assert_int_eq(d, 0);
