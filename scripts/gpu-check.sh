@@ -13,6 +13,9 @@
 # always leaves a record.  The record is also printed last, so a caller that
 # keeps only the output still has it.
 #
+# Without the libraries (zstd, libyaml, jansson, Check) and a network: the
+# .deb files that scripts/gpu-deps.sh fetched into gpu-deps/, taken along.
+#
 # usage: sh scripts/gpu-check.sh [-n] [-k DIR] [BUILD_DIR]
 #   -n          do not append to docs/gpu-results.md
 #   -k DIR      also keep every step's log and the record in DIR
@@ -33,6 +36,7 @@ done
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 build=${1:-build-gpu}
+case $build in /*) bdir=$build ;; *) bdir=$top/$build ;; esac
 bin="$build/relibra"
 arch=${CUDA_ARCH:--arch=sm_90}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -197,9 +201,77 @@ if [ -n "$drv_cuda" ] && [ "${drv_cuda%%.*}" -lt "${tk_cuda%%.*}" ]; then
 	finish 1
 fi
 
+# A GPU machine with the CUDA toolkit alone: the libraries from the Debian
+# packages that scripts/gpu-deps.sh fetched into gpu-deps/, unpacked under
+# the build directory (never into /), linked with a run path to them.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+mods="libzstd yaml-0.1 jansson check"
+ldflags=""
+# shellcheck disable=SC2086
+if ! pkg-config --exists $mods 2>/dev/null; then
+	if ! ls gpu-deps/*.deb >/dev/null 2>&1; then
+		fail "libraries" "pkg-config finds not all of $mods, and there is no gpu-deps/ (run 'sh scripts/gpu-deps.sh' where Debian's registry is reachable and take gpu-deps/ along)"
+		finish 1
+	fi
+	deps="$bdir/deps"
+	dlib="$deps/usr/lib/x86_64-linux-gnu"
+	rm -rf "$deps"
+	mkdir -p "$deps/bin" "$work/deb"
+	for f in gpu-deps/*.deb; do
+		if command -v dpkg-deb >/dev/null 2>&1; then
+			dpkg-deb -x "$f" "$deps"
+		else
+			rm -rf "$work/deb"/* &&
+			(cd "$work/deb" && ar x "$top/$f" && tar -xf data.tar.* -C "$deps")
+		fi || { fail "libraries" "cannot unpack $f"; finish 1; }
+	done
+	if ! command -v pkg-config >/dev/null 2>&1; then
+		printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$dlib" \
+			"$deps/usr/bin/pkgconf" > "$deps/bin/pkg-config"
+		chmod +x "$deps/bin/pkg-config"
+		PATH="$deps/bin:$PATH"
+	fi
+	PKG_CONFIG_PATH="$dlib/pkgconfig:$deps/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+	CPATH="$deps/usr/include${CPATH:+:$CPATH}"
+	LIBRARY_PATH="$dlib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+	export PATH PKG_CONFIG_PATH CPATH LIBRARY_PATH
+	ldflags="-Wl,-rpath,$dlib"
+	# shellcheck disable=SC2086
+	if ! pkg-config --exists $mods; then
+		fail "libraries" "pkg-config finds not all of $mods, even with gpu-deps/"
+		finish 1
+	fi
+	echo "gpu-check: libraries from gpu-deps/, unpacked in $deps"
+fi
+# NCCL and cuBLAS from PyTorch's wheels (nvidia-nccl, nvidia-cublas) where
+# the toolkit has none: NCCL through a folder of links the Makefile's
+# NCCL_HOME takes, cuBLAS (loaded at run time) through LD_LIBRARY_PATH.
+nccl_home=${NCCL_HOME:-}
+if [ -z "$nccl_home" ] && [ ! -f "$cuda_home/include/nccl.h" ] && [ ! -f /usr/include/nccl.h ]; then
+	w=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+	if [ -n "$w" ] && [ -f "$w/include/nccl.h" ] && [ -f "$w/lib/libnccl.so.2" ]; then
+		nccl_home="$bdir/nccl"
+		rm -rf "$nccl_home"
+		mkdir -p "$nccl_home/lib"
+		ln -s "$w/include" "$nccl_home/include"
+		ln -s "$w/lib/libnccl.so.2" "$nccl_home/lib/libnccl.so.2"
+		ln -s libnccl.so.2 "$nccl_home/lib/libnccl.so"
+		echo "gpu-check: NCCL from $w"
+	fi
+fi
+if ! ls "$cuda_home"/lib64/libcublas.so.* >/dev/null 2>&1; then
+	w=$(python3 -c 'import nvidia.cublas as m; print(list(m.__path__)[0])' 2>/dev/null)
+	if [ -n "$w" ] && ls "$w"/lib/libcublas.so.* >/dev/null 2>&1; then
+		LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		export LD_LIBRARY_PATH
+		echo "gpu-check: cuBLAS from $w/lib"
+	fi
+fi
+
 say "build ($arch) in $build"
 if ! step 300 "$work/build.log" make -j"$jobs" BUILD="$build" BIN="$bin" \
-	LIB="$build/librelibra.a" CUDA_ARCH="$arch" all "$build/tests/check_relibra"; then
+	LIB="$build/librelibra.a" CUDA_ARCH="$arch" ${ldflags:+LDFLAGS="$ldflags"} \
+	${nccl_home:+NCCL_HOME="$nccl_home"} all "$build/tests/check_relibra"; then
 	tail -n 30 "$work/build.log"
 	fail "build" "make failed" "$work/build.log"
 	finish 1
