@@ -275,7 +275,10 @@ int cmd_calibrate(int argc, char **argv)
 	if (ret == 0)
 		ret = rlb_atomic_commit(&af, &err);
 	if (ret < 0) {
-		cmd_error(NAME, &err);
+		if (o.out)
+			cmd_error(NAME, &err);
+		else
+			cmd_stdout_error(NAME, &err);	/* said once */
 		goto out;
 	}
 	rc = EXIT_OK;
