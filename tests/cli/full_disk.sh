@@ -13,6 +13,8 @@ trap 'exit 1' INT TERM HUP
 
 "$RELIBRA" capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o t.rrt > cap.out 2>&1 ||
 	{ cat cap.out; fail "capture"; }
+"$RELIBRA" plan -c "$CONFIGS/tiny-2x2.yaml" -o p.rlp t.rrt > plan.out 2>&1 ||
+	{ cat plan.out; fail "plan"; }
 echo old > full/t.rrt
 echo old > full/r.html
 mkdir full/svg
@@ -55,6 +57,7 @@ tofull() {
 }
 tofull " inspect" inspect t.rrt
 tofull " inspect" inspect --json t.rrt
+tofull " inspect" inspect --json --dump p.rlp
 tofull " report" report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt
 tofull " config" config --presets
 tofull " plan" help plan
