@@ -213,17 +213,18 @@ static int64_t pick_receiver(const struct rlb_replicate_planner *pl,
 }
 
 /*
- * The greedy of replicate.h step 2 on node `node` for threshold T.  With
- * record set, the replicas are appended to rep_*.  Returns 1 when every
- * donor sheds its excess.
+ * The greedy of replicate.h step 2 on node `node` for threshold T, its
+ * replicas recorded in rep_* from START on (an earlier trial's replaced).
+ * Returns 1 when every donor sheds its excess.
  */
 static int greedy(struct rlb_replicate_planner *pl, uint32_t node, uint64_t T,
-		  int record)
+		  uint32_t start)
 {
 	const struct rlb_replicate_plan *plan = &pl->plan;
-	uint32_t g = pl->p.gpus_per_node, first = node * g, i, j;
+	uint32_t g = pl->p.gpus_per_node, first = node * g, i, j, n;
 	int64_t m = pl->p.min_tokens_per_replica, o = pl->p.instance_rows;
 
+	pl->plan.num_replicas = start;
 	pl->nrecv = 0;
 	for (j = first; j < first + g; j++) {
 		pl->cap[j] = (int64_t)T - (int64_t)plan->gpu_home_tokens[j];
@@ -265,13 +266,10 @@ static int greedy(struct rlb_replicate_planner *pl, uint32_t node, uint64_t T,
 					break;
 				}
 				fresh = 0;
-				if (record) {
-					uint32_t n = pl->plan.num_replicas++;
-
-					pl->rep_expert[n] = e;
-					pl->rep_gpu[n] = (uint32_t)r;
-					pl->rep_quota[n] = (uint64_t)q;
-				}
+				n = pl->plan.num_replicas++;
+				pl->rep_expert[n] = e;
+				pl->rep_gpu[n] = (uint32_t)r;
+				pl->rep_quota[n] = (uint64_t)q;
 				pl->cap[r] -= q + o;
 				pl->free_slots[r]--;
 				pl->mark[r] = stamp;
@@ -290,7 +288,9 @@ static void plan_node(struct rlb_replicate_planner *pl, uint32_t node)
 {
 	struct rlb_replicate_plan *plan = &pl->plan;
 	uint32_t g = pl->p.gpus_per_node, first = node * g, j;
+	uint32_t start = plan->num_replicas;
 	uint64_t total = 0, lo, hi = 0, bad, good, step;
+	int kept;
 
 	for (j = first; j < first + g; j++) {
 		total += plan->gpu_home_tokens[j];
@@ -319,13 +319,15 @@ static void plan_node(struct rlb_replicate_planner *pl, uint32_t node)
 	 * that success.  hi always succeeds (no donors).
 	 */
 	good = hi;
-	if (greedy(pl, node, lo, 0)) {
+	kept = greedy(pl, node, lo, start);
+	if (kept) {
 		good = lo;
 	} else {
 		bad = lo;
 		step = (hi - lo) / 64 ? (hi - lo) / 64 : 1;
 		while (bad + step < hi) {
-			if (greedy(pl, node, bad + step, 0)) {
+			kept = greedy(pl, node, bad + step, start);
+			if (kept) {
 				good = bad + step;
 				break;
 			}
@@ -335,14 +337,16 @@ static void plan_node(struct rlb_replicate_planner *pl, uint32_t node)
 		while (bad + 1 < good) {
 			uint64_t mid = bad + (good - bad) / 2;
 
-			if (greedy(pl, node, mid, 0))
+			kept = greedy(pl, node, mid, start);
+			if (kept)
 				good = mid;
 			else
 				bad = mid;
 		}
 	}
 	plan->node_threshold_tokens[node] = good;
-	greedy(pl, node, good, 1);
+	if (!kept)	/* the replicas recorded last are not good's */
+		greedy(pl, node, good, start);
 }
 
 /*
