@@ -219,8 +219,9 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 
 	memset(s, 0, sizeof(*s));
 	if (len < 8 + 4 || memcmp(p + RRT_H_MAGIC, RRT_HEADER_ID, 8) != 0)
-		return rlb_err_set(err, RLB_ECORRUPT,
-				   "header at offset 8: bad magic (not a relibra trace)");
+		return rlb_err_set(err, RLB_ECORRUPT, "header at offset 8: bad magic (%s)",
+				   len >= 8 && !memcmp(p, RLP_HEADER_ID, 8) ?
+				   "a relibra plan, not a trace" : "not a relibra trace");
 	major = rlb_get_u16(p + RRT_H_MAJOR);
 	minor = rlb_get_u16(p + RRT_H_MINOR);
 	if (major != RLB_TRACE_VERSION_MAJOR)

@@ -24,6 +24,7 @@
 /* Magic strings opening the header and step index contents. */
 #define RRT_HEADER_ID "RLBTRACE"
 #define RRT_INDEX_ID "RLBINDEX"
+#define RLP_HEADER_ID "RLBPLAN\0"	/* a plan's header (SPEC.md, Part II) */
 
 /* Header content (version 1.0): field offsets, fixed size, limits. */
 enum {

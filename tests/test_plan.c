@@ -1452,6 +1452,10 @@ START_TEST(test_file_versions)
 	memcpy(b + 8, "RLBTRACE", 8);
 	spit(bad, b, n);
 	ck_assert_int_eq(rlb_plan_reader_open(&r, bad, &err), RLB_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(err.msg, "header at offset 8: bad magic (a relibra trace, not a plan)"));
+	memcpy(b + 8, "RLBTRACX", 8);
+	spit(bad, b, n);
+	ck_assert_int_eq(rlb_plan_reader_open(&r, bad, &err), RLB_ECORRUPT);
 	ck_assert_ptr_nonnull(strstr(err.msg, "header at offset 8: bad magic (not a relibra plan)"));
 	ck_assert_int_eq(rlb_plan_reader_open(&r, tmp_path("missing.rlp"), &err), RLB_EIO);
 	free(b);

@@ -186,6 +186,13 @@ grep -q '"schema": "relibra.result/1"' from-fifo || fail "--summary FIFO: no sum
 	fail "--summary FILE > FILE: exit $?: $(cat err)"
 grep -q '"schema": "relibra.result/1"' both.txt || fail "--summary FILE > FILE: no summary"
 grep -q '^relibra plan: ' both.txt || fail "--summary FILE > FILE: no table"
+# A plan given as the trace, or a trace as the plan, is named as such.
+run plan -c "$cfg" static.rlp
+expect_status 1
+expect_err "relibra plan: trace 'static.rlp': header at offset 8: bad magic (a relibra plan, not a trace)"
+run train-step -c "$cfg" --virtual-ranks 4 --trace t.rrt --plan t.rrt
+expect_status 1
+expect_err "plan 't.rrt': header at offset 8: bad magic (a relibra trace, not a plan)"
 # A FIFO as the trace or the plan is refused at once, not waited on.
 timeout 20 "$RELIBRA" plan -c "$cfg" fifo > out 2> err
 status=$?
