@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +32,22 @@ int rlb_rrt_open(const char *path, const char *kind, int *fd,
 				   kind, path);
 	*file_bytes = (uint64_t)st.st_size;
 	return 0;
+}
+
+const char *rlb_rrt_probe(const char *path)
+{
+	uint8_t b[16];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_NONBLOCK);
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, b, sizeof(b));
+	close(fd);
+	if (n != (ssize_t)sizeof(b) || rlb_get_u32(b) != RRT_HEADER_MAGIC)
+		return NULL;
+	return !memcmp(b + 8, RRT_HEADER_ID, 8) ? "trace" :
+	       !memcmp(b + 8, RLP_HEADER_ID, 8) ? "plan" : NULL;
 }
 
 int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,

@@ -1436,14 +1436,10 @@ int rlb_plan_reader_read_step(struct rlb_plan_reader *r, uint32_t step,
 
 int rlb_plan_probe(const char *path, struct rlb_err *err)
 {
-	uint8_t b[16];
-	FILE *fp = fopen(path, "rb");
-	size_t n;
+	const char *kind;
 
-	if (!fp)
+	if (access(path, R_OK) != 0)
 		return rlb_err_errno(err, RLB_EIO, "cannot open '%s'", path);
-	n = fread(b, 1, sizeof(b), fp);
-	fclose(fp);
-	return n == sizeof(b) && rlb_get_u32(b) == RRT_HEADER_MAGIC &&
-	       memcmp(b + 8, RLP_HEADER_ID, 8) == 0;
+	kind = rlb_rrt_probe(path);
+	return kind && !strcmp(kind, "plan");
 }

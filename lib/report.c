@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "report.h"
+#include "trace_impl.h"		/* rlb_rrt_probe */
 #include "util.h"
 
 static const char *const part_keys[RLB_PART_COUNT] = {
@@ -530,8 +531,16 @@ int rlb_report_add_file(struct rlb_report *r, const char *path,
 	ungetc(c, fp);
 	j = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
 	if (!j) {
-		ret = rlb_err_set(err, RLB_EPARSE, "'%s':%d:%d: not JSON: %s", path,
-				  je.line, je.column, je.text);
+		const char *kind = fp != stdin ? rlb_rrt_probe(path) : NULL;
+
+		if (kind)
+			ret = rlb_err_set(err, RLB_EPARSE,
+					  "'%s' is a relibra %s, not a result: give the JSON of plan --summary or train-step -o%s",
+					  path, kind, !strcmp(kind, "trace") ?
+					  ", or the trace as --trace" : "");
+		else
+			ret = rlb_err_set(err, RLB_EPARSE, "'%s':%d:%d: not JSON: %s",
+					  path, je.line, je.column, je.text);
 		goto out;
 	}
 	ret = rlb_report_add_json(r, j, path, NULL, err);

@@ -185,6 +185,12 @@ static inline uint64_t rrt_layer_ids(const struct rrt_shape *s, uint32_t tokens)
 int rlb_rrt_open(const char *path, const char *kind, int *fd,
 		 uint64_t *file_bytes, struct rlb_err *err);
 
+/*
+ * What PATH starts with: "trace", "plan" (a relibra header of either), or
+ * NULL (anything else, or unreadable).  Never waits on a FIFO.
+ */
+const char *rlb_rrt_probe(const char *path);
+
 /* Read n bytes at off of a file of file_bytes; RLB_ETRUNC when it ends first. */
 int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,
 		    void *buf, size_t n, struct rlb_err *err);

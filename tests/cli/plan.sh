@@ -198,6 +198,10 @@ timeout 20 "$RELIBRA" plan -c "$cfg" fifo > out 2> err
 status=$?
 expect_status 1
 expect_err "relibra plan: cannot read trace 'fifo': not a regular file"
+timeout 20 "$RELIBRA" inspect fifo > out 2> err
+status=$?
+expect_status 1
+expect_err "relibra inspect: cannot read trace 'fifo': not a regular file"
 "$RELIBRA" plan -c "$cfg" -o p.rlp t.rrt > out 2> err || fail "plan: $(cat err)"
 timeout 20 "$RELIBRA" train-step -c "$cfg" --virtual-ranks 4 --plan fifo --trace t.rrt > out 2> err
 status=$?

@@ -113,6 +113,10 @@ check_bad bad-type.json "'bad-type.json': 'step_time_s' is not a number"
 check_bad bad-empty.json "'bad-empty.json': empty file"
 check_bad bad-not-json.json "'bad-not-json.json':2:14: not JSON: invalid token near 'plan'"
 check_bad missing.json "cannot open 'missing.json': No such file or directory"
+# a trace or a plan where a result is expected: said so
+cp "$RLB_TOP/trace_format/examples/tiny.rrt" "$RLB_TOP/trace_format/examples/tiny-plan.rlp" .
+check_bad tiny.rrt "'tiny.rrt' is a relibra trace, not a result: give the JSON of plan --summary or train-step -o, or the trace as --trace"
+check_bad tiny-plan.rlp "'tiny-plan.rlp' is a relibra plan, not a result: give the JSON of plan --summary or train-step -o"
 run report - < plan-relibra.json
 expect_status 0
 expect_out "relibra "
