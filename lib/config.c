@@ -637,6 +637,36 @@ static int apply_set(struct loader *ld, const char *assignment)
 	return rc;
 }
 
+/*
+ * -c NAME with no file NAME: the built-in full config NAME as the config
+ * file, else the error "cannot open config" already set, with the
+ * nearest built-in name when one is close.
+ */
+static int builtin_config(struct loader *ld, const char *name)
+{
+	const struct rlb_preset *p = builtin_preset("", name);
+	const char *const *names = rlb_config_preset_names(NULL);
+	const char *sug;
+	size_t n = 0;
+
+	if (p) {
+		struct source s = { SRC_PRESET, p->path, p->text, strlen(p->text),
+				    NULL, NULL, NULL, NULL };
+
+		return rlb_cfg_add_source(ld, &s);
+	}
+	while (names[n])
+		n++;
+	sug = strchr(name, '/') ? NULL : rlb_cfg_suggest(name, names, n);
+	if (sug && ld->err) {
+		size_t len = strlen(ld->err->msg);
+
+		snprintf(ld->err->msg + len, sizeof(ld->err->msg) - len,
+			 " (built-in config '%s'?)", sug);
+	}
+	return RLB_ENOTFOUND;
+}
+
 /* ------------------------------------------------------------------ */
 /* Public interface.                                                   */
 
@@ -656,6 +686,9 @@ int rlb_config_load(struct rlb_config *cfg, const char *path,
 	rlb_cfg_loader_init(&ld, cfg, path, err);
 	if (path) {
 		si = rlb_cfg_read_source(&ld, path, "config", SRC_FILE, NULL);
+		/* no such file: a built-in config of that name (config --presets) */
+		if (si == RLB_ENOTFOUND)
+			si = builtin_config(&ld, path);
 		if (si < 0) {
 			rc = si == RLB_ENOTFOUND ? RLB_EIO : si;
 			if (err)

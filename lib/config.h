@@ -136,9 +136,11 @@ void rlb_config_defaults(struct rlb_config *cfg);
  * Load PATH over the defaults, then apply each "key.path=value" override in
  * SETS (the --set options), then validate.  Presets named by `preset:` keys
  * are looked up among the presets built into the library (configs/) and
- * then next to PATH.  Errors: RLB_ECONFIG with "file:line:col: " message,
- * YAML path, and the offending line with a caret; RLB_EIO on unreadable
- * files.  PATH may be NULL (defaults plus overrides).
+ * then next to PATH.  A PATH that names no file but a built-in full config
+ * (relibra config --presets) loads that.  Errors: RLB_ECONFIG with
+ * "file:line:col: " message, YAML path, and the offending line with a
+ * caret; RLB_EIO on unreadable files.  PATH may be NULL (defaults plus
+ * overrides).
  */
 int rlb_config_load(struct rlb_config *cfg, const char *path,
 		    const char *const *sets, size_t nsets, struct rlb_err *err);

@@ -57,6 +57,22 @@ for p in qwen3-30b-a3b qwen3-235b-a22b deepseek-v3 mixtral-8x7b olmoe \
 	h100-1x8 h100-4x8 h100-8x8 h200-8x8 tiny-2x2 qwen3-30b-a3b-h100-1x8; do
 	grep -qx "  $p" out || fail "--presets lacks $p"
 done
+# -c NAME: a built-in config when no file NAME exists, the same as its file
+run config -c tiny-2x2
+expect_status 0
+expect_empty err
+cp out builtin.yaml
+run config -c "$CONFIGS/tiny-2x2.yaml"
+cmp -s out builtin.yaml || fail "config -c tiny-2x2 differs from configs/tiny-2x2.yaml"
+run config -c tiny-2x3
+expect_status 1
+expect_err "relibra config: cannot open config 'tiny-2x3': No such file or directory (built-in config 'tiny-2x2'?)"
+# a file of that name comes first
+printf 'model: {preset: nope}\n' > tiny-2x2
+run config -c tiny-2x2
+expect_status 1
+expect_err "unknown model preset 'nope'"
+rm tiny-2x2
 
 run config --bogus
 expect_status 2
