@@ -264,10 +264,9 @@ static int header_decode(const uint8_t *p, size_t len,
 
 	memset(h, 0, sizeof(*h));
 	if (len < 12 || memcmp(p + RLP_H_MAGIC, RLP_HEADER_ID, 8) != 0)
-		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8,
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 8, "bad magic (%s)",
 			      len >= 8 && !memcmp(p, RRT_HEADER_ID, 8) ?
-			      "bad magic (a relibra trace, not a plan)" :
-			      "bad magic (not a relibra plan)");
+			      "a relibra trace, not a plan" : "not a relibra plan");
 	major = rlb_get_u16(p + RLP_H_MAJOR);
 	minor = rlb_get_u16(p + RLP_H_MINOR);
 	if (major != RLB_PLAN_VERSION_MAJOR)
