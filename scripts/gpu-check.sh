@@ -16,8 +16,11 @@
 # Without the libraries (zstd, libyaml, jansson, Check) and a network: the
 # .deb files that scripts/gpu-deps.sh fetched into gpu-deps/, taken along.
 #
-# usage: sh scripts/gpu-check.sh [-n] [-k DIR] [BUILD_DIR]
+# usage: sh scripts/gpu-check.sh [-n] [-B] [-k DIR] [BUILD_DIR]
 #   -n          do not append to docs/gpu-results.md
+#   -B          build nothing: check the relibra and tests/check_relibra
+#               already in BUILD_DIR (built elsewhere with CUDA; their
+#               libraries found through LD_LIBRARY_PATH)
 #   -k DIR      also keep every step's log and the record in DIR
 #   BUILD_DIR   default build-gpu (relative to the top directory)
 # Environment: CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default
@@ -25,10 +28,12 @@
 # (seconds for the whole check, default 450).
 set -u
 record=1
+prebuilt=0
 keep=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) record=0; shift ;;
+	-B) prebuilt=1; shift ;;
 	-k) keep=${2:?"-k needs a directory"}; shift 2 ;;
 	*) break ;;
 	esac
@@ -192,7 +197,7 @@ driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1
 nvcc="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"
 drv_cuda=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9][0-9.]*\).*/\1/p' | head -n 1)
 tk_cuda=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' | head -n 1)
-if [ -z "$tk_cuda" ]; then
+if [ -z "$tk_cuda" ] && [ $prebuilt = 0 ]; then
 	fail "toolkit" "no nvcc at $nvcc (set CUDA_HOME)"
 	finish 1
 fi
@@ -236,6 +241,8 @@ if ! pkg-config --exists $mods 2>/dev/null; then
 	LIBRARY_PATH="$dlib${LIBRARY_PATH:+:$LIBRARY_PATH}"
 	export PATH PKG_CONFIG_PATH CPATH LIBRARY_PATH
 	ldflags="-Wl,-rpath,$dlib"
+	LD_LIBRARY_PATH="$dlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export LD_LIBRARY_PATH
 	# shellcheck disable=SC2086
 	if ! pkg-config --exists $mods; then
 		fail "libraries" "pkg-config finds not all of $mods, even with gpu-deps/"
@@ -243,33 +250,50 @@ if ! pkg-config --exists $mods 2>/dev/null; then
 	fi
 	echo "gpu-check: libraries from gpu-deps/, unpacked in $deps"
 fi
-# NCCL and cuBLAS from PyTorch's wheels (nvidia-nccl, nvidia-cublas) where
-# the toolkit has none: NCCL through a folder of links the Makefile's
-# NCCL_HOME takes, cuBLAS (loaded at run time) through LD_LIBRARY_PATH.
+# NCCL and cuBLAS from PyTorch's NVIDIA wheels where the toolkit has none:
+# NCCL through a folder of links the Makefile's NCCL_HOME takes (and the
+# run-time search path), cuBLAS (loaded at run time) through
+# LD_LIBRARY_PATH.  CUDA 13's wheels keep cuBLAS in nvidia/cu13/lib, NCCL
+# still in nvidia/nccl/lib.
+wheel_lib() {
+	for d in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
+		find "$d" -maxdepth 3 -name "$1" 2>/dev/null
+	done | head -n 1
+}
 nccl_home=${NCCL_HOME:-}
 if [ -z "$nccl_home" ] && [ ! -f "$cuda_home/include/nccl.h" ] && [ ! -f /usr/include/nccl.h ]; then
-	w=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
-	if [ -n "$w" ] && [ -f "$w/include/nccl.h" ] && [ -f "$w/lib/libnccl.so.2" ]; then
+	f=$(wheel_lib libnccl.so.2)
+	w=${f%/lib/libnccl.so.2}
+	if [ -n "$f" ] && [ -f "$w/include/nccl.h" ]; then
 		nccl_home="$bdir/nccl"
 		rm -rf "$nccl_home"
 		mkdir -p "$nccl_home/lib"
 		ln -s "$w/include" "$nccl_home/include"
-		ln -s "$w/lib/libnccl.so.2" "$nccl_home/lib/libnccl.so.2"
+		ln -s "$f" "$nccl_home/lib/libnccl.so.2"
 		ln -s libnccl.so.2 "$nccl_home/lib/libnccl.so"
+		LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		export LD_LIBRARY_PATH
 		echo "gpu-check: NCCL from $w"
 	fi
 fi
 if ! ls "$cuda_home"/lib64/libcublas.so.* >/dev/null 2>&1; then
-	w=$(python3 -c 'import nvidia.cublas as m; print(list(m.__path__)[0])' 2>/dev/null)
-	if [ -n "$w" ] && ls "$w"/lib/libcublas.so.* >/dev/null 2>&1; then
-		LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	f=$(wheel_lib 'libcublas.so.*')
+	if [ -n "$f" ]; then
+		LD_LIBRARY_PATH="${f%/*}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 		export LD_LIBRARY_PATH
-		echo "gpu-check: cuBLAS from $w/lib"
+		echo "gpu-check: cuBLAS from ${f%/*}"
 	fi
 fi
 
-say "build ($arch) in $build"
-if ! step 300 "$work/build.log" make -j"$jobs" BUILD="$build" BIN="$bin" \
+if [ $prebuilt = 1 ]; then
+	say "prebuilt: $bin and $build/tests/check_relibra"
+	arch="(prebuilt)"
+	if [ ! -x "$bin" ] || [ ! -x "$build/tests/check_relibra" ]; then
+		fail "build" "-B: no $bin or $build/tests/check_relibra"
+		finish 1
+	fi
+	"$bin" --version
+elif say "build ($arch) in $build"; ! step 300 "$work/build.log" make -j"$jobs" BUILD="$build" BIN="$bin" \
 	LIB="$build/librelibra.a" CUDA_ARCH="$arch" ${ldflags:+LDFLAGS="$ldflags"} \
 	${nccl_home:+NCCL_HOME="$nccl_home"} all "$build/tests/check_relibra"; then
 	tail -n 30 "$work/build.log"
@@ -277,7 +301,7 @@ if ! step 300 "$work/build.log" make -j"$jobs" BUILD="$build" BIN="$bin" \
 	finish 1
 fi
 # Compiler and linker warnings; make's own (a clock skew on a copied tree) are not the code's.
-grep -E 'warning|error' "$work/build.log" | grep -vE '^make(\[[0-9]+\])?: ' > "$work/warnings.log"
+grep -E 'warning|error' "$work/build.log" 2>/dev/null | grep -vE '^make(\[[0-9]+\])?: ' > "$work/warnings.log"
 if [ -s "$work/warnings.log" ]; then
 	cat "$work/warnings.log"
 	fail "build warnings" "the build has warnings" "$work/warnings.log"
