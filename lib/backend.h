@@ -103,12 +103,16 @@ struct rlb_backend;
  *     executor never dereferences them.
  *   - Formats: activations (hidden states, expert inputs and outputs,
  *     saved activations) have elements of act_bytes; compute weights
- *     hold rlb_expert_params() elements of weight_bytes in lib/expert.h's
- *     layout; the gradient accumulator rlb_expert_params() elements of
- *     acc_bytes; the optimizer state opt_bytes per parameter (what Adam
- *     keeps besides the compute weights: moments, and a master copy where
- *     the compute weights are lower precision).  Gates and scales are
- *     fp32, indices uint32.
+ *     hold rlb_expert_params() elements of weight_bytes; the gradient
+ *     accumulator rlb_expert_params() elements of acc_bytes; the optimizer
+ *     state opt_bytes per parameter (what Adam keeps besides the compute
+ *     weights: moments, and a master copy where the compute weights are
+ *     lower precision).  The parameters are lib/expert.h's, in an order
+ *     of the backend's own, the same for weights, accumulator and state
+ *     (so Adam, accumulation and copies go element by element):
+ *     upload_weights and download_weights convert from and to
+ *     lib/expert.h's layout (the CPU backend keeps it).  Gates and
+ *     scales are fp32, indices uint32.
  */
 struct rlb_backend_ops {
 	void (*destroy)(struct rlb_backend *be);
@@ -253,6 +257,20 @@ struct rlb_backend_ops {
 	 * transport (rlb_world_abort).  Safe after any failure.
 	 */
 	void (*abort)(struct rlb_backend *be);
+
+	/*
+	 * Optional (NULL: work starts as it is enqueued).  queue_hold: work
+	 * enqueued on q from now on starts only at queue_release, so that
+	 * events around it time the work, not its enqueueing.  The executor
+	 * holds each virtual rank's expert work: the ranks share one device
+	 * and run one at a time, and the GPU would otherwise wait on the host
+	 * inside the timed span.  A hold never released lapses by itself
+	 * within a second (no hang).
+	 */
+	int (*queue_hold)(struct rlb_backend *be, struct rlb_queue *q,
+			  struct rlb_err *err);
+	int (*queue_release)(struct rlb_backend *be, struct rlb_queue *q,
+			     struct rlb_err *err);
 };
 
 /*

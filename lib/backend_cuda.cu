@@ -1,8 +1,10 @@
 /*
  * backend_cuda.cu - the CUDA + NCCL backend of train-step (lib/backend.h):
  * bf16 weights and activations with fp32 accumulation, fp32 master weights
- * and Adam moments; expert GEMMs through cuBLAS, batched over the experts
- * of equal rows (lib/cuda_plan.h); own kernels for permute, combine,
+ * and Adam moments, gate and up interleaved by row (k_gu_layout).  Expert
+ * GEMMs through cuBLAS, the experts of a call in batches (lib/cuda_plan.h):
+ * per GEMM stage, one call per row count over the experts that share it,
+ * or one grouped call (RLB_CUDA_GEMM).  Own kernels for permute, combine,
  * SwiGLU, gradient accumulation and Adam; queues are CUDA streams and
  * events CUDA events.  Communication: grouped ncclSend / ncclRecv over an
  * EP and a node communicator (MPI ranks), or device copies between the
@@ -32,7 +34,7 @@ typedef __nv_bfloat16 bf16;
 
 /* Longest wait for a queue, an event or a communicator, in seconds. */
 #define WAIT_TIMEOUT_S 300.0
-/* Experts of one batched GEMM call, and rows of one call (bounds scratch). */
+/* Experts of one GEMM call, and rows of one call (bounds scratch). */
 #define BATCH_MAX 32
 #define BATCH_ROWS 65536
 
@@ -60,6 +62,13 @@ typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOp
 				     cudaDataType_t, int, const void *, cudaDataType_t, int,
 				     const void *, void *, cudaDataType_t, int,
 				     cublasComputeType_t, cublasGemmAlgo_t);
+typedef cublasStatus_t (*gemm_grouped_ex_fn)(cublasHandle_t, const cublasOperation_t[],
+					     const cublasOperation_t[], const int[], const int[],
+					     const int[], const void *, const void *const[],
+					     cudaDataType_t, const int[], const void *const[],
+					     cudaDataType_t, const int[], const void *,
+					     void *const[], cudaDataType_t, const int[], int,
+					     const int[], cublasComputeType_t);
 typedef cublasStatus_t (*gemm_batched_ex_fn)(cublasHandle_t, cublasOperation_t,
 					     cublasOperation_t, int, int, int, const void *,
 					     const void *const[], cudaDataType_t, int,
@@ -74,6 +83,7 @@ static struct {
 	decltype(&cublasSetMathMode) set_math_mode;
 	gemm_ex_fn gemm;
 	gemm_batched_ex_fn gemm_batched;
+	gemm_grouped_ex_fn gemm_grouped;	/* cuBLAS 12.5 and later, else NULL */
 	decltype(&cublasGetStatusString) status_string;
 	char error[256];
 } blas;
@@ -105,6 +115,7 @@ static void blas_load(void)
 	*(void **)&blas.set_math_mode = dlsym(h, "cublasSetMathMode");
 	*(void **)&blas.gemm = dlsym(h, "cublasGemmEx");
 	*(void **)&blas.gemm_batched = dlsym(h, "cublasGemmBatchedEx");
+	*(void **)&blas.gemm_grouped = dlsym(h, "cublasGemmGroupedBatchedEx");
 	*(void **)&blas.status_string = dlsym(h, "cublasGetStatusString");
 	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.set_math_mode ||
 	    !blas.gemm || !blas.gemm_batched || !blas.status_string) {
@@ -149,7 +160,13 @@ struct rlb_queue {
 	cudaStream_t s;
 	void *scratch;			/* stream-ordered scratch (cudaMallocAsync) */
 	size_t scratch_cap;
+	unsigned *gate;			/* queue_hold's flag (mapped host memory), or NULL */
+	unsigned *d_gate;		/* the flag as the device sees it */
+	unsigned seq;			/* the last hold's number */
 };
+
+/* A hold lapses after this long (the host never released it). */
+#define HOLD_LAPSE_NS 500000000ull
 
 struct rlb_event {
 	cudaEvent_t e;
@@ -175,6 +192,8 @@ struct cuda_priv {
 	struct xfer *x[RLB_COMM_KINDS];
 	size_t nx[RLB_COMM_KINDS], capx[RLB_COMM_KINDS];
 	int owns_copy;			/* set the world's copy function */
+	int gemm_grouped;		/* RLB_CUDA_GEMM=grouped */
+	int grouped_bad[2];		/* grouped GEMM refused bf16 / fp32 output */
 };
 
 static struct cuda_priv *priv(struct rlb_backend *be)
@@ -349,9 +368,37 @@ static __global__ void k_bf16_to_f32(size_t n, const bf16 *src, float *dst)
 		dst[i] = __bfloat162float(src[i]);
 }
 
+/*
+ * The compute weights, optimizer state and gradient accumulator keep gate
+ * and up interleaved by row, [H][gate row | up row], where lib/expert.h
+ * has [gate [H][F] | up [H][F]] (down follows unchanged): gate and up are
+ * then one GEMM of 2 ffn columns forward, for their gradients, and for dx.
+ * Fused index i of the N parameters from (TO_FUSED) or to lib/expert.h's.
+ */
+static __global__ void k_gu_layout(size_t hidden, size_t ffn, size_t n, int to_fused,
+				   const float *src, float *dst)
+{
+	size_t hf = hidden * ffn;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t j = i;
+
+		if (i < 2 * hf) {
+			size_t h = i / (2 * ffn), r = i % (2 * ffn);
+
+			j = (r / ffn) * hf + h * ffn + r % ffn;
+		}
+		if (to_fused)
+			dst[i] = src[j];
+		else
+			dst[j] = src[i];
+	}
+}
+
 /* Pointer arrays of a batched GEMM, passed by value so no host buffer must live on. */
 struct ptr_args {
-	const void *p[3 * 2 * BATCH_MAX];
+	const void *p[3 * BATCH_MAX];
 	unsigned n;
 };
 
@@ -402,12 +449,13 @@ static __global__ void k_combine(size_t ntok, uint32_t topk, uint32_t hidden,
 		}
 }
 
-/* Per-job pointers of a batched elementwise kernel (blockIdx.y is the job). */
+/* Per-job pointers and rows of a batched elementwise kernel (blockIdx.y is the job). */
 struct job_args {
 	const void *a[BATCH_MAX];
 	const void *b[BATCH_MAX];
 	void *c[BATCH_MAX];
 	void *d[BATCH_MAX];
+	size_t rows[BATCH_MAX];
 };
 
 __device__ static float sigmoidf_(float g)
@@ -415,54 +463,98 @@ __device__ static float sigmoidf_(float g)
 	return 1.0f / (1.0f + expf(-g));
 }
 
+/*
+ * The SwiGLU kernels take a row a block (blockIdx.x strides the rows) and
+ * two columns a thread where ffn is even (the rows are then 4-byte
+ * aligned: buffers and scratch start aligned, rows are whole pairs).
+ */
+static __device__ void swiglu_fwd_at(const bf16 *act, bf16 *h, uint32_t ffn, uint32_t j)
+{
+	float g = __bfloat162float(act[j]), u = __bfloat162float(act[ffn + j]);
+
+	h[j] = __float2bfloat16(g * sigmoidf_(g) * u);
+}
+
 /* h = silu(g) * u from act rows [g | u]. */
-static __global__ void k_swiglu_fwd(struct job_args a, size_t rows, uint32_t ffn)
+static __global__ void k_swiglu_fwd(struct job_args a, uint32_t ffn)
 {
-	const bf16 *act = (const bf16 *)a.a[blockIdx.y];
-	bf16 *h = (bf16 *)a.c[blockIdx.y];
-	size_t n = rows * ffn;
+	size_t rows = a.rows[blockIdx.y];
 
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t r = i / ffn, j = i % ffn;
-		float g = __bfloat162float(act[r * 2 * ffn + j]);
-		float u = __bfloat162float(act[r * 2 * ffn + ffn + j]);
+	for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+		const bf16 *act = (const bf16 *)a.a[blockIdx.y] + r * 2 * ffn;
+		bf16 *h = (bf16 *)a.c[blockIdx.y] + r * ffn;
 
-		h[i] = __float2bfloat16(g * sigmoidf_(g) * u);
+		if (ffn % 2 == 0) {
+			const __nv_bfloat162 *g2 = (const __nv_bfloat162 *)act;
+			const __nv_bfloat162 *u2 = (const __nv_bfloat162 *)(act + ffn);
+			__nv_bfloat162 *h2 = (__nv_bfloat162 *)h;
+
+			for (uint32_t j = threadIdx.x; j < ffn / 2; j += blockDim.x) {
+				float2 g = __bfloat1622float2(g2[j]), u = __bfloat1622float2(u2[j]);
+
+				h2[j] = __floats2bfloat162_rn(g.x * sigmoidf_(g.x) * u.x,
+							      g.y * sigmoidf_(g.y) * u.y);
+			}
+		} else {
+			for (uint32_t j = threadIdx.x; j < ffn; j += blockDim.x)
+				swiglu_fwd_at(act, h, ffn, j);
+		}
 	}
 }
 
-/* From act [g | u] and dh (fp32): dgu [dg | du] and h (for dw_down). */
-static __global__ void k_swiglu_bwd(struct job_args a, size_t rows, uint32_t ffn)
+/* dg, du and h of one element from g, u and dh. */
+static __device__ void swiglu_bwd_one(float g, float u, float d, float *dg, float *du,
+				      float *h)
 {
-	const bf16 *act = (const bf16 *)a.a[blockIdx.y];
-	const float *dh = (const float *)a.b[blockIdx.y];
-	bf16 *dgu = (bf16 *)a.c[blockIdx.y];
-	bf16 *h = (bf16 *)a.d[blockIdx.y];
-	size_t n = rows * ffn;
+	float sg = sigmoidf_(g), silu = g * sg;
 
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t r = i / ffn, j = i % ffn;
-		float g = __bfloat162float(act[r * 2 * ffn + j]);
-		float u = __bfloat162float(act[r * 2 * ffn + ffn + j]);
-		float sg = sigmoidf_(g), silu = g * sg, d = dh[i];
-
-		dgu[r * 2 * ffn + j] = __float2bfloat16(d * u * (sg * (1.0f + g * (1.0f - sg))));
-		dgu[r * 2 * ffn + ffn + j] = __float2bfloat16(d * silu);
-		h[i] = __float2bfloat16(silu * u);
-	}
+	*dg = d * u * (sg * (1.0f + g * (1.0f - sg)));
+	*du = d * silu;
+	*h = silu * u;
 }
 
-/* dst[job] = bf16(src[job]) over n elements per job. */
-static __global__ void k_cvt_jobs(struct job_args a, size_t n)
+/* From act [g | u] and dh: dgu [dg | du] and h (for dw_down). */
+static __global__ void k_swiglu_bwd(struct job_args a, uint32_t ffn)
 {
-	const float *src = (const float *)a.a[blockIdx.y];
-	bf16 *dst = (bf16 *)a.c[blockIdx.y];
+	size_t rows = a.rows[blockIdx.y];
 
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		dst[i] = __float2bfloat16(src[i]);
+	for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+		const bf16 *act = (const bf16 *)a.a[blockIdx.y] + r * 2 * ffn;
+		const bf16 *dh = (const bf16 *)a.b[blockIdx.y] + r * ffn;
+		bf16 *dgu = (bf16 *)a.c[blockIdx.y] + r * 2 * ffn;
+		bf16 *h = (bf16 *)a.d[blockIdx.y] + r * ffn;
+
+		if (ffn % 2 == 0) {
+			const __nv_bfloat162 *g2 = (const __nv_bfloat162 *)act;
+			const __nv_bfloat162 *u2 = (const __nv_bfloat162 *)(act + ffn);
+			const __nv_bfloat162 *d2 = (const __nv_bfloat162 *)dh;
+			__nv_bfloat162 *dg2 = (__nv_bfloat162 *)dgu;
+			__nv_bfloat162 *du2 = (__nv_bfloat162 *)(dgu + ffn);
+			__nv_bfloat162 *h2 = (__nv_bfloat162 *)h;
+
+			for (uint32_t j = threadIdx.x; j < ffn / 2; j += blockDim.x) {
+				float2 g = __bfloat1622float2(g2[j]), u = __bfloat1622float2(u2[j]);
+				float2 d = __bfloat1622float2(d2[j]);
+				float dgx, dgy, dux, duy, hx, hy;
+
+				swiglu_bwd_one(g.x, u.x, d.x, &dgx, &dux, &hx);
+				swiglu_bwd_one(g.y, u.y, d.y, &dgy, &duy, &hy);
+				dg2[j] = __floats2bfloat162_rn(dgx, dgy);
+				du2[j] = __floats2bfloat162_rn(dux, duy);
+				h2[j] = __floats2bfloat162_rn(hx, hy);
+			}
+		} else {
+			for (uint32_t j = threadIdx.x; j < ffn; j += blockDim.x) {
+				float dg, du, hv;
+
+				swiglu_bwd_one(__bfloat162float(act[j]), __bfloat162float(act[ffn + j]),
+					       __bfloat162float(dh[j]), &dg, &du, &hv);
+				dgu[j] = __float2bfloat16(dg);
+				dgu[ffn + j] = __float2bfloat16(du);
+				h[j] = __float2bfloat16(hv);
+			}
+		}
+	}
 }
 
 static __global__ void k_acc_add(size_t n, float *dst, const float *src)
@@ -611,23 +703,35 @@ static int cu_download_act(struct rlb_backend *be, struct rlb_queue *q,
 	return cu_download(be, q, host, s, n * sizeof(float), err);
 }
 
-/* The optimizer state: master copy, then m, then v (fp32 each). */
+static int gu_layout(struct rlb_queue *q, const struct rlb_expert_shape *s, size_t n,
+		     int to_fused, const float *src, float *dst, struct rlb_err *err)
+{
+	k_gu_layout<<<blocks_for(n, 256), 256, 0, q->s>>>(s->hidden, s->ffn, n, to_fused, src, dst);
+	LAUNCHED("weight layout kernel");
+	return 0;
+}
+
+/*
+ * The optimizer state: master copy, then m, then v (fp32 each), like the
+ * compute weights in the fused layout (k_gu_layout).
+ */
 static int cu_upload_weights(struct rlb_backend *be, struct rlb_queue *q,
 			     const struct rlb_expert_shape *s,
 			     const float *host, void *w, void *opt,
 			     struct rlb_err *err)
 {
 	size_t n = rlb_expert_params(s);
-	void *src = opt;
-	int ret = 0;
+	float *sc = NULL, *fused;
+	int ret = scratch(q, 2 * n * sizeof(float), (void **)&sc, err);
 
-	if (!opt)
-		ret = scratch(q, n * sizeof(float), &src, err);
 	if (ret == 0)
-		ret = cu_upload(be, q, src, host, n * sizeof(float), err);
+		ret = cu_upload(be, q, sc, host, n * sizeof(float), err);
+	fused = opt ? (float *)opt : sc + n;
+	if (ret == 0)
+		ret = gu_layout(q, s, n, 1, sc, fused, err);
 	if (ret == 0 && opt)
 		ret = cu_zero(be, q, (float *)opt + n, 2 * n * sizeof(float), err);
-	return ret ? ret : to_bf16(q, n, (const float *)src, w, err);
+	return ret ? ret : to_bf16(q, n, fused, w, err);
 }
 
 static int cu_download_weights(struct rlb_backend *be, struct rlb_queue *q,
@@ -636,11 +740,22 @@ static int cu_download_weights(struct rlb_backend *be, struct rlb_queue *q,
 			       struct rlb_err *err)
 {
 	size_t n = rlb_expert_params(s);
+	float *sc = NULL;
+	const float *fused;
+	int ret = scratch(q, 2 * n * sizeof(float), (void **)&sc, err);
 
+	if (ret)
+		return ret;
 	/* the fp32 master copy when there is one, else the bf16 weights */
-	if (opt)
-		return cu_download(be, q, host, opt, n * sizeof(float), err);
-	return cu_download_act(be, q, host, w, n, err);
+	if (opt) {
+		fused = (const float *)opt;
+	} else {
+		k_bf16_to_f32<<<blocks_for(n, 256), 256, 0, q->s>>>(n, (const bf16 *)w, sc + n);
+		LAUNCHED("bf16 to f32 kernel");
+		fused = sc + n;
+	}
+	ret = gu_layout(q, s, n, 0, fused, sc, err);
+	return ret ? ret : cu_download(be, q, host, sc, n * sizeof(float), err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -670,11 +785,56 @@ static void cu_queue_free(struct rlb_backend *be, struct rlb_queue *q)
 	(void)be;
 	if (!q)
 		return;
+	if (q->gate)	/* a hold still waiting lets go */
+		__atomic_store_n(q->gate, q->seq, __ATOMIC_RELEASE);
 	if (q->scratch)
 		cudaFreeAsync(q->scratch, q->s);
 	cudaStreamSynchronize(q->s);
 	cudaStreamDestroy(q->s);
+	if (q->gate)
+		cudaFreeHost(q->gate);
 	free(q);
+}
+
+/* Spin until the host sets *flag to seq (wrapping compare), or the hold lapses. */
+static __global__ void k_hold(const volatile unsigned *flag, unsigned seq)
+{
+	unsigned long long t0, t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	while ((int)(*flag - seq) < 0) {
+		__nanosleep(2000);
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		if (t - t0 > HOLD_LAPSE_NS)
+			break;
+	}
+}
+
+static int cu_queue_hold(struct rlb_backend *be, struct rlb_queue *q,
+			 struct rlb_err *err)
+{
+	(void)be;
+	if (!q->gate) {
+		CU(cudaHostAlloc((void **)&q->gate, sizeof(*q->gate), cudaHostAllocMapped),
+		   "cudaHostAlloc");
+		*q->gate = q->seq;
+		CU(cudaHostGetDevicePointer((void **)&q->d_gate, q->gate, 0),
+		   "cudaHostGetDevicePointer");
+	}
+	q->seq++;
+	k_hold<<<1, 1, 0, q->s>>>(q->d_gate, q->seq);
+	LAUNCHED("hold kernel");
+	return 0;
+}
+
+static int cu_queue_release(struct rlb_backend *be, struct rlb_queue *q,
+			    struct rlb_err *err)
+{
+	(void)be;
+	(void)err;
+	if (q->gate)
+		__atomic_store_n(q->gate, q->seq, __ATOMIC_RELEASE);
+	return 0;
 }
 
 static int cu_queue_sync(struct rlb_backend *be, struct rlb_queue *q,
@@ -780,10 +940,8 @@ static int cu_combine(struct rlb_backend *be, struct rlb_queue *q,
 /* Expert math.                                                         */
 
 /*
- * One GEMM shape over COUNT operand sets (column-major, cuBLAS terms):
- * C_i = alpha op(A_i) op(B_i) + beta C_i, A and B bf16, C bf16 or fp32,
- * fp32 accumulation.  One set: cublasGemmEx; more: cublasGemmBatchedEx
- * with the pointer arrays written on the device by k_ptrs.
+ * A GEMM in cuBLAS terms (column-major): C = alpha op(A) op(B) + beta C,
+ * A and B bf16, C bf16 or fp32, fp32 accumulation, alpha 1.
  */
 struct gemm_shape {
 	cublasOperation_t ta, tb;
@@ -791,43 +949,6 @@ struct gemm_shape {
 	cudaDataType_t ctype;
 	float beta;
 };
-
-static int gemm(struct rlb_backend *be, struct rlb_queue *q, void **ptrs,
-		const struct gemm_shape *g, const void *const *A,
-		const void *const *B, void *const *C, unsigned count,
-		struct rlb_err *err)
-{
-	struct cuda_priv *p = priv(be);
-	const float alpha = 1.0f, beta = g->beta;
-	struct ptr_args a;
-	unsigned i;
-
-	if (count == 1) {
-		CB(blas.gemm(p->blas, g->ta, g->tb, g->m, g->n, g->k, &alpha,
-				A[0], CUDA_R_16BF, g->lda, B[0], CUDA_R_16BF, g->ldb, &beta,
-				C[0], g->ctype, g->ldc, CUBLAS_COMPUTE_32F,
-				CUBLAS_GEMM_DEFAULT), "cublasGemmEx");
-		return 0;
-	}
-	if (count > 2 * BATCH_MAX)
-		return rlb_err_set(err, RLB_EINVAL, "GEMM batch of %u", count);
-	memset(&a, 0, sizeof(a));
-	for (i = 0; i < count; i++) {
-		a.p[i] = A[i];
-		a.p[count + i] = B[i];
-		a.p[2 * count + i] = C[i];
-	}
-	a.n = 3 * count;
-	k_ptrs<<<1, 3 * 2 * BATCH_MAX, 0, q->s>>>(a, (const void **)ptrs);
-	LAUNCHED("pointer kernel");
-	CB(blas.gemm_batched(p->blas, g->ta, g->tb, g->m, g->n, g->k, &alpha,
-			       (const void *const *)ptrs, CUDA_R_16BF, g->lda,
-			       (const void *const *)(ptrs + count), CUDA_R_16BF, g->ldb,
-			       &beta, (void *const *)(ptrs + 2 * count), g->ctype, g->ldc,
-			       (int)count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-	   "cublasGemmBatchedEx");
-	return 0;
-}
 
 static struct gemm_shape shape(cublasOperation_t ta, cublasOperation_t tb,
 			       size_t m, size_t n, size_t k, size_t lda, size_t ldb,
@@ -848,188 +969,315 @@ static struct gemm_shape shape(cublasOperation_t ta, cublasOperation_t tb,
 	return g;
 }
 
+/* Which dimension of a stage's GEMMs is the job's rows. */
+enum { VARY_N, VARY_K };
+
+static struct gemm_shape with_rows(const struct gemm_shape *g, int vary, size_t rows)
+{
+	struct gemm_shape s = *g;
+
+	if (vary == VARY_N)
+		s.n = (int)rows;
+	else
+		s.k = (int)rows;
+	return s;
+}
+
+static int gemm_one(struct cuda_priv *p, const struct gemm_shape *g, const void *A,
+		    const void *B, void *C, struct rlb_err *err)
+{
+	const float alpha = 1.0f;
+
+	CB(blas.gemm(p->blas, g->ta, g->tb, g->m, g->n, g->k, &alpha, A, CUDA_R_16BF,
+		     g->lda, B, CUDA_R_16BF, g->ldb, &g->beta, C, g->ctype, g->ldc,
+		     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "cublasGemmEx");
+	return 0;
+}
+
+/* cuBLAS's grouped GEMM over a stage's runs of equal rows: 1 done, 0 not taken. */
+static int gemm_grouped(struct cuda_priv *p, void **ptrs, const struct gemm_shape *g,
+			int vary, const size_t *rows, unsigned count,
+			const unsigned *first, const unsigned *len, unsigned nrun,
+			struct rlb_err *err)
+{
+	cublasOperation_t ta[BATCH_MAX], tb[BATCH_MAX];
+	int m[BATCH_MAX], n[BATCH_MAX], k[BATCH_MAX], size[BATCH_MAX];
+	int lda[BATCH_MAX], ldb[BATCH_MAX], ldc[BATCH_MAX];
+	float alpha[BATCH_MAX], beta[BATCH_MAX];
+	int fp32 = g->ctype == CUDA_R_32F;
+	cublasStatus_t st;
+	unsigned i;
+
+	if (!blas.gemm_grouped || !p->gemm_grouped || p->grouped_bad[fp32])
+		return 0;
+	for (i = 0; i < nrun; i++) {
+		struct gemm_shape s = with_rows(g, vary, rows[first[i]]);
+
+		ta[i] = s.ta;
+		tb[i] = s.tb;
+		m[i] = s.m;
+		n[i] = s.n;
+		k[i] = s.k;
+		lda[i] = s.lda;
+		ldb[i] = s.ldb;
+		ldc[i] = s.ldc;
+		alpha[i] = 1.0f;
+		beta[i] = s.beta;
+		size[i] = (int)len[i];
+	}
+	st = blas.gemm_grouped(p->blas, ta, tb, m, n, k, alpha, (const void *const *)ptrs,
+			       CUDA_R_16BF, lda, (const void *const *)(ptrs + count),
+			       CUDA_R_16BF, ldb, beta, (void *const *)(ptrs + 2 * count),
+			       g->ctype, ldc, (int)nrun, size, CUBLAS_COMPUTE_32F);
+	if (st == CUBLAS_STATUS_SUCCESS)
+		return 1;
+	if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
+		return blas_fail(err, st, "cublasGemmGroupedBatchedEx");
+	p->grouped_bad[fp32] = 1;	/* these types: one call per row count from now on */
+	return 0;
+}
+
+/*
+ * One GEMM stage over the COUNT jobs of a batch, job i's GEMM of shape G
+ * but for its rows (rows[i], ascending), which are its n (VARY_N) or its k
+ * (VARY_K), on A[i], B[i], C[i].  One job: cublasGemmEx; more: the
+ * pointer arrays written on the device (k_ptrs, into PTRS), then one
+ * grouped GEMM, or one call per run of equal rows.
+ */
+static int gemm_stage(struct rlb_backend *be, struct rlb_queue *q, void **ptrs,
+		      const struct gemm_shape *g, int vary, const size_t *rows,
+		      unsigned count, const void *const *A, const void *const *B,
+		      void *const *C, struct rlb_err *err)
+{
+	struct cuda_priv *p = priv(be);
+	unsigned first[BATCH_MAX], len[BATCH_MAX], nrun = 0, i, j;
+	const float alpha = 1.0f;
+	struct ptr_args a;
+	int ret;
+
+	if (count == 0)
+		return 0;
+	if (count > BATCH_MAX)
+		return rlb_err_set(err, RLB_EINVAL, "GEMM stage of %u jobs", count);
+	if (count == 1) {
+		struct gemm_shape s = with_rows(g, vary, rows[0]);
+
+		return gemm_one(p, &s, A[0], B[0], C[0], err);
+	}
+	for (i = 0; i < count; i = j) {
+		for (j = i + 1; j < count && rows[j] == rows[i]; j++)
+			;
+		first[nrun] = i;
+		len[nrun++] = j - i;
+	}
+	memset(&a, 0, sizeof(a));
+	for (i = 0; i < count; i++) {
+		a.p[i] = A[i];
+		a.p[count + i] = B[i];
+		a.p[2 * count + i] = C[i];
+	}
+	a.n = 3 * count;
+	k_ptrs<<<1, 3 * BATCH_MAX, 0, q->s>>>(a, (const void **)ptrs);
+	LAUNCHED("pointer kernel");
+	if (nrun > 1) {
+		ret = gemm_grouped(p, ptrs, g, vary, rows, count, first, len, nrun, err);
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
+	for (i = 0; i < nrun; i++) {
+		struct gemm_shape s = with_rows(g, vary, rows[first[i]]);
+		unsigned o = first[i];
+
+		if (len[i] == 1) {
+			ret = gemm_one(p, &s, A[o], B[o], C[o], err);
+			if (ret)
+				return ret;
+			continue;
+		}
+		CB(blas.gemm_batched(p->blas, s.ta, s.tb, s.m, s.n, s.k, &alpha,
+				     (const void *const *)(ptrs + o), CUDA_R_16BF, s.lda,
+				     (const void *const *)(ptrs + count + o), CUDA_R_16BF, s.ldb,
+				     &s.beta, (void *const *)(ptrs + 2 * count + o), s.ctype,
+				     s.ldc, (int)len[i], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+		   "cublasGemmBatchedEx");
+	}
+	return 0;
+}
+
 static const char *off(const void *p, size_t elems, size_t bytes)
 {
 	return (const char *)p + elems * bytes;
 }
 
+/* Grid of a per-row kernel over jobs of at most ROWS rows. */
+static dim3 row_grid(size_t rows, unsigned count)
+{
+	return dim3(rows == 0 ? 1 : rows > 8192 ? 8192 : (unsigned)rows, count);
+}
+
 /*
- * Forward of jobs sel[0..count) that all have ROWS rows:
- *   act[:, 0:ffn] = x w_gate, act[:, ffn:2ffn] = x w_up   (one batch of 2 count)
- *   h = silu(g) * u                                        (scratch)
+ * A batch: COUNT jobs (jobs[sel[i]]), rows[i] rows each, ascending, and
+ * at[i] the first row of job i among the batch's N rows (for scratch).
+ */
+struct batch {
+	const struct rlb_expert_job *jobs;
+	const size_t *sel;
+	unsigned count;
+	size_t rows[BATCH_MAX], at[BATCH_MAX], n;
+};
+
+#define PTRS_BYTES align_up(3 * BATCH_MAX * sizeof(void *))
+
+/*
+ * Forward of a batch (weights [H][gate | up] then down, k_gu_layout):
+ *   act = x w_gu      ([rows][2 ffn]: [g | u], saved for backward)
+ *   h = silu(g) * u   (scratch)
  *   y = h w_down
  */
 static int forward_batch(struct rlb_backend *be, struct rlb_queue *q,
-			 const struct rlb_expert_shape *s,
-			 const struct rlb_expert_job *jobs, const size_t *sel,
-			 unsigned count, size_t rows, struct rlb_err *err)
+			 const struct rlb_expert_shape *s, const struct batch *b,
+			 struct rlb_err *err)
 {
 	size_t H = s->hidden, F = s->ffn, hf = H * F;
-	const void *A[2 * BATCH_MAX], *B[2 * BATCH_MAX];
-	void *C[2 * BATCH_MAX];
+	const void *A[BATCH_MAX], *B[BATCH_MAX];
+	void *C[BATCH_MAX];
 	struct job_args ja;
 	struct gemm_shape g;
 	void *sc = NULL, **ptrs;
 	char *hbuf;
-	unsigned i, t;
+	unsigned i;
 	int ret;
 
-	ret = scratch(q, align_up(3 * 2 * BATCH_MAX * sizeof(void *)) +
-		      count * rows * F * sizeof(bf16), &sc, err);
+	ret = scratch(q, PTRS_BYTES + b->n * F * sizeof(bf16), &sc, err);
 	if (ret)
 		return ret;
 	ptrs = (void **)sc;
-	hbuf = (char *)sc + align_up(3 * 2 * BATCH_MAX * sizeof(void *));
-	for (i = 0; i < count; i++)
-		for (t = 0; t < 2; t++) {
-			const struct rlb_expert_job *j = &jobs[sel[i]];
-
-			A[2 * i + t] = off(j->w, t * hf, sizeof(bf16));
-			B[2 * i + t] = j->x;
-			C[2 * i + t] = (void *)off(j->act, t * F, sizeof(bf16));
-		}
-	g = shape(CUBLAS_OP_N, CUBLAS_OP_N, F, rows, H,
-				 F, H, 2 * F, CUDA_R_16BF, 0.0f);
-	ret = gemm(be, q, ptrs, &g, A, B, C, 2 * count, err);
+	hbuf = (char *)sc + PTRS_BYTES;
+	for (i = 0; i < b->count; i++) {
+		A[i] = b->jobs[b->sel[i]].w;
+		B[i] = b->jobs[b->sel[i]].x;
+		C[i] = b->jobs[b->sel[i]].act;
+	}
+	g = shape(CUBLAS_OP_N, CUBLAS_OP_N, 2 * F, 0, H, 2 * F, H, 2 * F, CUDA_R_16BF, 0.0f);
+	ret = gemm_stage(be, q, ptrs, &g, VARY_N, b->rows, b->count, A, B, C, err);
 	if (ret)
 		return ret;
 	memset(&ja, 0, sizeof(ja));
-	for (i = 0; i < count; i++) {
-		ja.a[i] = jobs[sel[i]].act;
-		ja.c[i] = hbuf + i * rows * F * sizeof(bf16);
+	for (i = 0; i < b->count; i++) {
+		ja.a[i] = b->jobs[b->sel[i]].act;
+		ja.c[i] = hbuf + b->at[i] * F * sizeof(bf16);
+		ja.rows[i] = b->rows[i];
 	}
-	k_swiglu_fwd<<<dim3(blocks_for(rows * F, 256), count), 256, 0, q->s>>>(ja, rows,
-									    (uint32_t)F);
+	k_swiglu_fwd<<<row_grid(b->rows[b->count - 1], b->count), 128, 0, q->s>>>(ja, (uint32_t)F);
 	LAUNCHED("SwiGLU kernel");
-	for (i = 0; i < count; i++) {
-		A[i] = off(jobs[sel[i]].w, 2 * hf, sizeof(bf16));
+	for (i = 0; i < b->count; i++) {
+		A[i] = off(b->jobs[b->sel[i]].w, 2 * hf, sizeof(bf16));
 		B[i] = ja.c[i];
-		C[i] = jobs[sel[i]].y;
+		C[i] = b->jobs[b->sel[i]].y;
 	}
-	g = shape(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, F,
-				 H, F, H, CUDA_R_16BF, 0.0f);
-	return gemm(be, q, ptrs, &g, A, B, C, count, err);
+	g = shape(CUBLAS_OP_N, CUBLAS_OP_N, H, 0, F, H, F, H, CUDA_R_16BF, 0.0f);
+	return gemm_stage(be, q, ptrs, &g, VARY_N, b->rows, b->count, A, B, C, err);
 }
 
 /*
- * Backward of jobs sel[0..count) of ROWS rows each:
- *   dh = dy w_down^T (fp32)      dgu = [dg | du], h from act and dh
- *   g_down += h^T dy             g_gate += x^T dg, g_up += x^T du
- *   dx = dg w_gate^T + du w_up^T (fp32, then bf16)
+ * Backward of a batch (bf16 activations and their gradients, the weight
+ * gradients added in fp32):
+ *   dh = dy w_down^T              dgu = [dg | du], h from act and dh
+ *   g_down += h^T dy              g_gu += x^T dgu
+ *   dx = dgu w_gu^T
  */
 static int backward_batch(struct rlb_backend *be, struct rlb_queue *q,
-			  const struct rlb_expert_shape *s,
-			  const struct rlb_expert_job *jobs, const size_t *sel,
-			  unsigned count, size_t rows, struct rlb_err *err)
+			  const struct rlb_expert_shape *s, const struct batch *b,
+			  struct rlb_err *err)
 {
-	size_t H = s->hidden, F = s->ffn, hf = H * F, n = count * rows;
-	size_t o_ptr = 0, o_dh = align_up(3 * 2 * BATCH_MAX * sizeof(void *));
-	size_t o_dgu = o_dh + align_up(n * F * sizeof(float));
+	size_t H = s->hidden, F = s->ffn, hf = H * F, n = b->n;
+	size_t o_dh = PTRS_BYTES;
+	size_t o_dgu = o_dh + align_up(n * F * sizeof(bf16));
 	size_t o_h = o_dgu + align_up(n * 2 * F * sizeof(bf16));
-	size_t o_dx = o_h + align_up(n * F * sizeof(bf16));
-	size_t total = o_dx + n * H * sizeof(float);
-	const void *A[2 * BATCH_MAX], *B[2 * BATCH_MAX];
-	void *C[2 * BATCH_MAX];
+	size_t total = o_h + n * F * sizeof(bf16);
+	const void *A[BATCH_MAX], *B[BATCH_MAX];
+	void *C[BATCH_MAX];
 	struct job_args ja;
 	struct gemm_shape g;
 	void **ptrs;
 	char *sc = NULL;
-	unsigned i, t;
+	unsigned i;
 	int ret;
 
 	ret = scratch(q, total, (void **)&sc, err);
 	if (ret)
 		return ret;
-	ptrs = (void **)(sc + o_ptr);
-#define DH(i) (sc + o_dh + (i) * rows * F * sizeof(float))
-#define DGU(i) (sc + o_dgu + (i) * rows * 2 * F * sizeof(bf16))
-#define HB(i) (sc + o_h + (i) * rows * F * sizeof(bf16))
-#define DXF(i) (sc + o_dx + (i) * rows * H * sizeof(float))
+	ptrs = (void **)sc;
+#define JOB(i) (&b->jobs[b->sel[i]])
+#define DH(i) (sc + o_dh + b->at[i] * F * sizeof(bf16))
+#define DGU(i) (sc + o_dgu + b->at[i] * 2 * F * sizeof(bf16))
+#define HB(i) (sc + o_h + b->at[i] * F * sizeof(bf16))
 	/* dh^T (F x rows) = w_down (row-major F x H, seen as H x F), transposed, times dy^T */
-	for (i = 0; i < count; i++) {
-		A[i] = off(jobs[sel[i]].w, 2 * hf, sizeof(bf16));
-		B[i] = jobs[sel[i]].dy;
+	for (i = 0; i < b->count; i++) {
+		A[i] = off(JOB(i)->w, 2 * hf, sizeof(bf16));
+		B[i] = JOB(i)->dy;
 		C[i] = DH(i);
 	}
-	g = shape(CUBLAS_OP_T, CUBLAS_OP_N, F, rows, H,
-				 H, H, F, CUDA_R_32F, 0.0f);
-	ret = gemm(be, q, ptrs, &g, A, B, C, count, err);
+	g = shape(CUBLAS_OP_T, CUBLAS_OP_N, F, 0, H, H, H, F, CUDA_R_16BF, 0.0f);
+	ret = gemm_stage(be, q, ptrs, &g, VARY_N, b->rows, b->count, A, B, C, err);
 	if (ret)
 		return ret;
 	memset(&ja, 0, sizeof(ja));
-	for (i = 0; i < count; i++) {
-		ja.a[i] = jobs[sel[i]].act;
+	for (i = 0; i < b->count; i++) {
+		ja.a[i] = JOB(i)->act;
 		ja.b[i] = DH(i);
 		ja.c[i] = DGU(i);
 		ja.d[i] = HB(i);
+		ja.rows[i] = b->rows[i];
 	}
-	k_swiglu_bwd<<<dim3(blocks_for(rows * F, 256), count), 256, 0, q->s>>>(ja, rows,
-									    (uint32_t)F);
+	k_swiglu_bwd<<<row_grid(b->rows[b->count - 1], b->count), 128, 0, q->s>>>(ja, (uint32_t)F);
 	LAUNCHED("SwiGLU backward kernel");
 	/* g_down (H x F column-major) += dy^T h */
-	for (i = 0; i < count; i++) {
-		A[i] = jobs[sel[i]].dy;
+	for (i = 0; i < b->count; i++) {
+		A[i] = JOB(i)->dy;
 		B[i] = HB(i);
-		C[i] = (void *)off(jobs[sel[i]].g, 2 * hf, sizeof(float));
+		C[i] = (void *)off(JOB(i)->g, 2 * hf, sizeof(float));
 	}
-	g = shape(CUBLAS_OP_N, CUBLAS_OP_T, H, F, rows,
-				 H, F, H, CUDA_R_32F, 1.0f);
-	ret = gemm(be, q, ptrs, &g, A, B, C, count, err);
+	g = shape(CUBLAS_OP_N, CUBLAS_OP_T, H, F, 0, H, F, H, CUDA_R_32F, 1.0f);
+	ret = gemm_stage(be, q, ptrs, &g, VARY_K, b->rows, b->count, A, B, C, err);
 	if (ret)
 		return ret;
-	/* g_gate, g_up (F x H column-major) += dg^T x, du^T x */
-	for (i = 0; i < count; i++)
-		for (t = 0; t < 2; t++) {
-			A[2 * i + t] = DGU(i) + t * F * sizeof(bf16);
-			B[2 * i + t] = jobs[sel[i]].x;
-			C[2 * i + t] = (void *)off(jobs[sel[i]].g, t * hf, sizeof(float));
-		}
-	g = shape(CUBLAS_OP_N, CUBLAS_OP_T, F, H, rows,
-				 2 * F, H, F, CUDA_R_32F, 1.0f);
-	ret = gemm(be, q, ptrs, &g, A, B, C, 2 * count, err);
+	/* g_gu (2F x H column-major: [H][g | u]) += dgu^T x */
+	for (i = 0; i < b->count; i++) {
+		A[i] = DGU(i);
+		B[i] = JOB(i)->x;
+		C[i] = JOB(i)->g;
+	}
+	g = shape(CUBLAS_OP_N, CUBLAS_OP_T, 2 * F, H, 0, 2 * F, H, 2 * F, CUDA_R_32F, 1.0f);
+	ret = gemm_stage(be, q, ptrs, &g, VARY_K, b->rows, b->count, A, B, C, err);
 	if (ret)
 		return ret;
-	/* dx^T (H x rows) = w_gate dg^T + w_up du^T */
-	for (t = 0; t < 2; t++) {
-		for (i = 0; i < count; i++) {
-			A[i] = off(jobs[sel[i]].w, t * hf, sizeof(bf16));
-			B[i] = DGU(i) + t * F * sizeof(bf16);
-			C[i] = DXF(i);
-		}
-		g = shape(CUBLAS_OP_T, CUBLAS_OP_N, H, rows, F,
-					 F, 2 * F, H, CUDA_R_32F,
-					 t ? 1.0f : 0.0f);
-		ret = gemm(be, q, ptrs, &g, A, B, C, count, err);
-		if (ret)
-			return ret;
+	/* dx^T (H x rows) = w_gu^T (H x 2F) dgu^T */
+	for (i = 0; i < b->count; i++) {
+		A[i] = JOB(i)->w;
+		B[i] = DGU(i);
+		C[i] = JOB(i)->dx;
 	}
-	memset(&ja, 0, sizeof(ja));
-	for (i = 0; i < count; i++) {
-		ja.a[i] = DXF(i);
-		ja.c[i] = jobs[sel[i]].dx;
-	}
+#undef JOB
 #undef DH
 #undef DGU
 #undef HB
-#undef DXF
-	k_cvt_jobs<<<dim3(blocks_for(rows * H, 256), count), 256, 0, q->s>>>(ja, rows * H);
-	LAUNCHED("dx conversion kernel");
-	return 0;
+	g = shape(CUBLAS_OP_T, CUBLAS_OP_N, H, 0, 2 * F, 2 * F, 2 * F, H, CUDA_R_16BF, 0.0f);
+	return gemm_stage(be, q, ptrs, &g, VARY_N, b->rows, b->count, A, B, C, err);
 }
 
 typedef int (*batch_fn)(struct rlb_backend *be, struct rlb_queue *q,
-			const struct rlb_expert_shape *s,
-			const struct rlb_expert_job *jobs, const size_t *sel,
-			unsigned count, size_t rows, struct rlb_err *err);
+			const struct rlb_expert_shape *s, const struct batch *b,
+			struct rlb_err *err);
 
-/* Group the jobs by rows (rlb_gemm_groups) and run each group in batches. */
-static int run_grouped(struct rlb_backend *be, struct rlb_queue *q,
+/* The jobs in batches (rlb_gemm_batches), each run by FN. */
+static int run_batches(struct rlb_backend *be, struct rlb_queue *q,
 		       const struct rlb_expert_shape *s,
 		       const struct rlb_expert_job *jobs, size_t njobs,
 		       batch_fn fn, struct rlb_err *err)
 {
-	size_t *rows = NULL, *order = NULL, ng = 0, i, k;
-	struct rlb_gemm_group *groups = NULL;
+	size_t *rows = NULL, *order = NULL, nb = 0, i, k;
+	struct rlb_gemm_batch *batches = NULL;
 	int ret = 0;
 
 	if (njobs == 0)
@@ -1038,33 +1286,35 @@ static int run_grouped(struct rlb_backend *be, struct rlb_queue *q,
 		return rlb_err_set(err, RLB_EINVAL, "empty expert shape");
 	rows = (size_t *)malloc(njobs * sizeof(*rows));
 	order = (size_t *)malloc(njobs * sizeof(*order));
-	groups = (struct rlb_gemm_group *)malloc(njobs * sizeof(*groups));
-	if (!rows || !order || !groups) {
+	batches = (struct rlb_gemm_batch *)malloc(njobs * sizeof(*batches));
+	if (!rows || !order || !batches) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < njobs; i++)
 		rows[i] = jobs[i].rows;
-	ret = rlb_gemm_groups(rows, njobs, BATCH_MAX, order, groups, &ng, err);
+	ret = rlb_gemm_batches(rows, njobs, BATCH_MAX, BATCH_ROWS, order, batches, &nb, err);
 	if (ret == 0)
 		ret = blas.set_stream(priv(be)->blas, q->s) == CUBLAS_STATUS_SUCCESS ? 0 :
 		      rlb_err_set(err, RLB_ECUDA, "cublasSetStream failed");
-	for (i = 0; ret == 0 && i < ng; i++) {
-		size_t per = BATCH_ROWS / groups[i].rows;
+	for (i = 0; ret == 0 && i < nb; i++) {
+		struct batch b;
 
-		if (per == 0)
-			per = 1;
-		for (k = 0; ret == 0 && k < groups[i].count; k += per) {
-			size_t c = groups[i].count - k < per ? groups[i].count - k : per;
-
-			ret = fn(be, q, s, jobs, order + groups[i].first + k, (unsigned)c,
-				 groups[i].rows, err);
+		b.jobs = jobs;
+		b.sel = order + batches[i].first;
+		b.count = (unsigned)batches[i].count;
+		b.n = 0;
+		for (k = 0; k < b.count; k++) {
+			b.rows[k] = jobs[b.sel[k]].rows;
+			b.at[k] = b.n;
+			b.n += b.rows[k];
 		}
+		ret = fn(be, q, s, &b, err);
 	}
 out:
 	free(rows);
 	free(order);
-	free(groups);
+	free(batches);
 	return ret;
 }
 
@@ -1073,7 +1323,7 @@ static int cu_expert_forward(struct rlb_backend *be, struct rlb_queue *q,
 			     const struct rlb_expert_job *jobs, size_t njobs,
 			     struct rlb_err *err)
 {
-	return run_grouped(be, q, s, jobs, njobs, forward_batch, err);
+	return run_batches(be, q, s, jobs, njobs, forward_batch, err);
 }
 
 /* fp32 accumulation: the order of rows and replicas changes the last bits. */
@@ -1082,7 +1332,7 @@ static int cu_expert_backward(struct rlb_backend *be, struct rlb_queue *q,
 			      const struct rlb_expert_job *jobs, size_t njobs,
 			      struct rlb_err *err)
 {
-	return run_grouped(be, q, s, jobs, njobs, backward_batch, err);
+	return run_batches(be, q, s, jobs, njobs, backward_batch, err);
 }
 
 static int cu_acc_add(struct rlb_backend *be, struct rlb_queue *q, size_t n,
@@ -1281,6 +1531,8 @@ static const struct rlb_backend_ops cuda_ops = {
 	cu_recv,
 	cu_group_end,
 	cu_abort,
+	cu_queue_hold,
+	cu_queue_release,
 };
 
 /* ------------------------------------------------------------------ */
@@ -1423,6 +1675,29 @@ static int device_setup(struct rlb_backend *be, const struct rlb_backend_init *i
 	return 0;
 }
 
+/*
+ * RLB_CUDA_GEMM: how a GEMM stage over experts of different rows runs.
+ * loop (the default, or unset): one call per row count, batched over the
+ * experts that share it; grouped: one cublasGemmGroupedBatchedEx call
+ * where cuBLAS takes the types (cuBLAS 13.0 does for bf16 outputs, not
+ * for the fp32 weight gradients), else the loop.  Grouped spends less
+ * host time, the loop less GPU time (bench/cuda_gemm_bench.c,
+ * docs/gpu-results.md).  The choice changes speed, not results.
+ */
+static int gemm_mode_from_env(int *grouped, struct rlb_err *err)
+{
+	const char *v = getenv("RLB_CUDA_GEMM");
+
+	*grouped = 0;
+	if (!v || !*v || !strcmp(v, "loop"))
+		return 0;
+	if (strcmp(v, "grouped"))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "RLB_CUDA_GEMM: expected loop or grouped, got '%s'", v);
+	*grouped = 1;
+	return 0;
+}
+
 extern "C" int rlb_backend_cuda_new(const struct rlb_backend_init *init,
 				    struct rlb_backend **out, struct rlb_err *err)
 {
@@ -1457,6 +1732,11 @@ extern "C" int rlb_backend_cuda_new(const struct rlb_backend_init *init,
 	p->local = init->local_index;
 	p->device = -1;
 	p->virt = !strcmp(rlb_world_name(init->world), "virtual");
+	ret = gemm_mode_from_env(&p->gemm_grouped, err);
+	if (ret) {
+		cu_destroy(be);
+		return ret;
+	}
 	ret = rlb_cuda_node_of(init->rank, init->ranks, init->gpus_per_node, &p->node, err);
 	if (ret) {
 		cu_destroy(be);

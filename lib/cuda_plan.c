@@ -97,16 +97,17 @@ static int by_rows(const void *a, const void *b)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
-int rlb_gemm_groups(const size_t *rows, size_t n, size_t max_batch,
-		    size_t *order, struct rlb_gemm_group *groups,
-		    size_t *ngroups, struct rlb_err *err)
+int rlb_gemm_batches(const size_t *rows, size_t n, size_t max_batch,
+		     size_t max_rows, size_t *order, struct rlb_gemm_batch *batches,
+		     size_t *nbatches, struct rlb_err *err)
 {
 	struct keyed *k;
-	size_t i, m = 0, g = 0;
+	size_t i, m = 0, nb = 0;
 
-	*ngroups = 0;
-	if (max_batch == 0)
-		return rlb_err_set(err, RLB_EINVAL, "batch size 0");
+	*nbatches = 0;
+	if (max_batch == 0 || max_rows == 0)
+		return rlb_err_set(err, RLB_EINVAL, "batch of %s 0",
+				   max_batch == 0 ? "jobs" : "rows");
 	k = malloc((n ? n : 1) * sizeof(*k));
 	if (!k)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -118,18 +119,21 @@ int rlb_gemm_groups(const size_t *rows, size_t n, size_t max_batch,
 		}
 	qsort(k, m, sizeof(*k), by_rows);
 	for (i = 0; i < m; i++) {
+		struct rlb_gemm_batch *b = nb ? &batches[nb - 1] : NULL;
+
 		order[i] = k[i].index;
-		if (g == 0 || groups[g - 1].rows != k[i].rows ||
-		    groups[g - 1].count == max_batch) {
-			groups[g].rows = k[i].rows;
-			groups[g].first = i;
-			groups[g].count = 0;
-			g++;
+		if (!b || b->count == max_batch || b->rows + k[i].rows > max_rows ||
+		    b->rows + k[i].rows < b->rows) {
+			b = &batches[nb++];
+			b->first = i;
+			b->count = 0;
+			b->rows = 0;
 		}
-		groups[g - 1].count++;
+		b->count++;
+		b->rows += k[i].rows;
 	}
 	free(k);
-	*ngroups = g;
+	*nbatches = nb;
 	return 0;
 }
 

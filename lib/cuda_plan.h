@@ -57,21 +57,22 @@ int rlb_cuda_doubles_to_bytes(const double *v, size_t n, void *bytes,
 			      struct rlb_err *err);
 
 /*
- * Expert GEMMs grouped for batched calls: jobs with the same row count
- * share one call (the weights differ, the shapes do not), at most
- * max_batch per call.  order[n] out: job indices, by rows ascending then
- * index, jobs of zero rows left out; groups[] out (at most n): each a run
- * of order[].  *ngroups out.  Errors: RLB_EINVAL (max_batch 0),
- * RLB_ENOMEM.
+ * Expert GEMMs in batches: the jobs sorted by rows (ascending, then index;
+ * jobs of zero rows left out) into order[n], then cut into runs of at
+ * most max_batch jobs and at most max_rows rows together (a job of more
+ * rows goes alone), so one call per GEMM stage covers a batch and its
+ * scratch stays bounded.  Inside a batch, the jobs of equal rows (adjacent
+ * in order[]) share one shape.  batches[] out (at most n), *nbatches out.
+ * Errors: RLB_EINVAL (max_batch or max_rows 0), RLB_ENOMEM.
  */
-struct rlb_gemm_group {
-	size_t rows;		/* rows of every job in the group */
+struct rlb_gemm_batch {
 	size_t first;		/* first entry in order[] */
 	size_t count;		/* jobs, 1..max_batch */
+	size_t rows;		/* rows of the batch's jobs together */
 };
-int rlb_gemm_groups(const size_t *rows, size_t n, size_t max_batch,
-		    size_t *order, struct rlb_gemm_group *groups,
-		    size_t *ngroups, struct rlb_err *err);
+int rlb_gemm_batches(const size_t *rows, size_t n, size_t max_batch,
+		     size_t max_rows, size_t *order, struct rlb_gemm_batch *batches,
+		     size_t *nbatches, struct rlb_err *err);
 
 #ifdef __cplusplus
 }

@@ -367,6 +367,7 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 	ex->plan_path = plan_path;
 	ex->nlocal = rlb_world_local(w);
 	ex->first = rlb_world_first(w);
+	ex->virtual_ranks = !strcmp(rlb_world_name(w), "virtual");
 	ex->failed_rank = ex->first;
 	/* Collective on every process whatever happens next. */
 	gpn = cfg->cluster.gpus_per_node > 0 ? (uint32_t)cfg->cluster.gpus_per_node : 1;

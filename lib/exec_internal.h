@@ -153,6 +153,7 @@ struct rlb_exec {
 	size_t np;			/* parameters per expert */
 	uint32_t layers, experts, topk, ranks, gpn, hidden, ffn;
 	uint32_t nlocal, first;
+	int virtual_ranks;		/* the ranks of this process share one device */
 	struct exec_rank *rk;		/* [nlocal] */
 	/* the current step */
 	int static_run;			/* 1: the static plan instead of the file's */

@@ -391,7 +391,7 @@ static int run_jobs(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 	double *cell = rk->cell + ((size_t)mb * ex->layers + L) * CELL_N;
 	struct rlb_elapsed el = { 0, 0 };
 	uint32_t i;
-	int ret;
+	int ret, hold;
 
 	if (!jobs)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -410,13 +410,24 @@ static int run_jobs(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 			jobs[i].y = exec_at(rk->ebuf.p, x->first * row);
 		}
 	}
-	ret = be->ops->event_record(be, rk->ev0, rk->q, err);
+	/* virtual ranks share a device: time the work alone, enqueued ahead */
+	hold = ex->virtual_ranks && be->ops->queue_hold;
+	ret = hold ? be->ops->queue_hold(be, rk->q, err) : 0;
+	if (ret == 0)
+		ret = be->ops->event_record(be, rk->ev0, rk->q, err);
 	if (ret == 0)
 		ret = backward ?
 		      be->ops->expert_backward(be, rk->q, &ex->shape, jobs, r->ninst, err) :
 		      be->ops->expert_forward(be, rk->q, &ex->shape, jobs, r->ninst, err);
 	if (ret == 0)
 		ret = be->ops->event_record(be, rk->ev1, rk->q, err);
+	if (hold) {
+		struct rlb_err e2;
+		int r2 = be->ops->queue_release(be, rk->q, ret ? &e2 : err);
+
+		if (ret == 0)
+			ret = r2;
+	}
 	if (ret == 0)
 		ret = be->ops->elapsed(be, rk->ev0, rk->ev1, &el, err);
 	if (ret == 0) {

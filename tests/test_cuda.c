@@ -113,43 +113,56 @@ START_TEST(id_doubles)
 }
 END_TEST
 
-START_TEST(gemm_groups)
+START_TEST(gemm_batches)
 {
 	const size_t rows[] = { 40, 0, 16, 40, 40, 16, 7, 40, 0 };
-	size_t order[9], ng, i;
-	struct rlb_gemm_group g[9];
+	size_t order[9], nb, i;
+	struct rlb_gemm_batch b[9];
 	struct rlb_err err;
 
-	ck_assert_int_eq(rlb_gemm_groups(rows, 9, 3, order, g, &ng, &err), 0);
-	ck_assert_int_eq(ng, 4);
-	/* 7 | 16 16 | 40 40 40 | 40 (batches of at most 3) */
-	ck_assert_int_eq(g[0].rows, 7);
-	ck_assert_int_eq(g[0].count, 1);
-	ck_assert_int_eq(order[g[0].first], 6);
-	ck_assert_int_eq(g[1].rows, 16);
-	ck_assert_int_eq(g[1].count, 2);
-	ck_assert_int_eq(order[g[1].first], 2);
-	ck_assert_int_eq(order[g[1].first + 1], 5);
-	ck_assert_int_eq(g[2].rows, 40);
-	ck_assert_int_eq(g[2].count, 3);
-	ck_assert_int_eq(order[g[2].first], 0);
-	ck_assert_int_eq(order[g[2].first + 1], 3);
-	ck_assert_int_eq(order[g[2].first + 2], 4);
-	ck_assert_int_eq(g[3].rows, 40);
-	ck_assert_int_eq(g[3].count, 1);
-	ck_assert_int_eq(order[g[3].first], 7);
-	/* Every non-empty job appears once. */
-	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(g[i].first, i == 0 ? 0 : g[i - 1].first + g[i - 1].count);
-	ck_assert_int_eq(g[3].first + g[3].count, 7);
+	/* At most 3 jobs: 7 16 16 | 40 40 40 | 40, ascending, ties by index. */
+	ck_assert_int_eq(rlb_gemm_batches(rows, 9, 3, 1000, order, b, &nb, &err), 0);
+	ck_assert_int_eq(nb, 3);
+	{
+		const size_t want[] = { 6, 2, 5, 0, 3, 4, 7 };
 
-	ck_assert_int_eq(rlb_gemm_groups(rows, 9, 64, order, g, &ng, &err), 0);
-	ck_assert_int_eq(ng, 3);
-	ck_assert_int_eq(g[2].count, 4);
-	ck_assert_int_eq(rlb_gemm_groups(rows, 0, 4, order, g, &ng, &err), 0);
-	ck_assert_int_eq(ng, 0);
-	ck_assert_int_eq(rlb_gemm_groups(rows, 9, 0, order, g, &ng, &err), RLB_EINVAL);
-	ck_assert_str_eq(err.msg, "batch size 0");
+		for (i = 0; i < 7; i++)
+			ck_assert_int_eq(order[i], want[i]);
+	}
+	ck_assert_int_eq(b[0].first, 0);
+	ck_assert_int_eq(b[0].count, 3);
+	ck_assert_int_eq(b[0].rows, 39);
+	ck_assert_int_eq(b[1].first, 3);
+	ck_assert_int_eq(b[1].count, 3);
+	ck_assert_int_eq(b[1].rows, 120);
+	ck_assert_int_eq(b[2].first, 6);
+	ck_assert_int_eq(b[2].count, 1);
+	ck_assert_int_eq(b[2].rows, 40);
+
+	/* At most 80 rows: 7 16 16 40 | 40 40 | 40 */
+	ck_assert_int_eq(rlb_gemm_batches(rows, 9, 64, 80, order, b, &nb, &err), 0);
+	ck_assert_int_eq(nb, 3);
+	ck_assert_int_eq(b[0].count, 4);
+	ck_assert_int_eq(b[0].rows, 79);
+	ck_assert_int_eq(b[1].count, 2);
+	ck_assert_int_eq(b[1].rows, 80);
+	ck_assert_int_eq(b[2].count, 1);
+	/* At most 30 rows: 7 16 | 16 | 40 | 40 | 40 | 40 (a lone job may pass the bound) */
+	ck_assert_int_eq(rlb_gemm_batches(rows, 9, 64, 30, order, b, &nb, &err), 0);
+	ck_assert_int_eq(nb, 6);
+	ck_assert_int_eq(b[0].rows, 23);
+	ck_assert_int_eq(b[2].rows, 40);
+	/* Every non-empty job appears once, batches back to back. */
+	for (i = 1; i < nb; i++)
+		ck_assert_int_eq(b[i].first, b[i - 1].first + b[i - 1].count);
+	ck_assert_int_eq(b[nb - 1].first + b[nb - 1].count, 7);
+
+	ck_assert_int_eq(rlb_gemm_batches(rows, 0, 4, 10, order, b, &nb, &err), 0);
+	ck_assert_int_eq(nb, 0);
+	ck_assert_int_eq(rlb_gemm_batches(rows, 9, 0, 10, order, b, &nb, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "batch of jobs 0");
+	ck_assert_int_eq(rlb_gemm_batches(rows, 9, 4, 0, order, b, &nb, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "batch of rows 0");
 }
 END_TEST
 
@@ -260,9 +273,15 @@ static void through_bf16(struct gpu *g, float *v, size_t n)
 
 START_TEST(gpu_expert)
 {
-	static const struct rlb_expert_shape s = { 64, 32 };
-	/* one single job, three batched jobs of 16 rows, an empty one */
-	static const size_t rows[5] = { 7, 16, 16, 16, 0 };
+	/*
+	 * 0: one job of 7 rows and three of 16 (one batch of two row counts), an
+	 * empty one; 1: an odd ffn (the SwiGLU kernels' unpaired columns) and
+	 * four row counts.
+	 */
+	static const struct rlb_expert_shape shapes[2] = { { 64, 32 }, { 40, 21 } };
+	static const size_t rows_of[2][5] = { { 7, 16, 16, 16, 0 }, { 12, 5, 9, 3, 9 } };
+	const struct rlb_expert_shape s = shapes[_i];
+	const size_t *rows = rows_of[_i];
 	size_t np = rlb_expert_params(&s), H = s.hidden, F = s.ffn, j, i;
 	struct rlb_expert_job jobs[5];
 	struct rlb_err err = { 0, "" };
@@ -303,7 +322,7 @@ START_TEST(gpu_expert)
 		float *y = calloc(n * H + 1, sizeof(float)), *act = calloc(n * 2 * F + 1, sizeof(float));
 		float *dx = calloc(n * H + 1, sizeof(float)), *dw = calloc(np, sizeof(float));
 		float *gy = calloc(n * H + 1, sizeof(float)), *gdx = calloc(n * H + 1, sizeof(float));
-		float *gw = calloc(np, sizeof(float));
+		float *gw = calloc(np, sizeof(float)), *dw_back = calloc(np, sizeof(float));
 
 		through_bf16(&g, w, np);
 		through_bf16(&g, x, n * H);
@@ -318,9 +337,19 @@ START_TEST(gpu_expert)
 			ck_assert_msg(rel_diff(gdx, dx, n * H) < BF16_TOL, "job %zu dx %g", j,
 				      rel_diff(gdx, dx, n * H));
 		}
-		ck_assert_int_eq(g.be->ops->download(g.be, g.q, gw, jobs[j].g, np * sizeof(float),
-						      &err), 0);
+		/*
+		 * The accumulator is arranged as the master copy, which
+		 * download_weights puts back in lib/expert.h's layout; the
+		 * compute weights come back as they went in (bf16 values).
+		 */
+		ck_assert_int_eq(g.be->ops->download_weights(g.be, g.q, &s, NULL, jobs[j].g, gw,
+							      &err), 0);
+		ck_assert_int_eq(g.be->ops->download_weights(g.be, g.q, &s, jobs[j].w, NULL, dw_back,
+							      &err), 0);
 		ck_assert_int_eq(g.be->ops->queue_sync(g.be, g.q, &err), 0);
+		for (i = 0; i < np; i++)
+			ck_assert_msg(dw_back[i] == w[i], "job %zu weight %zu: %g, uploaded %g", j, i,
+				      dw_back[i], w[i]);
 		for (i = 0; i < 3; i++)
 			ck_assert_msg(rel_diff(gw + i * H * F, dw + i * H * F, H * F) < BF16_TOL,
 				      "job %zu tensor %zu dw %g", j, i,
@@ -342,7 +371,54 @@ START_TEST(gpu_expert)
 		free(gy);
 		free(gdx);
 		free(gw);
+		free(dw_back);
 	}
+	gpu_close(&g);
+}
+END_TEST
+
+/*
+ * queue_hold keeps later work from starting until queue_release (50 ms of
+ * host sleep show between an event before the hold and one after it);
+ * a hold never released lapses (about 0.5 s) instead of hanging.
+ */
+START_TEST(gpu_hold)
+{
+	struct rlb_err err = { 0, "" };
+	struct rlb_event *before, *after;
+	struct rlb_elapsed el;
+	struct gpu g;
+
+	gpu_open(&g, 1);
+	ck_assert_ptr_nonnull(g.be->ops->queue_hold);
+	ck_assert_int_eq(g.be->ops->event_new(g.be, &before, &err), 0);
+	ck_assert_int_eq(g.be->ops->event_new(g.be, &after, &err), 0);
+	ck_assert_int_eq(g.be->ops->event_record(g.be, before, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->queue_hold(g.be, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->event_record(g.be, after, g.q, &err), 0);
+	usleep(50000);
+	ck_assert_int_eq(g.be->ops->queue_release(g.be, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->elapsed(g.be, before, after, &el, &err), 0);
+	ck_assert_msg(el.wall_ns >= 40000000u && el.wall_ns < 400000000u,
+		      "held %.1f ms, slept 50", el.wall_ns / 1e6);
+	/* not released: lapses */
+	ck_assert_int_eq(g.be->ops->event_record(g.be, before, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->queue_hold(g.be, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->event_record(g.be, after, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->elapsed(g.be, before, after, &el, &err), 0);
+	ck_assert_msg(el.wall_ns >= 400000000u && el.wall_ns < 5000000000u,
+		      "lapsed after %.1f ms", el.wall_ns / 1e6);
+	/* and the next hold holds again */
+	ck_assert_int_eq(g.be->ops->event_record(g.be, before, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->queue_hold(g.be, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->event_record(g.be, after, g.q, &err), 0);
+	usleep(20000);
+	ck_assert_int_eq(g.be->ops->queue_release(g.be, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->elapsed(g.be, before, after, &el, &err), 0);
+	ck_assert_msg(el.wall_ns >= 15000000u && el.wall_ns < 400000000u,
+		      "held %.1f ms, slept 20", el.wall_ns / 1e6);
+	g.be->ops->event_free(g.be, before);
+	g.be->ops->event_free(g.be, after);
 	gpu_close(&g);
 }
 END_TEST
@@ -645,13 +721,14 @@ Suite *rlb_suite_cuda(void)
 	tcase_add_test(plan, pick_device);
 	tcase_add_test(plan, node_of);
 	tcase_add_test(plan, id_doubles);
-	tcase_add_test(plan, gemm_groups);
+	tcase_add_test(plan, gemm_batches);
 	suite_add_tcase(s, plan);
 	if (gpu_present()) {
 		TCase *gpu = tcase_create("gpu");
 
 		tcase_set_timeout(gpu, 120);
-		tcase_add_test(gpu, gpu_expert);
+		tcase_add_loop_test(gpu, gpu_expert, 0, 2);
+		tcase_add_test(gpu, gpu_hold);
 		tcase_add_test(gpu, gpu_rows_and_adam);
 		tcase_add_test(gpu, gpu_virtual_transfers);
 		tcase_add_test(gpu, gpu_train_step_vs_cpu);
