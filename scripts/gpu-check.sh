@@ -1,10 +1,11 @@
 #!/bin/sh
 # gpu-check.sh - the CUDA backend's checks on one GPU (H100 or H200), in
-# an estimated 3 minutes (at most about 8): build for sm_90, the GPU unit tests and
-# CLI test, cuda against cpu on configs/tiny-2x2.yaml, --virtual-ranks 8 on
-# a qwen3-30b-a3b-shaped config under the static and relibra plans
-# (measured expert critical path speedup next to the simulator's),
-# calibrate; prints a table and appends a dated record to
+# about 70 s on an H200 (at most about 8 minutes): build for sm_90, the GPU
+# unit tests (with both GEMM strategies) and CLI test, cuda against cpu on
+# configs/tiny-2x2.yaml, --virtual-ranks 8 on a qwen3-30b-a3b-shaped
+# config under the static and relibra plans (measured expert critical path
+# speedup next to the simulator's), calibrate, the expert GEMM strategies
+# (bench/cuda_gemm_bench); prints a table and appends a dated record to
 # docs/gpu-results.md.
 #
 # Every step runs even when an earlier one failed (but for the build, which
@@ -54,8 +55,8 @@ have_timeout=0
 command -v timeout >/dev/null 2>&1 && have_timeout=1
 failed=""
 gpu=unknown driver=unknown
-unit="" cli="" wdiff="" ldiff="" sim_s="" sim_r="" meas_s="" meas_r=""
-warm_s="" warm_r="" loss_s="" loss_r="" sim_x="" meas_x="" gap="" eff2k="" eff16k="" eff_max="" half="" cal_ok=0
+unit="" unit_loop="" cli="" wdiff="" ldiff="" sim_s="" sim_r="" meas_s="" meas_r=""
+warm_s="" warm_r="" loss_s="" loss_r="" sim_x="" meas_x="" gap="" eff2k="" eff16k="" eff_max="" half="" cal_ok=0 gemm_ok=0
 : > "$work/notes.md"
 
 say() { printf '\n== %s\n' "$*"; }
@@ -120,6 +121,13 @@ at() {
 		f && index($0, k) { sub(/.*": */, ""); sub(/,$/, ""); print; exit }' "$3"
 }
 
+# after0 KEY FILE: KEY summed over steps 1-3 (step 0 pays the warm-up).
+after0() {
+	a1=$(at 1 "$1" "$2") a2=$(at 2 "$1" "$2") a3=$(at 3 "$1" "$2")
+	[ -n "$a1" ] && [ -n "$a2" ] && [ -n "$a3" ] &&
+		awk -v a="$a1" -v b="$a2" -v c="$a3" 'BEGIN { printf "%.6g\n", a + b + c }'
+}
+
 # losses FILE: the per-step losses of a train-step result, one a line.
 losses() { tr ',{}' '\n\n\n' < "$1" | sed -n 's/^ *"loss": *\([-0-9.eE+][-0-9.eE+]*\) *$/\1/p'; }
 
@@ -137,13 +145,14 @@ finish() {
 		printf '|%s|%s|\n' "----------------------------------------------" "------------------------------"
 		printf '| %-44s | %s |\n' "GPU" "$gpu (driver $driver)"
 		printf '| %-44s | %s |\n' "GPU unit tests (suite cuda)" "$(or_na "$unit")"
+		printf '| %-44s | %s |\n' "GPU unit tests, RLB_CUDA_GEMM=loop" "$(or_na "$unit_loop")"
 		printf '| %-44s | %s |\n' "tests/cli/gpu.sh" "$(or_na "$cli")"
 		printf '| %-44s | %s |\n' "cuda vs cpu, tiny-2x2: max rel weight diff" "$(or_na "$wdiff") (1e-2, or 1% of elements by Adam sign flips)"
 		printf '| %-44s | %s |\n' "cuda vs cpu, tiny-2x2: max rel loss diff" "$(or_na "$ldiff") (1e-2)"
-		printf '| %-44s | %s |\n' "8 ranks: critical path static, step 1" "$(or_na "$(g4 "$meas_s")") s (simulated $(or_na "$(g4 "$sim_s")") s; step 0, with warm-up: $(or_na "$(g4 "$warm_s")") s)"
-		printf '| %-44s | %s |\n' "8 ranks: critical path relibra, step 1" "$(or_na "$(g4 "$meas_r")") s (simulated $(or_na "$(g4 "$sim_r")") s; step 0, with warm-up: $(or_na "$(g4 "$warm_r")") s)"
+		printf '| %-44s | %s |\n' "8 ranks: critical path static, steps 1-3" "$(or_na "$(g4 "$meas_s")") s (simulated $(or_na "$(g4 "$sim_s")") s; step 0, with warm-up: $(or_na "$(g4 "$warm_s")") s)"
+		printf '| %-44s | %s |\n' "8 ranks: critical path relibra, steps 1-3" "$(or_na "$(g4 "$meas_r")") s (simulated $(or_na "$(g4 "$sim_r")") s; step 0, with warm-up: $(or_na "$(g4 "$warm_r")") s)"
 		printf '| %-44s | %s |\n' "8 ranks: final loss static / relibra" "$(or_na "$(g4 "$loss_s")") / $(or_na "$(g4 "$loss_r")") (equal to 1e-2)"
-		printf '| %-44s | %s |\n' "relibra speedup (step 1): sim / measured" "$(or_na "$sim_x") / $(or_na "$meas_x") (gap $(or_na "$gap"), target 10%)"
+		printf '| %-44s | %s |\n' "relibra speedup (steps 1-3): sim / measured" "$(or_na "$sim_x") / $(or_na "$meas_x") (gap $(or_na "$gap"), target 10%)"
 		printf '| %-44s | %s |\n' "GEMM efficiency at 2048 / 16384 rows" "$(or_na "$eff2k") / $(or_na "$eff16k") (target 0.60)"
 		printf '| %-44s | %s |\n' "fit: gemm_eff_max, gemm_eff_half_rows" "$(or_na "$eff_max"), $(or_na "$half")"
 		printf '| %-44s | %s |\n' "failed steps" "${failed:-none}"
@@ -167,6 +176,11 @@ finish() {
 		if [ $cal_ok = 1 ]; then
 			printf '\nCalibration (`relibra calibrate -c %s --gpus 1`):\n\n```\n' "$cfg"
 			cat "$work/cal.txt"
+			printf '```\n'
+		fi
+		if [ $gemm_ok = 1 ]; then
+			printf '\nExpert GEMM strategies (`build/bench/cuda_gemm_bench`, RLB_CUDA_GEMM):\n\n```\n'
+			cat "$work/gemm.txt"
 			printf '```\n'
 		fi
 	} > "$work/record.md"
@@ -295,7 +309,8 @@ if [ $prebuilt = 1 ]; then
 	"$bin" --version
 elif say "build ($arch) in $build"; ! step 300 "$work/build.log" make -j"$jobs" BUILD="$build" BIN="$bin" \
 	LIB="$build/librelibra.a" CUDA_ARCH="$arch" ${ldflags:+LDFLAGS="$ldflags"} \
-	${nccl_home:+NCCL_HOME="$nccl_home"} all "$build/tests/check_relibra"; then
+	${nccl_home:+NCCL_HOME="$nccl_home"} all "$build/tests/check_relibra" \
+	"$build/bench/cuda_gemm_bench"; then
 	tail -n 30 "$work/build.log"
 	fail "build" "make failed" "$work/build.log"
 	finish 1
@@ -319,9 +334,9 @@ cat "$work/tests.log"
 unit=$(sed -n 's/^unit: \(.*\)$/\1/p' "$work/tests.log" | tail -n 1)
 cli=$(grep -E '^(PASS|FAIL|SKIP): gpu' "$work/tests.log" | head -n 1)
 wdiff=$(sed -n 's/.*max relative weight difference \([^,]*\),.*/\1/p' "$work/tests.log" | head -n 1)
-# The suite has 4 plain tests and 4 GPU tests, added only where the runtime sees a device.
+# The suite has 4 plain tests and 6 GPU test runs, added only where the runtime sees a device.
 nrun=$(echo "$unit" | sed -n 's/^\([0-9]*\) run.*/\1/p')
-if [ "${nrun:-0}" -lt 8 ]; then
+if [ "${nrun:-0}" -lt 10 ]; then
 	unit="${unit:-no result}: the GPU case did not run"
 	# the log goes with the failure of tests/run.sh when there is one
 	[ $tests_rc = 0 ] && t_log="$work/tests.log" || t_log=""
@@ -329,6 +344,15 @@ if [ "${nrun:-0}" -lt 8 ]; then
 fi
 if [ $tests_rc != 0 ]; then
 	fail "GPU tests" "tests/run.sh: $(why)" "$work/tests.log"
+fi
+# The GEMM stages once more one call per row count (RLB_CUDA_GEMM=loop), the
+# path of a cuBLAS without grouped GEMM; the run above took the default.
+if step 120 "$work/loop.log" env CK_RUN_SUITE=cuda RLB_CUDA_GEMM=loop \
+	RLB_TEST_SRCDIR="$top/tests" RLB_TEST_TMPDIR="$work" "$build/tests/check_relibra"; then
+	unit_loop=$(sed -n 's/^unit: \(.*\)$/\1/p' "$work/loop.log" | tail -n 1)
+else
+	unit_loop="failed"
+	fail "GPU unit tests (RLB_CUDA_GEMM=loop)" "$(why)" "$work/loop.log"
 fi
 
 say "cuda against cpu on tiny-2x2 (train-step, 4 virtual ranks)"
@@ -357,11 +381,11 @@ else
 	fail "tiny-2x2 capture and plan" "$(why)" "$work/tiny.log"
 fi
 
-# Two steps: the first pays the process's one-time costs inside its timed
+# Four steps: the first pays the process's one-time costs inside its timed
 # expert work (lazy loading of the kernels, cuBLAS's first calls, the
-# scratch's growth), so the comparison uses the second.
+# scratch's growth), so the comparison sums the other three.
 say "train-step --virtual-ranks 8, qwen3-30b-a3b shape (4 MoE layers), static vs relibra"
-set="--set model.moe_layers=4 --set workload.steps=2 --set workload.prompts_per_step=8 --set parallel.micro_batch_tokens=4096"
+set="--set model.moe_layers=4 --set workload.steps=4 --set workload.prompts_per_step=8 --set parallel.micro_batch_tokens=4096"
 if step 60 "$work/q.log" "$bin" capture -c $cfg $set --synthetic --seed 1 -o "$work/q.rrt"; then
 	for p in static relibra; do
 		if ! step 60 "$work/$p.plan.log" "$bin" plan -c $cfg $set --policy $p -o "$work/$p.rlp" \
@@ -379,10 +403,10 @@ if step 60 "$work/q.log" "$bin" capture -c $cfg $set --synthetic --seed 1 -o "$w
 else
 	fail "capture" "$(why)" "$work/q.log"
 fi
-sim_s=$(at 1 expert_s "$work/static.sum.json")
-sim_r=$(at 1 expert_s "$work/relibra.sum.json")
-meas_s=$(at 1 critical_path_s "$work/static.train.json")
-meas_r=$(at 1 critical_path_s "$work/relibra.train.json")
+sim_s=$(after0 expert_s "$work/static.sum.json")
+sim_r=$(after0 expert_s "$work/relibra.sum.json")
+meas_s=$(after0 critical_path_s "$work/static.train.json")
+meas_r=$(after0 critical_path_s "$work/relibra.train.json")
 warm_s=$(at 0 critical_path_s "$work/static.train.json")
 warm_r=$(at 0 critical_path_s "$work/relibra.train.json")
 loss_s=$(first "$work/static.train.json" last)
@@ -410,6 +434,16 @@ if step 120 "$work/cal.txt" "$bin" calibrate -c $cfg --gpus 1 --name gpu-check -
 else
 	cat "$work/cal.txt"
 	fail "calibrate" "$(why)" "$work/cal.txt"
+fi
+
+say "expert GEMM strategies (bench/cuda_gemm_bench)"
+if [ -x "$build/bench/cuda_gemm_bench" ] &&
+   step 90 "$work/gemm.txt" "$build/bench/cuda_gemm_bench"; then
+	cat "$work/gemm.txt"
+	gemm_ok=1
+else
+	[ -f "$work/gemm.txt" ] && cat "$work/gemm.txt"
+	fail "cuda_gemm_bench" "$(why)" "$work/gemm.txt"
 fi
 
 if [ -n "$failed" ]; then

@@ -107,5 +107,5 @@ grep -q '^  gemm_eff_max: ' clusters/measured.yaml || fail "no gemm_eff_max in t
 printf 'preset: tiny-2x2\ncluster:\n  preset: measured\n  nodes: 2\n  gpus_per_node: 2\n' > with.yaml
 run config -c with.yaml
 expect_status 0
-expect_out "  name: measured"
+expect_out '  name: "measured"'
 exit 0
