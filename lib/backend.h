@@ -264,8 +264,10 @@ struct rlb_backend_ops {
 	 * events around it time the work, not its enqueueing.  The executor
 	 * holds each virtual rank's expert work: the ranks share one device
 	 * and run one at a time, and the GPU would otherwise wait on the host
-	 * inside the timed span.  A hold never released lapses by itself
-	 * within a second (no hang).
+	 * inside the timed span.  A hold not released within 0.1 s lapses
+	 * (no hang; the host was kept from enqueueing, by a call that waited
+	 * for the device), and the queue holds no more: its events then time
+	 * the enqueueing too.
 	 */
 	int (*queue_hold)(struct rlb_backend *be, struct rlb_queue *q,
 			  struct rlb_err *err);

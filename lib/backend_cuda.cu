@@ -3,8 +3,9 @@
  * bf16 weights and activations with fp32 accumulation, fp32 master weights
  * and Adam moments, gate and up interleaved by row (k_gu_layout).  Expert
  * GEMMs through cuBLAS, the experts of a call in batches (lib/cuda_plan.h):
- * per GEMM stage, one call per row count over the experts that share it,
- * or one grouped call (RLB_CUDA_GEMM).  Own kernels for permute, combine,
+ * per GEMM stage one grouped call where cuBLAS takes the types, else one
+ * call per row count over the experts that share it (RLB_CUDA_GEMM).  Own
+ * kernels for permute, combine,
  * SwiGLU, gradient accumulation and Adam; queues are CUDA streams and
  * events CUDA events.  Communication: grouped ncclSend / ncclRecv over an
  * EP and a node communicator (MPI ranks), or device copies between the
@@ -160,13 +161,18 @@ struct rlb_queue {
 	cudaStream_t s;
 	void *scratch;			/* stream-ordered scratch (cudaMallocAsync) */
 	size_t scratch_cap;
-	unsigned *gate;			/* queue_hold's flag (mapped host memory), or NULL */
-	unsigned *d_gate;		/* the flag as the device sees it */
+	unsigned *gate;			/* queue_hold's [release, lapse] (mapped host memory) */
+	unsigned *d_gate;		/* the same as the device sees it */
 	unsigned seq;			/* the last hold's number */
+	int hold_off;			/* a hold lapsed: no more holds */
 };
 
-/* A hold lapses after this long (the host never released it). */
-#define HOLD_LAPSE_NS 500000000ull
+/*
+ * A hold not released within this time lapses (the host was kept from
+ * enqueueing, by a call that waits for the device), and the queue holds
+ * no more.
+ */
+#define HOLD_LAPSE_NS 100000000ull
 
 struct rlb_event {
 	cudaEvent_t e;
@@ -192,7 +198,8 @@ struct cuda_priv {
 	struct xfer *x[RLB_COMM_KINDS];
 	size_t nx[RLB_COMM_KINDS], capx[RLB_COMM_KINDS];
 	int owns_copy;			/* set the world's copy function */
-	int gemm_grouped;		/* RLB_CUDA_GEMM=grouped */
+	int gemm_grouped;		/* RLB_CUDA_GEMM: 1 grouped (default), 0 loop */
+	cudaStream_t blas_stream;	/* the stream the handle was last given */
 	int grouped_bad[2];		/* grouped GEMM refused bf16 / fp32 output */
 };
 
@@ -786,7 +793,7 @@ static void cu_queue_free(struct rlb_backend *be, struct rlb_queue *q)
 	if (!q)
 		return;
 	if (q->gate)	/* a hold still waiting lets go */
-		__atomic_store_n(q->gate, q->seq, __ATOMIC_RELEASE);
+		__atomic_store_n(&q->gate[0], q->seq, __ATOMIC_RELEASE);
 	if (q->scratch)
 		cudaFreeAsync(q->scratch, q->s);
 	cudaStreamSynchronize(q->s);
@@ -796,17 +803,23 @@ static void cu_queue_free(struct rlb_backend *be, struct rlb_queue *q)
 	free(q);
 }
 
-/* Spin until the host sets *flag to seq (wrapping compare), or the hold lapses. */
-static __global__ void k_hold(const volatile unsigned *flag, unsigned seq)
+/*
+ * Spin until the host sets gate[0] to seq (wrapping compare), or the hold
+ * lapses: then gate[1] = seq tells the host.
+ */
+static __global__ void k_hold(volatile unsigned *gate, unsigned seq)
 {
 	unsigned long long t0, t;
 
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	while ((int)(*flag - seq) < 0) {
+	while ((int)(gate[0] - seq) < 0) {
 		__nanosleep(2000);
 		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-		if (t - t0 > HOLD_LAPSE_NS)
+		if (t - t0 > HOLD_LAPSE_NS) {
+			gate[1] = seq;
+			__threadfence_system();
 			break;
+		}
 	}
 }
 
@@ -814,14 +827,20 @@ static int cu_queue_hold(struct rlb_backend *be, struct rlb_queue *q,
 			 struct rlb_err *err)
 {
 	(void)be;
+	if (q->gate && !q->hold_off)
+		q->hold_off = __atomic_load_n(&q->gate[1], __ATOMIC_ACQUIRE) != 0;
+	if (q->hold_off)
+		return 0;
 	if (!q->gate) {
-		CU(cudaHostAlloc((void **)&q->gate, sizeof(*q->gate), cudaHostAllocMapped),
+		CU(cudaHostAlloc((void **)&q->gate, 2 * sizeof(*q->gate), cudaHostAllocMapped),
 		   "cudaHostAlloc");
-		*q->gate = q->seq;
+		q->gate[0] = q->seq;
+		q->gate[1] = 0;
 		CU(cudaHostGetDevicePointer((void **)&q->d_gate, q->gate, 0),
 		   "cudaHostGetDevicePointer");
 	}
-	q->seq++;
+	if (++q->seq == 0)	/* 0 means "no lapse" */
+		q->seq = 1;
 	k_hold<<<1, 1, 0, q->s>>>(q->d_gate, q->seq);
 	LAUNCHED("hold kernel");
 	return 0;
@@ -833,7 +852,7 @@ static int cu_queue_release(struct rlb_backend *be, struct rlb_queue *q,
 	(void)be;
 	(void)err;
 	if (q->gate)
-		__atomic_store_n(q->gate, q->seq, __ATOMIC_RELEASE);
+		__atomic_store_n(&q->gate[0], q->seq, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -1266,6 +1285,16 @@ static int backward_batch(struct rlb_backend *be, struct rlb_queue *q,
 	return gemm_stage(be, q, ptrs, &g, VARY_N, b->rows, b->count, A, B, C, err);
 }
 
+/* The handle on q's stream (cublasSetStream also resets cuBLAS's workspace: only on a change). */
+static int blas_on(struct cuda_priv *p, struct rlb_queue *q, struct rlb_err *err)
+{
+	if (p->blas_stream == q->s)
+		return 0;
+	CB(blas.set_stream(p->blas, q->s), "cublasSetStream");
+	p->blas_stream = q->s;
+	return 0;
+}
+
 typedef int (*batch_fn)(struct rlb_backend *be, struct rlb_queue *q,
 			const struct rlb_expert_shape *s, const struct batch *b,
 			struct rlb_err *err);
@@ -1295,8 +1324,7 @@ static int run_batches(struct rlb_backend *be, struct rlb_queue *q,
 		rows[i] = jobs[i].rows;
 	ret = rlb_gemm_batches(rows, njobs, BATCH_MAX, BATCH_ROWS, order, batches, &nb, err);
 	if (ret == 0)
-		ret = blas.set_stream(priv(be)->blas, q->s) == CUBLAS_STATUS_SUCCESS ? 0 :
-		      rlb_err_set(err, RLB_ECUDA, "cublasSetStream failed");
+		ret = blas_on(priv(be), q, err);
 	for (i = 0; ret == 0 && i < nb; i++) {
 		struct batch b;
 
@@ -1677,24 +1705,25 @@ static int device_setup(struct rlb_backend *be, const struct rlb_backend_init *i
 
 /*
  * RLB_CUDA_GEMM: how a GEMM stage over experts of different rows runs.
- * loop (the default, or unset): one call per row count, batched over the
- * experts that share it; grouped: one cublasGemmGroupedBatchedEx call
+ * grouped (the default, or unset): one cublasGemmGroupedBatchedEx call
  * where cuBLAS takes the types (cuBLAS 13.0 does for bf16 outputs, not
- * for the fp32 weight gradients), else the loop.  Grouped spends less
- * host time, the loop less GPU time (bench/cuda_gemm_bench.c,
- * docs/gpu-results.md).  The choice changes speed, not results.
+ * for the fp32 weight gradients), else the loop; loop: one call per row
+ * count, batched over the experts that share it.  On an H200 grouped
+ * spends a tenth of the loop's host time and more GPU time
+ * (bench/cuda_gemm_bench.c, docs/gpu-results.md).  The choice changes
+ * speed, not results.
  */
 static int gemm_mode_from_env(int *grouped, struct rlb_err *err)
 {
 	const char *v = getenv("RLB_CUDA_GEMM");
 
-	*grouped = 0;
-	if (!v || !*v || !strcmp(v, "loop"))
-		return 0;
-	if (strcmp(v, "grouped"))
-		return rlb_err_set(err, RLB_EINVAL,
-				   "RLB_CUDA_GEMM: expected loop or grouped, got '%s'", v);
 	*grouped = 1;
+	if (!v || !*v || !strcmp(v, "grouped"))
+		return 0;
+	if (strcmp(v, "loop"))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "RLB_CUDA_GEMM: expected grouped or loop, got '%s'", v);
+	*grouped = 0;
 	return 0;
 }
 
