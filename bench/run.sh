@@ -73,3 +73,7 @@ say "synthetic workload calibration, qwen3-235b-a22b on h100-4x8 (about 1-2 minu
 say "train-step, cpu backend, 8 virtual ranks: measured expert critical path vs the simulator (about 2-3 minutes)" \
 	"$dir/exec_bench -c configs/qwen3-30b-a3b-h100-1x8.yaml"
 "$dir/exec_bench" -c configs/qwen3-30b-a3b-h100-1x8.yaml -d "$out"
+
+say "cuda backend, expert GEMM strategies on the local GPU (skipped without one)" \
+	"$dir/cuda_gemm_bench"
+"$dir/cuda_gemm_bench"
