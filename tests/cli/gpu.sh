@@ -4,8 +4,9 @@
 # configs/tiny-2x2.yaml (losses within the bf16 tolerance 1e-2; final
 # weights too, but for up to 1% of a tensor's elements that Adam's sign
 # flips move by at most 2 lr per step: the unit runner's "cuda" suite; and
-# the losses of the CLI runs), and calibrate writing a loadable cluster
-# section.
+# the losses of the CLI runs), calibrate writing a loadable cluster
+# section, and bench/cuda_gemm_bench's table (its usage errors, and its
+# skip without a GPU, everywhere).
 . "$RLB_TOP/tests/cli/lib.sh"
 
 cfg="$CONFIGS/tiny-2x2.yaml"
@@ -41,6 +42,17 @@ expect_status 1
 expect_err "relibra calibrate: cluster name 'my h200' must be letters, digits, '-', '_' or '.'"
 expect_err "hint: give the cluster a plain name with --name NAME"
 
+# bench/cuda_gemm_bench: its usage errors anywhere
+gb="$RLB_BUILD/bench/cuda_gemm_bench"
+[ -x "$gb" ] || fail "$gb was not built"
+"$gb" -e 65 > out 2> err && fail "cuda_gemm_bench -e 65 succeeded"
+grep -q "cuda_gemm_bench: -e '65': expected a positive integer of at most 64" err ||
+	{ cat err; fail "cuda_gemm_bench -e 65: no clear error"; }
+"$gb" -r 0 > out 2> err && fail "cuda_gemm_bench -r 0 succeeded"
+grep -q "expected a positive integer" err || { cat err; fail "cuda_gemm_bench -r 0: no clear error"; }
+"$gb" extra > out 2> err && fail "cuda_gemm_bench extra succeeded"
+grep -q "^usage: cuda_gemm_bench" err || { cat err; fail "cuda_gemm_bench extra: no usage"; }
+
 cuda_built=0
 "$RELIBRA" --version | grep -q '^backends:.* cuda' && cuda_built=1
 has_gpu=0
@@ -57,6 +69,8 @@ if [ $cuda_built = 0 ] || [ $has_gpu = 0 ]; then
 	fi
 	expect_err "hint: run on a machine with an NVIDIA GPU"
 	[ ! -e cal.yaml ] || fail "cal.yaml written without a measurement"
+	"$gb" -n 1 > out 2> err || { cat out err; fail "cuda_gemm_bench failed without a GPU"; }
+	grep -q "^cuda_gemm_bench: skipped: " out || { cat out; fail "cuda_gemm_bench did not say it skipped"; }
 	[ $cuda_built = 0 ] && skip "GPU tests skipped: relibra is built without CUDA"
 	skip "GPU tests skipped: no GPU found by 'nvidia-smi -L'"
 fi
@@ -108,4 +122,14 @@ printf 'preset: tiny-2x2\ncluster:\n  preset: measured\n  nodes: 2\n  gpus_per_n
 run config -c with.yaml
 expect_status 0
 expect_out '  name: "measured"'
+
+# cuda_gemm_bench: a small case, every strategy, rows kind and pass
+"$gb" -e 4 -r 256 -n 3 > out 2> err || { cat out err; fail "cuda_gemm_bench failed"; }
+for g in loop grouped; do
+	for r in varied equal; do
+		for p in forward backward; do
+			grep -q "^$g  *$r  *$p " out || { cat out; fail "cuda_gemm_bench: no $g $r $p line"; }
+		done
+	done
+done
 exit 0
