@@ -81,6 +81,7 @@ static struct {
 	decltype(&cublasCreate_v2) create;
 	decltype(&cublasDestroy_v2) destroy;
 	decltype(&cublasSetStream_v2) set_stream;
+	decltype(&cublasSetWorkspace_v2) set_workspace;
 	decltype(&cublasSetMathMode) set_math_mode;
 	gemm_ex_fn gemm;
 	gemm_batched_ex_fn gemm_batched;
@@ -113,12 +114,14 @@ static void blas_load(void)
 	*(void **)&blas.create = dlsym(h, "cublasCreate_v2");
 	*(void **)&blas.destroy = dlsym(h, "cublasDestroy_v2");
 	*(void **)&blas.set_stream = dlsym(h, "cublasSetStream_v2");
+	*(void **)&blas.set_workspace = dlsym(h, "cublasSetWorkspace_v2");
 	*(void **)&blas.set_math_mode = dlsym(h, "cublasSetMathMode");
 	*(void **)&blas.gemm = dlsym(h, "cublasGemmEx");
 	*(void **)&blas.gemm_batched = dlsym(h, "cublasGemmBatchedEx");
 	*(void **)&blas.gemm_grouped = dlsym(h, "cublasGemmGroupedBatchedEx");
 	*(void **)&blas.status_string = dlsym(h, "cublasGetStatusString");
-	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.set_math_mode ||
+	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.set_workspace ||
+	    !blas.set_math_mode ||
 	    !blas.gemm || !blas.gemm_batched || !blas.status_string) {
 		snprintf(blas.error, sizeof(blas.error),
 			 "cannot load cuBLAS (%s): a function is missing", names[0]);
@@ -173,6 +176,12 @@ struct rlb_queue {
  * no more.
  */
 #define HOLD_LAPSE_NS 100000000ull
+/*
+ * cuBLAS's workspace, given once so that no call allocates one (an
+ * allocation can wait for the device, and a bf16-output GEMM split along
+ * k needs one): 32 MiB, cuBLAS's own default on Hopper.
+ */
+#define BLAS_WS_BYTES ((size_t)32 << 20)
 
 struct rlb_event {
 	cudaEvent_t e;
@@ -200,6 +209,7 @@ struct cuda_priv {
 	int owns_copy;			/* set the world's copy function */
 	int gemm_grouped;		/* RLB_CUDA_GEMM: 1 grouped (default), 0 loop */
 	cudaStream_t blas_stream;	/* the stream the handle was last given */
+	void *blas_ws;			/* cuBLAS's workspace (BLAS_WS_BYTES), ours */
 	int grouped_bad[2];		/* grouped GEMM refused bf16 / fp32 output */
 };
 
@@ -1285,12 +1295,16 @@ static int backward_batch(struct rlb_backend *be, struct rlb_queue *q,
 	return gemm_stage(be, q, ptrs, &g, VARY_N, b->rows, b->count, A, B, C, err);
 }
 
-/* The handle on q's stream (cublasSetStream also resets cuBLAS's workspace: only on a change). */
+/*
+ * The handle on q's stream, with our workspace: cublasSetStream puts
+ * cuBLAS's own pool back, so both go together, and only on a change.
+ */
 static int blas_on(struct cuda_priv *p, struct rlb_queue *q, struct rlb_err *err)
 {
 	if (p->blas_stream == q->s)
 		return 0;
 	CB(blas.set_stream(p->blas, q->s), "cublasSetStream");
+	CB(blas.set_workspace(p->blas, p->blas_ws, BLAS_WS_BYTES), "cublasSetWorkspace");
 	p->blas_stream = q->s;
 	return 0;
 }
@@ -1590,6 +1604,8 @@ static void cu_destroy(struct rlb_backend *be)
 	}
 	if (p->blas)
 		blas.destroy(p->blas);
+	if (p->blas_ws)
+		cudaFree(p->blas_ws);
 	if (p->owns_copy)
 		rlb_world_set_copy(p->world, NULL, NULL);
 	free(p);
@@ -1700,6 +1716,7 @@ static int device_setup(struct rlb_backend *be, const struct rlb_backend_init *i
 				   blas.error[0] ? blas.error : "cannot load cuBLAS");
 	CB(blas.create(&p->blas), "cublasCreate");
 	CB(blas.set_math_mode(p->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+	CU(cudaMalloc(&p->blas_ws, BLAS_WS_BYTES), "cudaMalloc (cuBLAS workspace)");
 	return 0;
 }
 
