@@ -7,6 +7,7 @@
  * time.  The model and its calibration: docs/workload.md.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -270,6 +271,34 @@ static void latent_layers(struct gen *g, struct rng *r, double *v)
 					       g->rho_c * rng_normal(r);
 }
 
+/*
+ * Memory this process may still fill: MemAvailable of /proc/meminfo (free
+ * memory plus what the kernel can reclaim), else the machine's total; 0
+ * when neither is known.  *what says which.
+ */
+static double available_bytes(const char **what)
+{
+	FILE *fp = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = -1;
+	long pages, psize;
+
+	if (fp) {
+		while (kb < 0 && fgets(line, sizeof(line), fp))
+			if (sscanf(line, "MemAvailable: %lf kB", &kb) != 1)
+				kb = -1;
+		fclose(fp);
+	}
+	if (kb > 0) {
+		*what = "available";
+		return kb * 1024;
+	}
+	pages = sysconf(_SC_PHYS_PAGES);
+	psize = sysconf(_SC_PAGESIZE);
+	*what = "in all";
+	return pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
+}
+
 /* Purpose tags of the random streams. */
 enum { RS_MODEL = 1, RS_STEP = 2, RS_SEQ = 3 };
 
@@ -288,16 +317,17 @@ static int gen_model(struct gen *g, struct rlb_err *err)
 
 	rng_seed(&r, g->seed, RS_MODEL, 0, 0);
 	{
-		/* more than the machine's memory would end in the OOM killer */
+		/* more than the machine has free would end in the OOM killer */
 		double need = (double)le * (double)(sizeof(*g->base) + sizeof(*g->base_p) +
 						     sizeof(*g->perm) + sizeof(*g->innov)) +
 			      (double)g->T * (double)le * sizeof(*g->topic);
-		long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+		const char *what = "available";
+		double have = available_bytes(&what);
 
-		if (pages > 0 && psize > 0 && need > (double)pages * (double)psize)
+		if (have > 0 && need > have)
 			return rlb_err_set(err, RLB_ENOMEM,
-					   "synthetic: the preference tables of %u topics x %u layers x %u experts need %.1f GB, more than the machine's %.1f GB (lower workload.topics)",
-					   g->T, L, E, need / 1e9, (double)pages * psize / 1e9);
+					   "synthetic: the preference tables of %u topics x %u layers x %u experts need %.1f GB, more than the machine's %.1f GB %s (lower workload.topics)",
+					   g->T, L, E, need / 1e9, have / 1e9, what);
 	}
 	g->base = calloc(le, sizeof(*g->base));
 	g->base_p = calloc(le, sizeof(*g->base_p));
