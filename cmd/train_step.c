@@ -201,6 +201,9 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	       s.steps, cmd_s(s.steps), s.tokens, s.step_time_s, s.tokens_per_s);
 	printf("  expert critical path %.4g s per step, loss %.6g -> %.6g\n",
 	       s.critical_path_s, s.first_loss, s.last_loss);
+	if (rlb_exec_unheld_spans(ex) > 0)
+		cmd_errorf(NAME, "warning: %" PRIu64 " expert span%s timed without a hold (a hold lapsed): they include the host's enqueueing",
+			   rlb_exec_unheld_spans(ex), cmd_s(rlb_exec_unheld_spans(ex)));
 	if (v->done) {
 		printf("  verify: %s the static plan (max relative difference %.3g in weights%s%s%s, %.3g in losses",
 		       v->ok ? "agrees with" : "DIFFERS from", v->max_rel_weight,

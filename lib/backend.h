@@ -266,8 +266,8 @@ struct rlb_backend_ops {
 	 * and run one at a time, and the GPU would otherwise wait on the host
 	 * inside the timed span.  A hold not released within 0.1 s lapses
 	 * (no hang; the host was kept from enqueueing, by a call that waited
-	 * for the device), and the queue holds no more: its events then time
-	 * the enqueueing too.
+	 * for the device), and the queue holds no more: queue_hold then
+	 * returns 1, and events time the enqueueing too.
 	 */
 	int (*queue_hold)(struct rlb_backend *be, struct rlb_queue *q,
 			  struct rlb_err *err);

@@ -840,7 +840,7 @@ static int cu_queue_hold(struct rlb_backend *be, struct rlb_queue *q,
 	if (q->gate && !q->hold_off)
 		q->hold_off = __atomic_load_n(&q->gate[1], __ATOMIC_ACQUIRE) != 0;
 	if (q->hold_off)
-		return 0;
+		return 1;
 	if (!q->gate) {
 		CU(cudaHostAlloc((void **)&q->gate, 2 * sizeof(*q->gate), cudaHostAllocMapped),
 		   "cudaHostAlloc");

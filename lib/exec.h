@@ -188,6 +188,14 @@ struct rlb_exec_summary {
 };
 void rlb_exec_summary(const struct rlb_exec *ex, struct rlb_exec_summary *s);
 
+/*
+ * Virtual ranks on a backend that holds their expert work while it is
+ * enqueued (the cuda backend; lib/backend.h, queue_hold): how many expert
+ * spans of this process were timed without a hold, because a hold had
+ * lapsed; their time includes the host's enqueueing.  0 otherwise.
+ */
+uint64_t rlb_exec_unheld_spans(const struct rlb_exec *ex);
+
 #ifdef __cplusplus
 }
 #endif

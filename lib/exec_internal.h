@@ -154,6 +154,7 @@ struct rlb_exec {
 	uint32_t layers, experts, topk, ranks, gpn, hidden, ffn;
 	uint32_t nlocal, first;
 	int virtual_ranks;		/* the ranks of this process share one device */
+	uint64_t unheld;		/* expert spans timed without a hold (rlb_exec_unheld_spans) */
 	struct exec_rank *rk;		/* [nlocal] */
 	/* the current step */
 	int static_run;			/* 1: the static plan instead of the file's */

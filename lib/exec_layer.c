@@ -413,6 +413,11 @@ static int run_jobs(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 	/* virtual ranks share a device: time the work alone, enqueued ahead */
 	hold = ex->virtual_ranks && be->ops->queue_hold;
 	ret = hold ? be->ops->queue_hold(be, rk->q, err) : 0;
+	if (ret > 0) {	/* a hold lapsed on this queue: no more holds */
+		ex->unheld++;
+		hold = 0;
+		ret = 0;
+	}
 	if (ret == 0)
 		ret = be->ops->event_record(be, rk->ev0, rk->q, err);
 	if (ret == 0)

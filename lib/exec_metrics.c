@@ -183,6 +183,18 @@ void rlb_exec_summary(const struct rlb_exec *ex, struct rlb_exec_summary *s)
 	}
 }
 
+uint64_t rlb_exec_unheld_spans(const struct rlb_exec *ex)
+{
+	return ex->unheld;
+}
+
+/* Whether this process's expert spans are held (virtual ranks on a backend that holds). */
+static int holds(const struct rlb_exec *ex)
+{
+	return ex->virtual_ranks && ex->nlocal > 0 && ex->rk[0].be &&
+	       ex->rk[0].be->ops->queue_hold;
+}
+
 static json_t *cells_json(const struct rlb_exec *ex,
 			  const struct exec_step_record *rec)
 {
@@ -358,6 +370,8 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 				      "a2a", b_send / n, "replica", b_rep / n,
 				      "grad", b_grad / n, "migration", b_mig / n));
 	json_object_set_new(j, "expert_rows_per_step", json_real(rows / n));
+	if (holds(ex))
+		json_object_set_new(j, "unheld_spans", json_integer((json_int_t)ex->unheld));
 	json_object_set_new(j, "loss",
 			    json_pack("{s:o, s:o}",
 				      "first", rlb_json_real_or_null(ex->nsteps ? ex->losses[0] : 0),
