@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "backend.h"
 #include "balance.h"
 #include "capture.h"
@@ -642,6 +644,14 @@ static void tiny_run(const struct rlb_config *cfg, const char *trace, const char
 	rlb_exec_summary(ex, &s);
 	loss[0] = s.first_loss;
 	loss[1] = s.last_loss;
+	if (kind == RLB_BACKEND_CUDA) {	/* every virtual rank's expert span held */
+		json_t *j = rlb_exec_metrics_json(ex, NULL);
+
+		ck_assert_ptr_nonnull(j);
+		ck_assert_int_eq(json_integer_value(json_object_get(j, "unheld_spans")), 0);
+		ck_assert_ptr_nonnull(json_object_get(j, "unheld_spans"));
+		json_decref(j);
+	}
 	rlb_exec_free(ex);
 	rlb_world_free(w);
 }

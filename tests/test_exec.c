@@ -406,6 +406,9 @@ START_TEST(test_exec_every_policy)
 				 RLB_RESULT_SCHEMA);
 		ck_assert_int_eq(json_array_size(json_object_get(j, "per_step")), 2);
 		ck_assert_ptr_nonnull(json_object_get(json_object_get(j, "breakdown"), "expert_s"));
+		/* the CPU backend does not hold: no unheld spans, no such field */
+		ck_assert_uint_eq(rlb_exec_unheld_spans(ex), 0);
+		ck_assert_ptr_null(json_object_get(j, "unheld_spans"));
 		/* Replicating policies did copy weights and reduce gradients. */
 		if (pols[i] == RLB_POLICY_REPLICATE || pols[i] == RLB_POLICY_RELIBRA) {
 			json_t *b = json_object_get(j, "bytes_per_step");
