@@ -5,13 +5,13 @@
  * GEMMs through cuBLAS, the experts of a call in batches (lib/cuda_plan.h):
  * per GEMM stage one grouped call where cuBLAS takes the types, else one
  * call per row count over the experts that share it (RLB_CUDA_GEMM).  Own
- * kernels for permute, combine,
- * SwiGLU, gradient accumulation and Adam; queues are CUDA streams and
- * events CUDA events.  Communication: grouped ncclSend / ncclRecv over an
- * EP and a node communicator (MPI ranks), or device copies between the
- * virtual ranks of one process.  Every CUDA, cuBLAS and NCCL call is
- * checked; waits poll for asynchronous NCCL errors and give up (aborting
- * the communicators) after a timeout, so no rank hangs.
+ * kernels for permute, combine, SwiGLU, gradient accumulation and Adam;
+ * queues are CUDA streams and events CUDA events.  Communication: grouped
+ * ncclSend / ncclRecv over an EP and a node communicator (MPI ranks), or
+ * device copies between the virtual ranks of one process.  Every CUDA,
+ * cuBLAS and NCCL call is checked; waits poll for asynchronous NCCL errors
+ * and give up (aborting the communicators) after a timeout, so no rank
+ * hangs.
  */
 #include <dlfcn.h>
 #include <math.h>
