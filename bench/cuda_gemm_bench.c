@@ -17,12 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "comm.h"
 #include "cuda_plan.h"
+#include "stats.h"
+#include "util.h"
 
 #define MAX_EXPERTS 64
 
@@ -38,25 +39,13 @@ struct bench {
 	void *x, *y, *act, *dx, *w0[MAX_EXPERTS], *g0[MAX_EXPERTS];
 };
 
-static double now_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
+/* The median of V[0..n) (sorts it): p50 of lib/stats.h's distribution. */
 static double median(double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+	struct rlb_dist d;
+
+	rlb_dist_compute(&d, v, (size_t)n);
+	return d.p50;
 }
 
 static void bench_free(struct bench *b)
@@ -180,16 +169,16 @@ static int measure(struct bench *b, int backward, int reps, double out[3],
 
 	for (r = -3; ret == 0 && r < reps; r++)
 		for (held = 0; ret == 0 && held < 2; held++) {
-			double t0, t1;
+			uint64_t t0, t1;
 
 			if (held)
 				ret = be->ops->queue_hold(be, b->q, err);
 			if (ret == 0)
 				ret = be->ops->event_record(be, b->e0, b->q, err);
-			t0 = now_us();
+			t0 = rlb_now_ns();
 			if (ret == 0)
 				ret = call(b, backward, err);
-			t1 = now_us();
+			t1 = rlb_now_ns();
 			if (ret == 0)
 				ret = be->ops->event_record(be, b->e1, b->q, err);
 			if (held && ret == 0)
@@ -198,7 +187,7 @@ static int measure(struct bench *b, int backward, int reps, double out[3],
 				ret = be->ops->elapsed(be, b->e0, b->e1, &el, err);
 			if (ret == 0 && r >= 0) {
 				if (!held)
-					t[r] = t1 - t0;
+					t[r] = (double)(t1 - t0) / 1e3;
 				t[(1 + held) * reps + r] = el.wall_ns / 1e3;
 			}
 		}
