@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "calibrate.h"
 #include "comm.h"
+#include "stats.h"
 #include "util.h"
 
 #define WARMUP 2
@@ -34,17 +35,13 @@ static int nccl_fail(struct rlb_err *err, ncclResult_t r, const char *what)
 	return rlb_err_set(err, RLB_ENCCL, "%s: %s", what, ncclGetErrorString(r));
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
+/* The median of V[0..n) (sorts it): p50 of lib/stats.h's distribution. */
 static double median(double *v, size_t n)
 {
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+	struct rlb_dist d;
+
+	rlb_dist_compute(&d, v, n);
+	return d.p50;
 }
 
 /* ------------------------------------------------------------------ */
