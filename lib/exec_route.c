@@ -2,14 +2,16 @@
  * exec_route.c - the executor's routing: each local rank's tokens of a step
  * (from the shared schedule and the trace, gates from the trace or
  * rlb_default_gates), and per (micro-batch, layer) which of a rank's
- * (token, expert) rows go to which instance, by the plan's quotas and split
- * rule (rlb_step_plan_split, as the simulator counts them), and which rows
- * each rank computes, in what order.
+ * (token, expert) rows go to which instance, as rlb_step_plan_route
+ * assigns them (the plan's quotas and split rule, rlb_step_plan_split, as
+ * the simulator counts them), and which rows each rank computes, in what
+ * order.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec_internal.h"
+#include "plan_internal.h"
 #include "util.h"
 
 /* Grow a host array to n items of size bytes (contents kept). */
@@ -162,31 +164,6 @@ int rlb_exec_load_tokens(struct rlb_exec *ex, uint32_t step, struct rlb_err *err
 /* ------------------------------------------------------------------ */
 /* Routes.                                                              */
 
-/* rlb_step_plan_split of every expert of (mb, layer) into ex->split. */
-static int split_cells(struct rlb_exec *ex, uint32_t mb, uint32_t L,
-		       struct rlb_err *err)
-{
-	const struct rlb_step_plan *p = &ex->plan;
-	uint32_t e, n;
-	size_t total = 0;
-	int ret;
-
-	for (e = 0; e < ex->experts; e++) {
-		rlb_step_plan_cell(p, mb, L, e, &n);
-		ex->split_first[e] = total;
-		total += (size_t)n * ex->ranks;
-	}
-	ex->split_first[ex->experts] = total;
-	ret = host_grow(&ex->split, &ex->split_cap, total ? total : 1,
-			sizeof(*ex->split), err);
-	if (ret)
-		return ret;
-	for (e = 0; e < ex->experts; e++)
-		rlb_step_plan_split(p, &ex->loads, mb, L, e,
-				    ex->split + ex->split_first[e]);
-	return 0;
-}
-
 /* Zero the counts and grow the source-side arrays to NROWS rows. */
 static int route_alloc(struct exec_route *r, uint32_t ranks, size_t nrows,
 		       struct rlb_err *err)
@@ -235,50 +212,37 @@ static int route_alloc_recv(struct exec_route *r, size_t nrecv,
 	return 0;
 }
 
-/* Source side: where each of the rank's rows of (mb, layer) goes. */
+/*
+ * Source side: where each of the rank's rows of (mb, layer) goes
+ * (rlb_step_plan_route's rule), sorted by destination (GPU, expert).
+ */
 static int route_source(struct rlb_exec *ex, struct exec_rank *rk,
 			struct exec_route *r, uint32_t mb, uint32_t L,
 			struct rlb_err *err)
 {
-	uint32_t K = ex->topk, E = ex->experts, me = rk->rank;
+	uint32_t K = ex->topk, E = ex->experts;
 	uint32_t tok0 = rk->mb_first[mb], ntok = rk->mb_first[mb + 1] - tok0;
-	size_t nkeys = (size_t)ex->ranks * E, j, row;
-	uint32_t e, t, k, n;
+	const uint16_t *ids = rk->ids + ((size_t)L * rk->ntok + tok0) * K;
+	const float *gates = rk->gates + ((size_t)L * rk->ntok + tok0) * K;
+	size_t nkeys = (size_t)ex->ranks * E, j;
+	int ret;
 
-	for (e = 0; e < E; e++) {
-		ex->cursor[2 * e] = 0;
-		ex->cursor[2 * e + 1] = ex->split[ex->split_first[e] +
-						   (size_t)me * (ex->split_first[e + 1] -
-								 ex->split_first[e]) / ex->ranks];
-	}
+	/* tk_pos first holds each row's instance among its expert's */
+	ret = rlb_step_plan_route_split(&ex->plan, mb, L, rk->rank, ex->split,
+					ex->split_first, ids, ntok, K,
+					ex->cursor, r->tk_pos, err);
+	if (ret)
+		return ret;
 	memset(ex->key_cnt, 0, (nkeys + 1) * sizeof(*ex->key_cnt));
-	for (t = 0; t < ntok; t++)
-		for (k = 0; k < K; k++) {
-			size_t at = ((size_t)L * rk->ntok + tok0 + t) * K + k;
-			const struct rlb_plan_instance *in;
-			uint32_t *cur;
+	for (j = 0; j < (size_t)ntok * K; j++) {
+		uint32_t n, gpu = rlb_step_plan_cell(&ex->plan, mb, L, ids[j],
+						     &n)[r->tk_pos[j]].gpu;
 
-			e = rk->ids[at];
-			if (e >= E)
-				return rlb_err_set(err, RLB_ECORRUPT,
-						   "expert id %u out of range", e);
-			in = rlb_step_plan_cell(&ex->plan, mb, L, e, &n);
-			cur = &ex->cursor[2 * e];
-			while (cur[1] == 0) {
-				if (++cur[0] >= n)
-					return rlb_err_set(err, RLB_EMISMATCH,
-							   "step %u mb %u layer %u: the plan gives rank %u fewer rows of expert %u than the trace has",
-							   ex->plan.step, mb, L, me, e);
-				cur[1] = ex->split[ex->split_first[e] +
-						   (size_t)me * n + cur[0]];
-			}
-			cur[1]--;
-			row = (size_t)in[cur[0]].gpu * E + e;
-			r->tk_pos[(size_t)t * K + k] = (uint32_t)row;
-			r->tk_gate[(size_t)t * K + k] = rk->gates[at];
-			ex->key_cnt[row + 1]++;
-			r->send_cnt[in[cur[0]].gpu]++;
-		}
+		r->tk_pos[j] = gpu * E + ids[j];
+		r->tk_gate[j] = gates[j];
+		ex->key_cnt[r->tk_pos[j] + 1]++;
+		r->send_cnt[gpu]++;
+	}
 	for (j = 0; j < nkeys; j++)
 		ex->key_cnt[j + 1] += ex->key_cnt[j];
 	for (j = 0; j < (size_t)ntok * K; j++) {
@@ -381,7 +345,9 @@ int rlb_exec_route_mb(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 	for (L = 0; ret == 0 && L < ex->layers; L++) {
 		struct exec_route *r = &rk->route[L];
 
-		ret = split_cells(ex, mb, L, err);
+		ret = rlb_step_plan_split_cells(&ex->plan, &ex->loads, mb, L,
+						&ex->split, &ex->split_cap,
+						ex->split_first, err);
 		if (ret == 0)
 			ret = route_alloc(r, ex->ranks, nrows, err);
 		if (ret == 0) {

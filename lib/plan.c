@@ -11,8 +11,10 @@
 #include <jansson.h>
 
 #include "plan.h"
+#include "plan_internal.h"
 #include "plan_io.h"
 #include "replicate.h"
+#include "util.h"
 
 /* rlb_replicate_split reads gpu and quota with a stride of 3 uint32_t. */
 _Static_assert(sizeof(struct rlb_plan_instance) == 3 * sizeof(uint32_t),
@@ -458,15 +460,89 @@ void rlb_step_plan_split(const struct rlb_step_plan *p,
 			    rows, n);
 }
 
+int rlb_step_plan_split_cells(const struct rlb_step_plan *p,
+			      const struct rlb_loads *l, uint32_t mb,
+			      uint32_t layer, uint32_t **split, size_t *cap,
+			      size_t *first, struct rlb_err *err)
+{
+	uint32_t e, n;
+	size_t total = 0;
+
+	for (e = 0; e < p->experts; e++) {
+		rlb_step_plan_cell(p, mb, layer, e, &n);
+		first[e] = total;
+		total += (size_t)n * p->ranks;
+	}
+	first[p->experts] = total;
+	if (rlb_grow(split, cap, total ? total : 1, sizeof(**split)))
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	memset(*split, 0, total * sizeof(**split));
+	for (e = 0; e < p->experts; e++)
+		rlb_step_plan_split(p, l, mb, layer, e, *split + first[e]);
+	return 0;
+}
+
+int rlb_step_plan_route_split(const struct rlb_step_plan *p, uint32_t mb,
+			      uint32_t layer, uint32_t rank,
+			      const uint32_t *split, const size_t *first,
+			      const uint16_t *ids, size_t ntok, uint32_t topk,
+			      uint32_t *cursor, uint32_t *which,
+			      struct rlb_err *err)
+{
+	uint32_t E = p->experts, e, n, k, i;
+	size_t t;
+
+	/* cursor[2e]: e's instance taking rows; cursor[2e + 1]: rows it has left */
+	for (e = 0; e < E; e++) {
+		n = (uint32_t)((first[e + 1] - first[e]) / p->ranks);
+		cursor[2 * e] = 0;
+		cursor[2 * e + 1] = n ? split[first[e] + (size_t)rank * n] : 0;
+	}
+	/* Each row to the first instance that still takes rows from this rank. */
+	for (t = 0; t < ntok; t++)
+		for (k = 0; k < topk; k++) {
+			uint32_t *cur;
+
+			e = ids[t * topk + k];
+			if (e >= E)
+				return rlb_err_set(err, RLB_EINVAL,
+						   "token %zu: expert id %u, the plan has %u experts",
+						   t, e, E);
+			n = (uint32_t)((first[e + 1] - first[e]) / p->ranks);
+			cur = cursor + 2 * e;
+			while (cur[1] == 0) {
+				if (n == 0 || ++cur[0] >= n)
+					return rlb_err_set(err, RLB_EMISMATCH,
+							   "step %u mb %u layer %u: rank %u has more rows of expert %u than its loads",
+							   p->step, mb, layer, rank, e);
+				cur[1] = split[first[e] + (size_t)rank * n + cur[0]];
+			}
+			cur[1]--;
+			which[t * topk + k] = cur[0];
+		}
+	for (e = 0; e < E; e++) {
+		uint32_t left;
+
+		n = (uint32_t)((first[e + 1] - first[e]) / p->ranks);
+		left = n ? cursor[2 * e + 1] : 0;
+		for (i = cursor[2 * e] + 1; i < n; i++)
+			left += split[first[e] + (size_t)rank * n + i];
+		if (left)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "step %u mb %u layer %u: rank %u has fewer rows of expert %u than its loads",
+					   p->step, mb, layer, rank, e);
+	}
+	return 0;
+}
+
 int rlb_step_plan_route(const struct rlb_step_plan *p,
 			const struct rlb_loads *l, uint32_t mb, uint32_t layer,
 			uint32_t rank, const uint16_t *ids, size_t ntok,
 			uint32_t topk, size_t *inst, struct rlb_err *err)
 {
-	uint32_t E = p->experts, e, n, k;
-	uint32_t *rows = NULL, *left = NULL, *cur = NULL;
-	size_t *first = NULL, t, total = 0;
-	int ret = 0;
+	uint32_t E = p->experts, *split = NULL, *cursor, *which;
+	size_t *first, cap = 0, t;
+	int ret;
 
 	if (l->micro_batches != p->micro_batches || l->layers != p->layers ||
 	    l->ranks != p->ranks || l->experts != E)
@@ -479,61 +555,25 @@ int rlb_step_plan_route(const struct rlb_step_plan *p,
 		return rlb_err_set(err, RLB_EINVAL,
 				   "mb %u, layer %u, rank %u, topk %u: outside the plan's %u x %u x %u",
 				   mb, layer, rank, topk, p->micro_batches, p->layers, p->ranks);
-	rows = malloc((size_t)p->ranks * p->ranks * sizeof(*rows));
 	first = malloc(((size_t)E + 1) * sizeof(*first));
-	left = malloc(((size_t)E * p->ranks + 1) * sizeof(*left));
-	cur = calloc(E ? E : 1, sizeof(*cur));
-	if (!rows || !first || !left || !cur) {
-		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		goto out;
-	}
-	/* This rank's rows for each instance of each expert, in cell order. */
-	for (e = 0; e < E; e++) {
-		rlb_step_plan_cell(p, mb, layer, e, &n);
-		first[e] = total;
-		memset(rows, 0, (size_t)p->ranks * n * sizeof(*rows));
-		rlb_step_plan_split(p, l, mb, layer, e, rows);
-		memcpy(left + total, rows + (size_t)rank * n, n * sizeof(*left));
-		total += n;
-	}
-	first[E] = total;
-	/* Each row to the first instance that still takes rows from this rank. */
-	for (t = 0; t < ntok; t++)
-		for (k = 0; k < topk; k++) {
-			e = ids[t * topk + k];
-			if (e >= E) {
-				ret = rlb_err_set(err, RLB_EINVAL,
-						  "token %zu: expert id %u, the plan has %u experts",
-						  t, e, E);
-				goto out;
-			}
-			n = (uint32_t)(first[e + 1] - first[e]);
-			while (cur[e] < n && left[first[e] + cur[e]] == 0)
-				cur[e]++;
-			if (cur[e] == n) {
-				ret = rlb_err_set(err, RLB_EMISMATCH,
-						  "step %u mb %u layer %u: rank %u has more rows of expert %u than its loads",
-						  p->step, mb, layer, rank, e);
-				goto out;
-			}
-			left[first[e] + cur[e]]--;
-			inst[t * topk + k] = p->inst_first[((size_t)mb * p->layers + layer) * E + e] +
-					     cur[e];
-		}
-	for (t = 0; t < total; t++)
-		if (left[t]) {
-			for (e = 0; first[e + 1] <= t; e++)
-				;
-			ret = rlb_err_set(err, RLB_EMISMATCH,
-					  "step %u mb %u layer %u: rank %u has fewer rows of expert %u than its loads",
-					  p->step, mb, layer, rank, e);
-			break;
-		}
-out:
-	free(rows);
+	cursor = malloc((2 * (size_t)E + 1) * sizeof(*cursor));
+	which = malloc((ntok * topk + 1) * sizeof(*which));
+	ret = first && cursor && which ? 0 :
+	      rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	if (ret == 0)
+		ret = rlb_step_plan_split_cells(p, l, mb, layer, &split, &cap,
+						first, err);
+	if (ret == 0)
+		ret = rlb_step_plan_route_split(p, mb, layer, rank, split, first,
+						ids, ntok, topk, cursor, which,
+						err);
+	for (t = 0; ret == 0 && t < ntok * topk; t++)
+		inst[t] = p->inst_first[((size_t)mb * p->layers + layer) * E + ids[t]] +
+			  which[t];
+	free(split);
 	free(first);
-	free(left);
-	free(cur);
+	free(cursor);
+	free(which);
 	return ret;
 }
 
