@@ -457,25 +457,34 @@ static int write_outputs(const struct opts *o, const struct rlb_report *rep,
 			 struct rlb_atomic_file *out, struct rlb_atomic_file *html)
 {
 	struct rlb_report_chart_opts co = { .layer = o->layer };
+	struct rlb_atomic_file *svg = NULL;
 	struct rlb_err err = {0};
-	size_t n = 0;
+	int to_file = o->out && strcmp(o->out, "-");
+	size_t n = 0, i;
+	int ret = 0;
 
-	if (o->out && strcmp(o->out, "-") &&
-	    rlb_atomic_sync_after(out, rlb_report_write(rep, o->format, out->fp, &err),
-				  &err) != 0)
+	if (to_file)
+		ret = rlb_atomic_sync_after(out, rlb_report_write(rep, o->format, out->fp, &err),
+					    &err);
+	if (ret == 0 && o->html)
+		ret = rlb_atomic_sync_after(html, rlb_report_write_html(rep, &co, html->fp, &err),
+					    &err);
+	if (ret == 0 && o->svg)
+		ret = rlb_report_write_svgs(rep, &co, o->svg, &svg, &n, &err);
+	if (ret == 0 && to_file)
+		ret = rlb_atomic_commit(out, &err);
+	if (ret == 0 && o->html)
+		ret = rlb_atomic_commit(html, &err);
+	for (i = 0; i < n; i++)
+		if (ret == 0)
+			ret = rlb_atomic_commit(&svg[i], &err);
+		else
+			rlb_atomic_abort(&svg[i]);
+	free(svg);
+	if (ret)
 		goto fail;
-	if (o->html &&
-	    rlb_atomic_sync_after(html, rlb_report_write_html(rep, &co, html->fp, &err),
-				  &err) != 0)
-		goto fail;
-	if (o->svg && rlb_report_write_svgs(rep, &co, o->svg, &n, &err) != 0)
-		goto fail;
-	if ((o->out && strcmp(o->out, "-") && rlb_atomic_commit(out, &err) != 0) ||
-	    (o->html && rlb_atomic_commit(html, &err) != 0))
-		goto fail;
-	if (!o->out || !strcmp(o->out, "-")) {
-		int ret = rlb_report_write(rep, o->format, stdout, &err);
-
+	if (!to_file) {
+		ret = rlb_report_write(rep, o->format, stdout, &err);
 		if (ret != 0 && ret != RLB_EIO)
 			goto fail;
 		if (cmd_flush_stdout(NAME) != 0)

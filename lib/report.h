@@ -17,6 +17,8 @@
 #include "planner.h"
 #include "trace.h"
 
+struct rlb_atomic_file;	/* util.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -275,15 +277,16 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 
 /*
  * Write every chart that has data into DIR (created if missing) as
- * NAME.svg, or NAME-gN.svg (N from 1) when there are several groups;
- * all are complete before the first is renamed into place, so a failure
- * leaves none.  *written receives their count.  Errors: RLB_EIO,
- * RLB_ENOMEM.
+ * NAME.svg, or NAME-gN.svg (N from 1) when there are several groups,
+ * each to its PATH.tmp, synced: *files receives the *n files (an array
+ * to free) for the caller to rename into place with rlb_atomic_commit
+ * (or drop with rlb_atomic_abort) together with its other outputs.  On
+ * failure none is left.  Errors: RLB_EIO, RLB_ENOMEM.
  */
 int rlb_report_write_svgs(const struct rlb_report *r,
 			  const struct rlb_report_chart_opts *o,
-			  const char *dir, size_t *written,
-			  struct rlb_err *err);
+			  const char *dir, struct rlb_atomic_file **files,
+			  size_t *n, struct rlb_err *err);
 
 /*
  * The report as one self-contained XHTML page (well-formed XML, no

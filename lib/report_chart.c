@@ -803,45 +803,42 @@ static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 	return ret;
 }
 
-/*
- * Every chart is written and synced before the first is renamed into
- * place, so a failure leaves none of them behind.
- */
 int rlb_report_write_svgs(const struct rlb_report *r,
 			  const struct rlb_report_chart_opts *o,
-			  const char *dir, size_t *written,
-			  struct rlb_err *err)
+			  const char *dir, struct rlb_atomic_file **files,
+			  size_t *n, struct rlb_err *err)
 {
 	size_t per_group = RLB_CHART_SWEEP_SPEEDUP - RLB_CHART_TOKENS;
 	size_t max = r->ngroups * per_group + RLB_CHART_COUNT - RLB_CHART_SWEEP_SPEEDUP;
 	struct rlb_atomic_file *af;
-	size_t g, n = 0, i;
+	size_t g, i;
 	int c, ret = 0, have;
 
-	*written = 0;
+	*files = NULL;
+	*n = 0;
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
 		return rlb_err_errno(err, RLB_EIO, "cannot create '%s'", dir);
-	af = calloc(max, sizeof(*af));
+	af = calloc(max ? max : 1, sizeof(*af));
 	if (!af)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	for (g = 0; g < r->ngroups && !ret; g++)
 		for (c = RLB_CHART_TOKENS; c < RLB_CHART_SWEEP_SPEEDUP && !ret; c++) {
 			ret = write_one(r, (enum rlb_report_chart)c, g, o, dir,
-					&af[n], &have, err);
-			n += (size_t)have;
+					&af[*n], &have, err);
+			*n += (size_t)have;
 		}
 	for (c = RLB_CHART_SWEEP_SPEEDUP; r->sweep_key && c < RLB_CHART_COUNT && !ret; c++) {
-		ret = write_one(r, (enum rlb_report_chart)c, 0, o, dir, &af[n],
+		ret = write_one(r, (enum rlb_report_chart)c, 0, o, dir, &af[*n],
 				&have, err);
-		n += (size_t)have;
+		*n += (size_t)have;
 	}
-	for (i = 0; i < n; i++) {
-		if (!ret)
-			ret = rlb_atomic_commit(&af[i], err);
-		else
+	if (ret) {
+		for (i = 0; i < *n; i++)
 			rlb_atomic_abort(&af[i]);
-		*written += ret == 0;
+		free(af);
+		*n = 0;
+		return ret;
 	}
-	free(af);
-	return ret;
+	*files = af;
+	return 0;
 }

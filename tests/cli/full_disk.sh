@@ -42,6 +42,15 @@ run report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt --svg full/svg
 expect_status 1
 expect_err ".svg.tmp': No space left on device"
 [ -z "$(ls full/svg)" ] || { ls full/svg; fail "--svg left files behind"; }
+# Charts that do not fit: the report and the HTML page, complete on
+# another disk, are not renamed into place either.
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt -o r.txt --html r.html --svg full/svg
+expect_status 1
+expect_err ".svg.tmp': No space left on device"
+[ -z "$(ls full/svg)" ] || { ls full/svg; fail "--svg left files behind"; }
+for f in r.txt r.html r.txt.tmp r.html.tmp; do
+	[ ! -e $f ] || fail "$f written though the charts failed"
+done
 
 # stdout to a full disk: every command says so and fails.
 # tofull NAME ARGS...: relibra ARGS with stdout on the full disk.
