@@ -259,8 +259,9 @@ static int load_config(const struct opts *o, struct rlb_world *w,
 	}
 	if (me == 0 && cmd_config_load(NAME, &o->cfg, cfg) != 0)
 		errs[0].code = RLB_EINVAL;	/* reported */
-	else if (me != 0)
-		rlb_config_load(cfg, o->cfg.path, o->cfg.sets, o->cfg.nsets, &errs[0]);
+	else if (me != 0 &&
+		 rlb_config_load(cfg, o->cfg.path, o->cfg.sets, o->cfg.nsets, &errs[0]) == 0)
+		memset(&errs[0], 0, sizeof(errs[0]));
 	for (i = 1; i < local; i++)
 		errs[i] = errs[0];
 	ret = rlb_world_agree(w, errs, &first, &bad, &err);

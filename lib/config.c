@@ -687,8 +687,11 @@ int rlb_config_load(struct rlb_config *cfg, const char *path,
 	if (path) {
 		si = rlb_cfg_read_source(&ld, path, "config", SRC_FILE, NULL);
 		/* no such file: a built-in config of that name (config --presets) */
-		if (si == RLB_ENOTFOUND)
+		if (si == RLB_ENOTFOUND) {
 			si = builtin_config(&ld, path);
+			if (si >= 0 && err)	/* not the file's error, then */
+				memset(err, 0, sizeof(*err));
+		}
 		if (si < 0) {
 			rc = si == RLB_ENOTFOUND ? RLB_EIO : si;
 			if (err)

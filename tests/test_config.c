@@ -209,6 +209,16 @@ START_TEST(test_shipped_configs)
 	ck_assert_mem_eq(&a.parallel, &b.parallel, sizeof(a.parallel));
 	ck_assert_mem_eq(&a.balancer, &b.balancer, sizeof(a.balancer));
 	ck_assert_mem_eq(&a.workload, &b.workload, sizeof(a.workload));
+	/* by name alone (no such file here): no error left behind */
+	{
+		struct rlb_err err = {0};
+		struct rlb_config c;
+
+		ck_assert_int_eq(rlb_config_load(&c, name, NULL, 0, &err), 0);
+		ck_assert_int_eq(err.code, 0);
+		ck_assert_str_eq(err.msg, "");
+		ck_assert_mem_eq(&a.model, &c.model, sizeof(a.model));
+	}
 }
 END_TEST
 

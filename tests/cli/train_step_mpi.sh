@@ -45,6 +45,12 @@ expect_status 0
 sed -n 's/.*\(loss .*\)$/\1/p' out > virtual.loss
 [ -s mpi.loss ] && cmp -s mpi.loss virtual.loss || fail "losses differ: $(cat mpi.loss) vs $(cat virtual.loss)"
 
+# A built-in config by name: every rank finds it (no file of that name).
+mpi 4 "$RELIBRA" train-step -c tiny-2x2 --trace t.rrt --plan relibra.rlp
+expect_status 0
+sed -n 's/.*\(loss .*\)$/\1/p' out > builtin.loss
+cmp -s mpi.loss builtin.loss || fail "-c tiny-2x2 under mpirun: $(cat err)"
+
 # Wrong rank count: one message (from rank 0), every rank exits.
 mpi 2 "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "mpirun -np 2: status $status"
