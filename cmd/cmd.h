@@ -98,12 +98,6 @@ static inline const char *cmd_s(uint64_t n)
 }
 
 /*
- * Write j as indented JSON to path through path.tmp, so that a failure
- * leaves nothing there: 0 or a negative RLB_E... code with err filled.
- */
-int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err);
-
-/*
  * Write j as indented JSON into the open af and rlb_atomic_sync it, for a
  * command that renames all its outputs at the end (rlb_atomic_commit).
  * On failure af is removed and released.

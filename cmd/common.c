@@ -233,17 +233,6 @@ int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
 	return rlb_atomic_sync(af, err);
 }
 
-int cmd_write_json(const char *path, struct json_t *j, struct rlb_err *err)
-{
-	struct rlb_atomic_file af;
-	int ret = rlb_atomic_open(&af, path, err);
-
-	if (ret)
-		return ret;
-	ret = cmd_json_sync(&af, j, err);
-	return ret ? ret : rlb_atomic_commit(&af, err);
-}
-
 /* Whether paths a and b name one file: the same text, or the same inode. */
 static int same_file(const char *a, const char *b)
 {

@@ -184,15 +184,19 @@ static double verify_outliers(const char *backend)
 	return strcmp(backend, "cuda") == 0 ? 0.01 : 0;
 }
 
-/* Rank 0: the summary, the metrics file and the verdict of --verify. */
+/*
+ * Rank 0: the summary, the metrics file (OUT, opened before the work) and
+ * the verdict of --verify.
+ */
 static int report(const struct opts *o, const struct rlb_config *cfg,
 		  struct rlb_world *w, struct rlb_exec *ex,
-		  const struct rlb_exec_verify *v)
+		  const struct rlb_exec_verify *v, struct rlb_atomic_file *out)
 {
 	struct rlb_exec_source src = { o->cfg.path, o->trace, o->plan };
 	struct rlb_exec_summary s;
 	struct rlb_err err = {0};
 	json_t *j;
+	int ret;
 
 	rlb_exec_summary(ex, &s);
 	printf("relibra train-step: %s on %s, %u ranks (%s), %s backend\n",
@@ -220,12 +224,14 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 			cmd_errorf(NAME, "out of memory");
 			return EXIT_FAIL;
 		}
-		if (cmd_write_json(o->out, j, &err)) {
-			json_decref(j);
+		ret = cmd_json_sync(out, j, &err);
+		json_decref(j);
+		if (ret == 0)
+			ret = rlb_atomic_commit(out, &err);
+		if (ret) {
 			cmd_error(NAME, &err);
 			return EXIT_FAIL;
 		}
-		json_decref(j);
 	}
 	if (cmd_flush_stdout(NAME) != 0)
 		return EXIT_FAIL;
@@ -288,6 +294,7 @@ int cmd_train_step(int argc, char **argv)
 	struct rlb_exec_verify v;
 	struct rlb_config cfg;
 	struct rlb_err err = {0};
+	struct rlb_atomic_file out_file = { .slot = -1 };
 	struct opts o;
 	long lrank = launcher_rank();
 	const char *env;
@@ -317,6 +324,12 @@ int cmd_train_step(int argc, char **argv)
 	if (rlb_backend_from_name(o.backend, &eo.backend, &err)) {
 		cmd_config_release(&o.cfg);
 		return quiet ? EXIT_USAGE : cmd_usage_error(NAME, usage, "%s", err.msg);
+	}
+	/* open -o now, so that a path that cannot be written fails at once */
+	if (lrank <= 0 && o.out && rlb_atomic_open(&out_file, o.out, &err) != 0) {
+		cmd_error(NAME, &err);
+		cmd_config_release(&o.cfg);
+		return EXIT_FAIL;
 	}
 	eo.verify_tol = verify_tol(o.backend);
 	eo.verify_outliers = verify_outliers(o.backend);
@@ -403,10 +416,11 @@ int cmd_train_step(int argc, char **argv)
 		rlb_world_abort(w, EXIT_FAIL);
 		goto out;
 	}
-	status = rlb_world_first(w) == 0 ? report(&o, &cfg, w, ex, &v) : EXIT_OK;
+	status = rlb_world_first(w) == 0 ? report(&o, &cfg, w, ex, &v, &out_file) : EXIT_OK;
 	if (status == EXIT_OK && v.done && !v.ok)
 		status = EXIT_VERIFY;
 out:
+	rlb_atomic_abort(&out_file);
 	rlb_exec_free(ex);
 	rlb_world_free(w);
 	cmd_config_release(&o.cfg);

@@ -138,8 +138,9 @@ int rlb_world_barrier(struct rlb_world *w, struct rlb_err *err);
 
 /*
  * End the whole job after a failure that the other ranks cannot learn of
- * (MPI_Abort with STATUS: every process exits).  The virtual transport
- * returns (the caller returns the error).
+ * (MPI_Abort with STATUS: every process exits, this one once it has
+ * removed its open PATH.tmp files, rlb_atomic_remove_all).  The virtual
+ * transport returns (the caller returns the error).
  */
 void rlb_world_abort(struct rlb_world *w, int status);
 

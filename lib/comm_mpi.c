@@ -417,6 +417,7 @@ static int m_barrier(struct rlb_world *w, struct rlb_err *err)
 static void m_abort(struct rlb_world *w, int status)
 {
 	(void)w;
+	rlb_atomic_remove_all();	/* MPI_Abort does not return */
 	MPI_Abort(MPI_COMM_WORLD, status ? status : 1);
 }
 

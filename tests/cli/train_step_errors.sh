@@ -77,6 +77,14 @@ RELIBRA_TIMEOUT=soon "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan p.rlp 
 status=$?
 expect_status 1
 expect_err "relibra train-step: RELIBRA_TIMEOUT: expected a number, got 'soon' (seconds; 0: no limit)"
+# -o that cannot be written: refused before any work.
+mkdir m.json.tmp
+run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 -o m.json
+expect_status 1
+expect_err "relibra train-step: cannot create 'm.json.tmp': Is a directory"
+[ ! -s out ] || { cat out; fail "train-step ran before refusing -o"; }
+rmdir m.json.tmp
+
 # -o may not name an input: refused before any work.
 cp p.rlp keep.rlp
 run train-step -c "$cfg" --trace t.rrt --plan keep.rlp --virtual-ranks 4 -o keep.rlp

@@ -135,6 +135,7 @@ mpi 4 -x ALT_CFG -x RELIBRA_TIMEOUT sh per-rank.sh "$cfg" t.rrt relibra.rlp
 unset ALT_CFG
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "stuck rank: status $status (124: hung)"
 expect_err "relibra train-step: rank 0: agreement: timed out after 3 s waiting for rank 2"
+[ ! -e m.json.tmp ] || fail "the ended job left m.json.tmp"
 ALT_TRACE=stuck.rrt
 export ALT_TRACE
 mpi 4 -x ALT_TRACE sh per-rank.sh "$cfg" t.rrt relibra.rlp
