@@ -233,14 +233,57 @@ int cmd_json_sync(struct rlb_atomic_file *af, struct json_t *j,
 	return rlb_atomic_sync(af, err);
 }
 
-/* Whether paths a and b name one file: the same text, or the same inode. */
+/*
+ * P's directory (to its last '/', trailing slashes aside: "a/b/" is in
+ * "a") into dir, or "" when P has none (the current directory); *base
+ * and *blen: the last name.  -1 when the directory does not fit.
+ */
+static int path_split(const char *p, char *dir, size_t size,
+		      const char **base, size_t *blen)
+{
+	size_t len = strlen(p), end;
+
+	while (len > 1 && p[len - 1] == '/')
+		len--;
+	end = len;
+	while (len > 0 && p[len - 1] != '/')
+		len--;
+	*base = p + len;
+	*blen = end - len;
+	if (len == 0) {
+		dir[0] = '\0';
+		return 0;
+	}
+	if (len > 1)
+		len--;		/* "/x" is in "/" */
+	if (len >= size)
+		return -1;
+	memcpy(dir, p, len);
+	dir[len] = '\0';
+	return 0;
+}
+
+/*
+ * Whether paths a and b name one file: the same text, the same inode,
+ * or, when one does not exist yet, the same name in the same directory
+ * ("x.rlp" and "./x.rlp").
+ */
 static int same_file(const char *a, const char *b)
 {
+	char da[4096], db[4096];
+	const char *ba, *bb;
+	size_t la, lb;
 	struct stat sa, sb;
 
 	if (!strcmp(a, b))
 		return 1;
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	if (path_split(a, da, sizeof(da), &ba, &la) != 0 ||
+	    path_split(b, db, sizeof(db), &bb, &lb) != 0 ||
+	    la != lb || memcmp(ba, bb, la) != 0)
+		return 0;
+	return stat(*da ? da : ".", &sa) == 0 && stat(*db ? db : ".", &sb) == 0 &&
 	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -263,6 +306,9 @@ int cmd_check_outputs(const char *name, const char *usage,
 						       "%s '-': this output goes to a file",
 						       out[i].what) : EXIT_USAGE;
 		}
+		if (!*p)
+			return usage ? cmd_usage_error(name, usage, "%s: an empty path",
+						       out[i].what) : EXIT_USAGE;
 		for (j = 0; j < nin && !also; j++)
 			if (in[j].path && same_file(p, in[j].path))
 				also = &in[j];
@@ -277,13 +323,18 @@ int cmd_check_outputs(const char *name, const char *usage,
 	}
 	/* what would make the output fail only after the work */
 	for (i = 0; i < nout; i++) {
-		const char *p = out[i].path, *slash;
+		const char *p = out[i].path, *base;
 		char dir[4096];
 		struct stat st;
 		size_t len;
 
 		if (!p || !strcmp(p, "-"))
 			continue;
+		if (out[i].kind != CMD_OUT_DIR && p[strlen(p) - 1] == '/') {
+			if (usage)
+				cmd_errorf(name, "%s '%s' names a directory", out[i].what, p);
+			return EXIT_FAIL;
+		}
 		if (out[i].kind != CMD_OUT_DIR && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
 			if (usage)
 				cmd_errorf(name, "%s '%s' is a directory", out[i].what, p);
@@ -296,17 +347,8 @@ int cmd_check_outputs(const char *name, const char *usage,
 					   out[i].what, p);
 			return EXIT_FAIL;
 		}
-		/* a directory's trailing slashes name it: "charts/" is in "." */
-		len = strlen(p);
-		while (out[i].kind == CMD_OUT_DIR && len > 1 && p[len - 1] == '/')
-			len--;
-		for (slash = NULL; len > 1 && !slash; len--)
-			if (p[len - 1] == '/')
-				slash = p + len - 1;
-		if (!slash || (size_t)(slash - p) >= sizeof(dir))
+		if (path_split(p, dir, sizeof(dir), &base, &len) != 0 || !*dir)
 			continue;
-		memcpy(dir, p, (size_t)(slash - p));
-		dir[slash - p] = '\0';
 		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 			if (usage)
 				cmd_errorf(name, "%s '%s': no directory '%s'", out[i].what, p, dir);

@@ -215,6 +215,23 @@ cmp -s t.rrt same.rrt || fail "plan -o TRACE wrote over the trace"
 run plan -c "$cfg" -o both.out --summary both.out t.rrt
 expect_status 2
 expect_err "relibra plan: --summary 'both.out' is also -o: choose another path"
+# the same new file under two spellings, and a directory's own spellings
+mkdir -p sub
+run plan -c "$cfg" -o new.rlp --summary ./sub/../new.rlp t.rrt
+expect_status 2
+expect_err "relibra plan: --summary './sub/../new.rlp' is also -o: choose another path"
+[ ! -e new.rlp ] || fail "plan wrote new.rlp though its outputs clash"
+run plan -c "$cfg" -o sub/ t.rrt
+expect_status 1
+expect_err "relibra plan: -o 'sub/' names a directory"
+# an empty path: refused before any work, and no '.tmp' touched
+echo keep > .tmp
+for opt in -o --summary --eplb-export; do
+	run plan -c "$cfg" $opt '' t.rrt
+	expect_status 2
+	expect_err "relibra plan: $opt: an empty path"
+done
+[ "$(cat .tmp)" = keep ] || fail "an empty output path replaced ./.tmp"
 run plan -c "$cfg" --summary - t.rrt
 expect_status 2
 expect_err "relibra plan: --summary '-': this output goes to a file"
