@@ -775,6 +775,7 @@ static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 {
 	struct rlb_err e2 = {0};
 	char path[4096];
+	struct stat st;
 	int ret;
 
 	*have = 0;
@@ -792,6 +793,12 @@ static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 	if (ret == RLB_ENOTFOUND) {
 		rlb_atomic_abort(af);
 		return 0;
+	}
+	/* what would fail the rename once other charts are in place */
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		rlb_atomic_abort(af);
+		return rlb_err_set(err, RLB_EIO, "cannot write chart '%s': it is a directory",
+				   path);
 	}
 	if (ret && ret != RLB_EIO) {
 		rlb_atomic_abort(af);

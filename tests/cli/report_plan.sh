@@ -137,6 +137,13 @@ grep -q 'microbatch chart not drawn: no per-micro-batch loads' files.html || fai
 [ ! -e fcharts/heatmap.svg ] || fail "heatmap.svg written without data"
 # plan summaries carry their steps
 [ "$(series fcharts/steps.svg)" = 2 ] || fail "steps.svg from summaries: expected 2 series"
+# a chart's name taken by a directory: no chart, page or report written
+mkdir -p taken/breakdown.svg
+run report --html taken.html -o taken.txt --svg taken static.json relibra.json
+expect_status 1
+expect_err "relibra report: cannot write chart 'taken/breakdown.svg': it is a directory"
+[ "$(ls taken)" = breakdown.svg ] || fail "charts left in taken/: $(ls taken)"
+[ ! -e taken.html ] && [ ! -e taken.txt ] || fail "a failed --svg left the other outputs"
 run report -c "$cfg" --trace tiny.rrt --policies static,eplb,relibra \
 	--sweep balancer.replica_slots=0,1,2 --svg scharts --html sweep.html
 expect_status 0
