@@ -273,8 +273,10 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 		return rlb_err_set(err, RLB_EPARSE, "expected a JSON object");
 	}
 	meta = json_object_get(rec, "meta_info");
-	if (!json_is_object(meta))
+	if (!meta)
 		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: missing", fp);
+	if (!json_is_object(meta))
+		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: expected an object", fp);
 	if ((ret = opt_uint(rec, "step", fp, UINT32_MAX, &in.step, err)) ||
 	    (ret = opt_uint(rec, "group", fp, UINT32_MAX, &in.group, err)) ||
 	    (ret = opt_uint(rec, "sample", fp, UINT32_MAX, &in.sample, err)))

@@ -1016,6 +1016,7 @@ START_TEST(test_sglang_errors)
 		{ "{\"meta_info\": {}}\n",
 		  "s.jsonl:1: meta_info.routed_experts: missing (send requests with return_routed_experts)" },
 		{ "{\"text\": 1}\n", "s.jsonl:1: meta_info: missing" },
+		{ "{\"meta_info\": 5}\n", "s.jsonl:1: meta_info: expected an object" },
 		{ "{\"meta_info\": {\"routed_experts\": \"AAAA!AAA\"}}\n",
 		  "s.jsonl:1: meta_info.routed_experts: invalid base64 character '!' at byte 4" },
 		{ "{\"meta_info\": {\"routed_experts\": 5}}\n",
