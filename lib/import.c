@@ -618,6 +618,7 @@ out:
 int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 {
 	for (;;) {
+		const char *nul;
 		ssize_t n;
 		size_t i;
 
@@ -634,6 +635,12 @@ int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 		r->lineno++;
 		r->offset = r->next_offset;
 		r->next_offset += (uint64_t)n;
+		nul = memchr(r->line, '\0', (size_t)n);
+		if (nul)
+			return rlb_err_set(err, RLB_EPARSE,
+					   "%s:%" PRIu64 ":%zu: a NUL byte at byte offset %" PRIu64 ", expected JSON text",
+					   r->name, r->lineno, (size_t)(nul - r->line) + 1,
+					   r->offset + (uint64_t)(nul - r->line));
 		while (n > 0 && isspace((unsigned char)r->line[n - 1]))
 			n--;
 		r->line[n] = '\0';

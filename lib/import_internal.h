@@ -211,8 +211,9 @@ struct rlb_line_reader {
 };
 
 /*
- * Next non-empty line (trailing whitespace removed): 1, 0 at the end, or
- * RLB_EIO.  The line is in r->line (NUL-terminated, r->len bytes).
+ * Next non-empty line (trailing whitespace removed): 1, 0 at the end,
+ * RLB_EIO, or RLB_EPARSE for a line that holds a NUL byte.  The line is
+ * in r->line (NUL-terminated, r->len bytes).
  */
 int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err);
 void rlb_line_release(struct rlb_line_reader *r);

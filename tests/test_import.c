@@ -258,14 +258,16 @@ static char *sg_line(unsigned s, unsigned row0, unsigned rows, unsigned dense,
 }
 
 /* Run an import of TEXT (written to a file) into c; returns the status. */
-static int import_text(const char *text, const struct rlb_import_opts *o,
-		       const struct rlb_config *cfg, struct collector *c,
-		       struct rlb_err *err, const char *fname)
+/* import_text of LEN bytes, which may hold NULs. */
+static int import_bytes(const char *text, size_t len,
+			const struct rlb_import_opts *o,
+			const struct rlb_config *cfg, struct collector *c,
+			struct rlb_err *err, const char *fname)
 {
 	char *dir = tmp_dir(), *p = path_in(dir, fname);
 	int ret;
 
-	write_file(p, text, strlen(text));
+	write_file(p, text, len);
 	ret = rlb_import_to_sink(o, p, cfg, collect, c, NULL, NULL, err);
 	/* Messages name the file as given; tests compare the part after it. */
 	if (ret != 0 && err && strncmp(err->msg, p, strlen(p)) == 0) {
@@ -277,6 +279,13 @@ static int import_text(const char *text, const struct rlb_import_opts *o,
 	free(p);
 	free(dir);
 	return ret;
+}
+
+static int import_text(const char *text, const struct rlb_import_opts *o,
+		       const struct rlb_config *cfg, struct collector *c,
+		       struct rlb_err *err, const char *fname)
+{
+	return import_bytes(text, strlen(text), o, cfg, c, err, fname);
 }
 
 static char *cat(char *a, char *b)
@@ -1447,6 +1456,20 @@ START_TEST(test_jsonl_errors)
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
 		ck_assert_int_eq(import_text(v[i].line, &o, &cfg, &c, &err, "j.jsonl"), v[i].code);
 		ck_assert_str_eq(err.msg, v[i].msg);
+		collector_free(&c);
+	}
+	/* a NUL byte is not JSON text, wherever it stands */
+	{
+		static const char a[] = "{\"step\": 0\0, \"experts\": []}\n",
+				  b[] = "{\"experts\": []}\n\0\n";
+
+		ck_assert_int_eq(import_bytes(a, sizeof(a) - 1, &o, &cfg, &c, &err,
+					      "j.jsonl"), RLB_EPARSE);
+		ck_assert_str_eq(err.msg, "j.jsonl:1:11: a NUL byte at byte offset 10, expected JSON text");
+		collector_free(&c);
+		ck_assert_int_eq(import_bytes(b, sizeof(b) - 1, &o, &cfg, &c, &err,
+					      "j.jsonl"), RLB_EPARSE);
+		ck_assert_str_eq(err.msg, "j.jsonl:2:1: a NUL byte at byte offset 16, expected JSON text");
 		collector_free(&c);
 	}
 	o.gates = 1;
