@@ -16,7 +16,8 @@
 
 struct file_step {
 	uint32_t step;
-	uint32_t ranks;		/* ranks listed by every micro-batch */
+	uint32_t *ranks;	/* [nmb] ranks listed by each micro-batch */
+	size_t nmb;
 	size_t first;		/* its chunks: chunks[first .. first + n) */
 	size_t n;
 };
@@ -32,9 +33,13 @@ struct rlb_schedule_file {
 
 void rlb_schedule_file_free(struct rlb_schedule_file *f)
 {
+	size_t i;
+
 	if (!f)
 		return;
 	free(f->path);
+	for (i = 0; f->steps && i < f->nsteps; i++)
+		free(f->steps[i].ranks);
 	free(f->steps);
 	free(f->chunks);
 	free(f);
@@ -66,14 +71,11 @@ static int load_mb(struct rlb_schedule_file *f, const json_t *mb, size_t si,
 	size_t r, k;
 
 	snprintf(where, sizeof(where), "steps[%zu].micro_batches[%zu]", si, m);
-	if (!json_is_array(mb) || json_array_size(mb) == 0)
+	if (!json_is_array(mb) || json_array_size(mb) == 0 ||
+	    json_array_size(mb) > UINT32_MAX)
 		return bad(f, err, where, "an array of ranks");
-	if (m == 0)
-		fs->ranks = (uint32_t)json_array_size(mb);
-	else if (json_array_size(mb) != fs->ranks)
-		return rlb_err_set(err, RLB_EPARSE,
-				   "schedule '%s': '%s': lists %zu ranks, micro-batch 0 lists %u",
-				   f->path, where, json_array_size(mb), fs->ranks);
+	/* checked against the EP size by rlb_schedule_file_step */
+	fs->ranks[m] = (uint32_t)json_array_size(mb);
 	for (r = 0; r < json_array_size(mb); r++) {
 		const json_t *rank = json_array_get(mb, r);
 
@@ -153,13 +155,17 @@ static int load_root(struct rlb_schedule_file *f, const json_t *root,
 			return bad(f, err, where, "at most 2^20 micro-batches");
 		fs->step = (uint32_t)step;
 		fs->first = f->nchunks;
+		fs->nmb = json_array_size(mbs);
+		fs->ranks = malloc((fs->nmb + 1) * sizeof(*fs->ranks));
+		if (!fs->ranks)
+			return rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
+		f->nsteps++;	/* freed with the file from here on */
 		for (m = 0; m < json_array_size(mbs); m++) {
 			ret = load_mb(f, json_array_get(mbs, m), i, m, fs, err);
 			if (ret < 0)
 				return ret;
 		}
 		fs->n = f->nchunks - fs->first;
-		f->nsteps++;
 	}
 	return 0;
 }
@@ -224,10 +230,12 @@ int rlb_schedule_file_step(const struct rlb_schedule_file *f, uint32_t step,
 	if (!fs)
 		return rlb_err_set(err, RLB_ENOTFOUND,
 				   "schedule '%s' has no step %u", f->path, step);
-	if (fs->ranks && fs->ranks != ranks)
-		return rlb_err_set(err, RLB_EMISMATCH,
-				   "schedule '%s': step %u lists %u ranks, the EP size is %u",
-				   f->path, step, fs->ranks, ranks);
+	for (i = 0; i < fs->nmb; i++)
+		if (fs->ranks[i] != ranks)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "schedule '%s': 'steps[%zu].micro_batches[%zu]' (step %u) lists %u ranks, the EP size is %u",
+					   f->path, (size_t)(fs - f->steps), i, step,
+					   fs->ranks[i], ranks);
 	/* A step without chunks: no pointer arithmetic on a NULL array. */
 	ret = rlb_schedule_from_chunks(s, step, RLB_PACK_FILE,
 				       fs->n ? f->chunks + fs->first : NULL,

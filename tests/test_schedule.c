@@ -770,8 +770,6 @@ START_TEST(test_schedule_file)
 		  "'steps[1].step': steps must increase (2 after 2)" },
 		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 0, \"micro_batches\": [[[[0, 3, 3]]]]}]}",
 		  "'steps[0].micro_batches[0][0][0]': expected [seq, start, end] with non-negative integers and end > start" },
-		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 0, \"micro_batches\": [[[], []], [[]]]}]}",
-		  "'steps[0].micro_batches[1]': lists 1 ranks, micro-batch 0 lists 2" },
 	};
 	struct rlb_schedule_file *f;
 	struct rlb_schedule s;
@@ -790,7 +788,7 @@ START_TEST(test_schedule_file)
 	rlb_schedule_release(&s);
 	/* the EP size must match, the step must exist, every token be covered */
 	ck_assert_int_eq(rlb_schedule_file_step(f, 4, len, 3, 4, 8, &s, &err), RLB_EMISMATCH);
-	snprintf(want, sizeof(want), "schedule '%s': step 4 lists 2 ranks, the EP size is 4", ok);
+	snprintf(want, sizeof(want), "schedule '%s': 'steps[0].micro_batches[0]' (step 4) lists 2 ranks, the EP size is 4", ok);
 	ck_assert_str_eq(err.msg, want);
 	ck_assert_int_eq(rlb_schedule_file_step(f, 6, len, 3, 2, 8, &s, &err), RLB_ENOTFOUND);
 	ck_assert_int_eq(rlb_schedule_file_step(f, 5, len, 3, 2, 8, &s, &err), RLB_EINVAL);
@@ -807,6 +805,21 @@ START_TEST(test_schedule_file)
 		ck_assert_str_eq(err.msg, want);
 	}
 	ck_assert_int_eq(rlb_schedule_file_load(&f, "/nonexistent/s.json", &err), RLB_EIO);
+	/* micro-batches that list different ranks: the first off the EP size */
+	{
+		const char *p = write_tmp("sched-ranks.json",
+			"{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 1, \"micro_batches\": []},\n"
+			" {\"step\": 2, \"micro_batches\": [[[[0, 0, 5]], [], []], [[[2, 0, 3]], []]]}]}\n");
+
+		ck_assert_msg(rlb_schedule_file_load(&f, p, &err) == 0, "%s", err.msg);
+		ck_assert_int_eq(rlb_schedule_file_step(f, 2, len, 3, 2, 8, &s, &err), RLB_EMISMATCH);
+		snprintf(want, sizeof(want), "schedule '%s': 'steps[1].micro_batches[0]' (step 2) lists 3 ranks, the EP size is 2", p);
+		ck_assert_str_eq(err.msg, want);
+		ck_assert_int_eq(rlb_schedule_file_step(f, 2, len, 3, 3, 8, &s, &err), RLB_EMISMATCH);
+		snprintf(want, sizeof(want), "schedule '%s': 'steps[1].micro_batches[1]' (step 2) lists 2 ranks, the EP size is 3", p);
+		ck_assert_str_eq(err.msg, want);
+		rlb_schedule_file_free(f);
+	}
 }
 END_TEST
 

@@ -132,7 +132,7 @@ expect_err "relibra plan: schedule 'short.json': step 0: sequence 0: tokens 1.."
 printf '{"schema": "relibra.schedule/1", "steps": [{"step": 0, "micro_batches": [[[], []]]}]}\n' > ranks.json
 run plan -c "$cfg" --schedule ranks.json --steps 0 t.rrt
 expect_status 1
-expect_err "relibra plan: schedule 'ranks.json': step 0 lists 2 ranks, the EP size is 4"
+expect_err "relibra plan: schedule 'ranks.json': 'steps[0].micro_batches[0]' (step 0) lists 2 ranks, the EP size is 4"
 run plan -c "$cfg" --schedule rule.json --steps 1 -o x.rlp t.rrt
 expect_status 0
 run plan -c "$cfg" --schedule missing.json t.rrt
