@@ -191,11 +191,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_COLOCATE:
 			o->colocate = 1;
-			o->no_colocate = 0;
 			break;
 		case OPT_NO_COLOCATE:
 			o->no_colocate = 1;
-			o->colocate = 0;
 			break;
 		case OPT_EPLB_EXPORT:
 			o->eplb_export = optarg;
@@ -246,6 +244,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 					       other);
 		return 0;
 	}
+	if (o->colocate && o->no_colocate)
+		return cmd_usage_error(NAME, usage, "--colocate excludes --no-colocate");
 	if (o->have_slots || o->have_groups || o->have_nodes || o->have_gpus)
 		return cmd_usage_error(NAME, usage,
 				       "--slots, --groups, --nodes and --gpus go with --eplb-weights");

@@ -75,6 +75,10 @@ static int parse_policies(struct opts *o)
 
 	if (strlen(o->policies) >= sizeof(o->polbuf))
 		return cmd_usage_error(NAME, usage, "--policies: list too long");
+	if (*o->policies == ',' || strstr(o->policies, ",,") ||
+	    (*o->policies && o->policies[strlen(o->policies) - 1] == ','))
+		return cmd_usage_error(NAME, usage, "--policies '%s': an empty entry",
+				       o->policies);
 	strcpy(o->polbuf, o->policies);
 	o->npol = 0;
 	for (tok = strtok_r(o->polbuf, ",", &save); tok;

@@ -488,8 +488,9 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 	};
 	const size_t nopts = sizeof(opts) / sizeof(opts[0]);
 	const char *plus = strchr(spec, '+'), *opt, *end;
+	const char *set[sizeof(opts) / sizeof(opts[0])] = { NULL };	/* by field */
 	char name[256];
-	size_t n = plus ? (size_t)(plus - spec) : strlen(spec), i;
+	size_t n = plus ? (size_t)(plus - spec) : strlen(spec), i, j;
 
 	if (n >= sizeof(name))
 		n = sizeof(name) - 1;
@@ -512,6 +513,14 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 			return rlb_err_set(err, RLB_EINVAL,
 					   "'%s': option '%s' is relibra's", spec,
 					   opts[i].name);
+		for (j = 0; j < nopts && opts[j].field != opts[i].field; j++)
+			;
+		if (set[j])
+			return rlb_err_set(err, RLB_EINVAL,
+					   "'%s': option '%s' %s '%s'", spec, opts[i].name,
+					   set[j] == opts[i].name ? "repeats" : "contradicts",
+					   set[j]);
+		set[j] = opts[i].name;
 		*(int *)((char *)o + opts[i].field) = opts[i].value;
 	}
 	return 0;

@@ -120,7 +120,8 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
  * relibra only (e.g. "relibra+no-reorder").  o comes from
  * rlb_balance_opts_from_config; the other fields stay.  Specs that give
  * the same plan give the same rlb_result_label.  Errors: RLB_EINVAL
- * naming the unknown part.
+ * naming the unknown part, or an option that repeats or contradicts an
+ * earlier one (colocate+no-colocate).
  */
 int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 			  struct rlb_err *err);

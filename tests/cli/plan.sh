@@ -224,6 +224,9 @@ expect_err "relibra plan: --summary './sub/../new.rlp' is also -o: choose anothe
 run plan -c "$cfg" -o sub/ t.rrt
 expect_status 1
 expect_err "relibra plan: -o 'sub/' names a directory"
+run plan -c "$cfg" --colocate --no-colocate t.rrt
+expect_status 2
+expect_err "relibra plan: --colocate excludes --no-colocate"
 # an empty path: refused before any work, and no '.tmp' touched
 echo keep > .tmp
 for opt in -o --summary --eplb-export; do

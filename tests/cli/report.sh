@@ -147,9 +147,6 @@ expect_err "relibra report: --policies: 'static' and 'static' are the same plan,
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+no-reorder+colocate,relibra+colocate+no-reorder
 expect_status 2
 expect_err "relibra report: --policies: 'relibra+no-reorder+colocate' and 'relibra+colocate+no-reorder' are the same plan, 'relibra --no-reorder'"
-run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+colocate,relibra+no-colocate+colocate
-expect_status 2
-expect_err "relibra report: --policies: 'relibra+colocate' and 'relibra+no-colocate+colocate' are the same plan, 'relibra --colocate'"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra,relibra+no-colocate
 expect_status 2
 expect_err "relibra report: --policies: 'relibra' and 'relibra+no-colocate' are the same plan, 'relibra'"
@@ -179,6 +176,17 @@ expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (n
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,eplb+colocate
 expect_status 2
 expect_err "relibra report: --policies: 'eplb+colocate': option 'colocate' is relibra's"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+colocate+no-colocate
+expect_status 2
+expect_err "relibra report: --policies: 'relibra+colocate+no-colocate': option 'no-colocate' contradicts 'colocate'"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+no-reorder+no-reorder
+expect_status 2
+expect_err "relibra report: --policies: 'relibra+no-reorder+no-reorder': option 'no-reorder' repeats 'no-reorder'"
+for list in static, ,static static,,relibra; do
+	run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies "$list"
+	expect_status 2
+	expect_err "relibra report: --policies '$list': an empty entry"
+done
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots
 expect_status 2
 expect_err "relibra report: --sweep 'balancer.replica_slots': expected KEY=V1,V2,..."
