@@ -606,44 +606,68 @@ long rlb_report_simulated_of(const struct rlb_report *r, size_t i)
 	return s >= 0 ? s : -1;
 }
 
-static const char *base_name(const char *path)
+/* The last K names of PATH ("b/s.json" for K 2 of "a/b/s.json"). */
+static const char *path_tail(const char *path, unsigned k)
 {
-	const char *s = strrchr(path, '/');
+	const char *s = path + strlen(path);
 
-	return s && s[1] ? s + 1 : path;
+	while (s > path) {
+		if (s[-1] == '/' && s[0] && --k == 0)
+			break;
+		s--;
+	}
+	return s;
 }
 
-/* Two results of one kind and label in a group: name each by its file. */
+static const char *base_name(const char *path)
+{
+	return path_tail(path, 1);
+}
+
+static int same_label(const struct rlb_report_row *a, const struct rlb_report_row *b)
+{
+	return a->group == b->group && a->kind == b->kind &&
+	       strcmp(a->given_label, b->given_label) == 0;
+}
+
+/*
+ * Two results of one kind and label in a group: name each by its file,
+ * with as many of the path's last names as tell it from the others
+ * ("relibra (a/s.json)" and "relibra (b/s.json)").
+ */
 static int disambiguate(struct rlb_report *r)
 {
-	unsigned char *dup;
 	size_t i, j;
-	char *l;
+	unsigned k;
 
-	dup = calloc(r->nrows + 1, 1);
-	if (!dup)
-		return -1;
-	for (i = 0; i < r->nrows; i++)
-		for (j = i + 1; j < r->nrows; j++)
-			if (r->rows[j].group == r->rows[i].group &&
-			    r->rows[j].kind == r->rows[i].kind &&
-			    strcmp(r->rows[j].given_label, r->rows[i].given_label) == 0)
-				dup[i] = dup[j] = 1;
 	for (i = 0; i < r->nrows; i++) {
 		struct rlb_report_row *a = &r->rows[i];
+		const char *tail;
+		char *l;
 
-		if (!dup[i])
-			continue;
-		l = malloc(strlen(a->given_label) + strlen(base_name(a->source)) + 4);
-		if (!l) {
-			free(dup);
-			return -1;
+		for (j = 0; j < r->nrows; j++)
+			if (j != i && same_label(a, &r->rows[j]))
+				break;
+		if (j == r->nrows)
+			continue;	/* no other of its label */
+		for (k = 1;; k++) {
+			tail = path_tail(a->source, k);
+			if (tail == a->source)
+				break;	/* the whole path */
+			for (j = 0; j < r->nrows; j++)
+				if (j != i && same_label(a, &r->rows[j]) &&
+				    strcmp(tail, path_tail(r->rows[j].source, k)) == 0)
+					break;
+			if (j == r->nrows)
+				break;
 		}
-		sprintf(l, "%s (%s)", a->given_label, base_name(a->source));
+		l = malloc(strlen(a->given_label) + strlen(tail) + 4);
+		if (!l)
+			return -1;
+		sprintf(l, "%s (%s)", a->given_label, tail);
 		free(a->label);
 		a->label = l;
 	}
-	free(dup);
 	return 0;
 }
 

@@ -204,6 +204,17 @@ START_TEST(test_groups_and_speedups)
 }
 END_TEST
 
+/* The label of the row read from SOURCE. */
+static const char *label_of(const struct rlb_report *r, const char *source)
+{
+	size_t i;
+
+	for (i = 0; i < r->nrows; i++)
+		if (strcmp(r->rows[i].source, source) == 0)
+			return r->rows[i].label;
+	return "(no such row)";
+}
+
 START_TEST(test_duplicates_and_sweep)
 {
 	struct rlb_report r;
@@ -223,6 +234,20 @@ START_TEST(test_duplicates_and_sweep)
 	ck_assert_str_eq(r.rows[2].sweep_value, "4");
 	ck_assert_str_eq(rlb_report_group_title(&r, 1, title, 40),
 			 "balancer.replica_slots=4: tiny on h100-");
+	rlb_report_release(&r);
+	/* one file name in several directories: as much of the path as tells them apart */
+	rlb_report_init(&r);
+	add_ok(&r, result("plan", "relibra", "h1", 1.0), "/runs/a/s.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h1", 1.1), "runs/b/s.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h1", 1.2), "c/a/s.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h1", 1.3), "a/s.json", NULL);
+	add_ok(&r, result("plan", "static", "h1", 1.0), "a/t.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	ck_assert_str_eq(label_of(&r, "/runs/a/s.json"), "relibra (runs/a/s.json)");
+	ck_assert_str_eq(label_of(&r, "runs/b/s.json"), "relibra (b/s.json)");
+	ck_assert_str_eq(label_of(&r, "c/a/s.json"), "relibra (c/a/s.json)");
+	ck_assert_str_eq(label_of(&r, "a/s.json"), "relibra (a/s.json)");
+	ck_assert_str_eq(label_of(&r, "a/t.json"), "static");
 	rlb_report_release(&r);
 }
 END_TEST
