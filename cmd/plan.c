@@ -347,6 +347,10 @@ static void print_table(const struct rlb_config *cfg,
 	double speedup = s->policy_time.total_s > 0 ?
 		st->policy_time.total_s / s->policy_time.total_s : 0;
 	double ms = 1e3 / (s->steps ? s->steps : 1);	/* per-step milliseconds */
+	char planner[32] = "not timed";
+
+	if (!po->no_timing)
+		snprintf(planner, sizeof(planner), "%.3f s", s->planner_ns / 1e9);
 
 	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64
 	       " micro-batch%s, %s packing, %d tokens per GPU per micro-batch\n\n",
@@ -389,10 +393,9 @@ static void print_table(const struct rlb_config *cfg,
 	       s->policy_time.planning_s * ms);
 	printf("replicas %" PRIu64 " (slot use %.1f%%), migrated experts %" PRIu64
 	       " (to another node; %" PRIu64 " to another GPU of their node), "
-	       "planner %.3f s, fraction of same-traffic ideal %.3f\n",
+	       "planner %s, fraction of same-traffic ideal %.3f\n",
 	       s->replicas, 100 * s->slot_use, s->migrated_experts,
-	       s->moved_in_node, s->planner_ns / 1e9,
-	       s->fraction_of_same_traffic_ideal);
+	       s->moved_in_node, planner, s->fraction_of_same_traffic_ideal);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -492,6 +495,7 @@ int cmd_plan(int argc, char **argv)
 	po.progress = cmd_progress;
 	po.progress_ctx = NAME;
 	po.threads = (unsigned)o.threads;
+	po.no_timing = o.no_timing;
 
 	if (rlb_trace_reader_open(&r, o.trace, &err) != 0 ||
 	    rlb_trace_reader_steps(r, &steps, &nsteps, &err) != 0) {

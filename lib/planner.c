@@ -154,6 +154,8 @@ static int plan_one_step(struct rlb_trace_reader *r,
 		k = uses_data_control(&pol[i].opts);
 		ret = rlb_balancer_plan_step(run[i].balancer, &sched[k],
 					     &loads[k], &run[i].plan, err);
+		if (o->no_timing)
+			run[i].plan.planner_ns = 0;
 		/* a schedule that no rule rebuilds travels with the plan */
 		if (ret == 0 && (k || o->schedule_file))
 			ret = carry_schedule(&run[i].plan, &sched[k], err);

@@ -67,6 +67,12 @@ struct rlb_planner_opts {
 	 * Results do not depend on it.
 	 */
 	unsigned threads;
+	/*
+	 * 1: the planners' wall time counts as 0 (each plan's planner_ns,
+	 * so also the planning term of the step time), for the same plans
+	 * and results on every run.
+	 */
+	int no_timing;
 };
 
 /*

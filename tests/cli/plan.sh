@@ -58,6 +58,18 @@ for n in 1 2 3; do
 done
 grep -q '"timing"' r1.json && fail "--no-timing left the timing key"
 grep -q '"timing"' relibra.json || fail "no timing key without --no-timing"
+# ... also when the planner's time is charged to the step (overlap 0):
+# not measured, it counts as 0, and the table says so
+for i in 1 2; do
+	run plan -c "$cfg" --policy relibra --no-timing --set balancer.planner_overlap=0 \
+		--summary o$i.json t.rrt
+	expect_status 0
+	cp out o$i.out
+done
+cmp -s o1.json o2.json && cmp -s o1.out o2.out || fail "overlap 0: results differ between two runs"
+grep -q '"planning_s"' o1.json && ! grep '"planning_s"' o1.json | grep -vq '"planning_s": 0.0$' ||
+	fail "overlap 0: planning time not 0 under --no-timing"
+expect_out "planner not timed"
 
 # inspect reads plans.
 run inspect r1.rlp
