@@ -447,6 +447,16 @@ int cmd_plan(int argc, char **argv)
 		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
 		goto done;
 	}
+	if (pol.opts.policy != RLB_POLICY_RELIBRA &&
+	    (o.no_reorder || o.no_replicate || o.colocate || o.no_colocate ||
+	     o.data_control)) {
+		ret = cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
+				      o.no_reorder ? "no-reorder" :
+				      o.no_replicate ? "no-replicate" :
+				      o.colocate ? "colocate" :
+				      o.no_colocate ? "no-colocate" : "data-control");
+		goto done;
+	}
 	if (o.replica_slots >= 0)
 		pol.opts.replica_slots = (uint32_t)o.replica_slots;
 	if (o.eplb_window >= 0)
@@ -455,11 +465,6 @@ int cmd_plan(int argc, char **argv)
 		pol.opts.reorder = 0;
 	if (o.no_replicate)
 		pol.opts.replicate = 0;
-	if ((o.data_control || o.colocate) && pol.opts.policy != RLB_POLICY_RELIBRA) {
-		ret = cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
-				      o.colocate ? "colocate" : "data-control");
-		goto done;
-	}
 	if (o.data_control)
 		pol.opts.data_control = 1;
 	if (o.colocate)

@@ -141,6 +141,11 @@ cmp -s out col.json || fail "balancer.colocate=true differs from --colocate"
 run plan -c "$cfg" --policy replicate --colocate t.rrt
 expect_status 2
 expect_err "relibra plan: --colocate is an option of the relibra policy"
+for opt in no-reorder no-replicate no-colocate; do
+	run plan -c "$cfg" --policy static --$opt t.rrt
+	expect_status 2
+	expect_err "relibra plan: --$opt is an option of the relibra policy"
+done
 # balancer.colocate auto (the default) turns it on for group-limited
 # routing only: tiny-2x2 with 4 groups of 4 experts, 2 of them per token.
 run capture -c "$cfg" --set model.expert_groups=4 --set model.topk_groups=2 \
