@@ -405,7 +405,7 @@ static int check_shape(const struct opts *o, const struct rlb_config *cfg,
 {
 	struct rlb_err err = {0};
 
-	if (rlb_planner_check_shape(h, cfg, &err) == 0)
+	if (rlb_trace_header_check(h, cfg, &err) == 0)
 		return 0;
 	cmd_errorf(NAME, "%s (config '%s', trace '%s')", err.msg, o->cfg.path,
 		   o->path);

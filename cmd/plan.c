@@ -508,7 +508,7 @@ int cmd_plan(int argc, char **argv)
 		goto done;
 	}
 	/* before a plan header is made of them */
-	if (rlb_planner_check_shape(rlb_trace_reader_header(r), &cfg, &err) != 0) {
+	if (rlb_trace_header_check(rlb_trace_reader_header(r), &cfg, &err) != 0) {
 		cmd_errorf(NAME, "%s (config '%s', trace '%s')", err.msg,
 			   o.cfg.path, o.trace);
 		goto done;

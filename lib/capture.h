@@ -27,7 +27,8 @@ void rlb_workload_defaults(struct rlb_workload_config *w);
 /*
  * Generate cfg->workload.steps steps of synthetic RL routing for cfg's
  * model into w, deterministically from seed.  uniform != 0 draws every
- * token's experts uniformly (a control trace).
+ * token's experts uniformly (a control trace).  w's header must have cfg's
+ * model shape (rlb_trace_header_check: RLB_EMISMATCH).
  */
 int rlb_synth_generate(const struct rlb_config *cfg, uint64_t seed,
 		       int uniform, struct rlb_trace_writer *w,
@@ -84,7 +85,8 @@ struct rlb_import_opts {
 /*
  * Import PATH ("-" = stdin, read incrementally) into w, dropping dense
  * layers per cfg's first_dense_layers.  Errors name the record number and
- * field.
+ * field.  w's header must have cfg's model shape (rlb_trace_header_check:
+ * RLB_EMISMATCH).
  */
 int rlb_import(const struct rlb_import_opts *opts, const char *path,
 	       const struct rlb_config *cfg, struct rlb_trace_writer *w,

@@ -825,6 +825,8 @@ int rlb_import(const struct rlb_import_opts *opts, const char *path,
 	       rlb_progress_fn progress, void *progress_ctx,
 	       struct rlb_err *err)
 {
+	if (rlb_trace_header_check(rlb_trace_writer_header(w), cfg, err) != 0)
+		return RLB_EMISMATCH;
 	return rlb_import_to_sink(opts, path, cfg, writer_sink, w, progress,
 				  progress_ctx, err);
 }

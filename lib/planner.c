@@ -217,30 +217,6 @@ out:
 	return ret;
 }
 
-int rlb_planner_check_shape(const struct rlb_trace_header *h,
-			    const struct rlb_config *cfg, struct rlb_err *err)
-{
-	static const char *const names[] = {
-		"model.experts", "model.topk", "model.moe_layers",
-		"model.first_dense_layers",
-	};
-	const long long have[] = {
-		cfg->model.experts, cfg->model.topk, cfg->model.moe_layers,
-		cfg->model.first_dense_layers,
-	};
-	const long long want[] = {
-		h->experts, h->topk, h->moe_layers, h->first_dense_layers,
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (have[i] != want[i])
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "the config does not match the trace: '%s' is %lld in the config, %lld in the trace",
-					   names[i], have[i], want[i]);
-	return 0;
-}
-
 int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		    const struct rlb_planner_opts *o,
 		    struct rlb_planner_policy *pol, size_t n,
@@ -261,7 +237,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 		pol[i].steps = NULL;
 		pol[i].nsteps = 0;
 	}
-	ret = rlb_planner_check_shape(rlb_trace_reader_header(r), cfg, err);
+	ret = rlb_trace_header_check(rlb_trace_reader_header(r), cfg, err);
 	if (ret)
 		return ret;
 	ret = rlb_trace_reader_steps(r, &steps, &nsteps, err);

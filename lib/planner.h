@@ -76,13 +76,6 @@ struct rlb_planner_opts {
 };
 
 /*
- * The config's model shape (experts, topk, moe_layers, first_dense_layers)
- * must be the trace's: RLB_EMISMATCH naming the first key that differs.
- */
-int rlb_planner_check_shape(const struct rlb_trace_header *h,
-			    const struct rlb_config *cfg, struct rlb_err *err);
-
-/*
  * Plan the selected steps of the trace with every policy of POL[0..n),
  * simulate each, and fill their summaries; STATIC_SUM (may be NULL)
  * receives the static layout's.  Each step's loads are counted once and

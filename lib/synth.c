@@ -821,6 +821,8 @@ int rlb_synth_generate(const struct rlb_config *cfg, uint64_t seed,
 {
 	struct rlb_synth_sink sink = { w, NULL, writer_seq, NULL };
 
+	if (rlb_trace_header_check(rlb_trace_writer_header(w), cfg, err) != 0)
+		return RLB_EMISMATCH;
 	return rlb_synth_generate_cb(cfg, seed, uniform, &sink, progress,
 				     progress_ctx, err);
 }

@@ -35,6 +35,30 @@ void rlb_trace_header_from_config(struct rlb_trace_header *h,
 	h->model[sizeof(h->model) - 1] = '\0';
 }
 
+int rlb_trace_header_check(const struct rlb_trace_header *h,
+			   const struct rlb_config *cfg, struct rlb_err *err)
+{
+	static const char *const names[] = {
+		"model.experts", "model.topk", "model.moe_layers",
+		"model.first_dense_layers",
+	};
+	const long long have[] = {
+		cfg->model.experts, cfg->model.topk, cfg->model.moe_layers,
+		cfg->model.first_dense_layers,
+	};
+	const long long want[] = {
+		h->experts, h->topk, h->moe_layers, h->first_dense_layers,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (have[i] != want[i])
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "the config does not match the trace: '%s' is %lld in the config, %lld in the trace",
+					   names[i], have[i], want[i]);
+	return 0;
+}
+
 unsigned rlb_trace_id_bytes(const struct rlb_trace_header *h)
 {
 	return h->experts <= 256 ? 1 : 2;

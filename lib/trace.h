@@ -47,6 +47,13 @@ struct rlb_trace_header {
 void rlb_trace_header_from_config(struct rlb_trace_header *h,
 				  const struct rlb_config *cfg);
 
+/*
+ * The config's model shape (experts, topk, moe_layers, first_dense_layers)
+ * must be the header's: RLB_EMISMATCH naming the first key that differs.
+ */
+int rlb_trace_header_check(const struct rlb_trace_header *h,
+			   const struct rlb_config *cfg, struct rlb_err *err);
+
 /* Bytes per stored id: 1 when experts <= 256, else 2. */
 unsigned rlb_trace_id_bytes(const struct rlb_trace_header *h);
 
@@ -119,6 +126,9 @@ int rlb_trace_writer_append(struct rlb_trace_writer *w, const struct rlb_seq *se
 
 /* The sticky error, if any (0 otherwise). */
 int rlb_trace_writer_error(const struct rlb_trace_writer *w, struct rlb_err *err);
+
+/* The header the trace is written with (version fields filled in). */
+const struct rlb_trace_header *rlb_trace_writer_header(const struct rlb_trace_writer *w);
 
 /*
  * Flush the last frame, write the step index and seek table, fsync, rename

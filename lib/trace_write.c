@@ -518,6 +518,11 @@ int rlb_trace_writer_error(const struct rlb_trace_writer *w, struct rlb_err *err
 	return w->error;
 }
 
+const struct rlb_trace_header *rlb_trace_writer_header(const struct rlb_trace_writer *w)
+{
+	return &w->s.h;
+}
+
 /* The step index frame and the seek table that end a complete trace. */
 static int write_tail(struct rlb_trace_writer *w)
 {

@@ -1706,6 +1706,12 @@ START_TEST(test_writer_round_trip)
 	o.gates = 0;
 	ck_assert_int_ne(rlb_import(&o, in, &cfg, w, NULL, NULL, &err), 0);
 	rlb_trace_writer_abort(w);
+	/* A writer of another shape than the config's is refused first. */
+	h.topk = K + 1;
+	ck_assert_int_eq(rlb_trace_writer_open(&w, out, &h, NULL, &err), 0);
+	ck_assert_int_eq(rlb_import(&o, in, &cfg, w, NULL, NULL, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "the config does not match the trace: 'model.topk' is 2 in the config, 3 in the trace");
+	rlb_trace_writer_abort(w);
 	unlink(in);
 	unlink(out);
 	rmdir(dir);

@@ -628,6 +628,13 @@ START_TEST(test_trace_stats_matches_acc)
 	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_synth_generate(&cfg, 11, 0, w, NULL, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	/* a writer of another shape than the config's is refused */
+	h.moe_layers++;
+	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(rlb_synth_generate(&cfg, 11, 0, w, NULL, NULL, &err), RLB_EMISMATCH);
+	ck_assert_ptr_nonnull(strstr(err.msg, "'model.moe_layers'"));
+	rlb_trace_writer_abort(w);
+	h.moe_layers--;
 	ck_assert_msg(rlb_trace_reader_open(&r, path, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_pool_new(&pool, 3, &err) == 0, "%s", err.msg);
 	/* both packing rules, counted on this thread and on three */
