@@ -27,8 +27,7 @@ struct rlb_balancer {
 	/* shape, fixed by the first step */
 	uint32_t layers;
 	uint32_t experts;
-	uint64_t steps;			/* steps planned */
-	uint32_t last_step;		/* the last planned step's s->step, when it had s */
+	uint32_t last_step;		/* the last planned step's id (have_step) */
 	int have_step;
 	uint32_t *prev_home;		/* [layers][experts] previous step's homes */
 	uint64_t *tot;			/* [layers][mbs][experts] rows over sources */
@@ -680,7 +679,7 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 	uint64_t t0 = rlb_now_ns();
 	enum rlb_policy pol = b->o.policy;
 	enum rlb_split split = RLB_SPLIT_LOCALITY;
-	uint32_t R = b->o.replica_slots, moved = 0, k, e;
+	uint32_t R = b->o.replica_slots, moved = 0, k, e, step;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -688,6 +687,13 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 		return rlb_err_set(err, RLB_EINVAL,
 				   "step %u after step %u (steps must increase)",
 				   s->step, b->last_step);
+	if (!s && b->have_step && b->last_step == UINT32_MAX)
+		return rlb_err_set(err, RLB_EINVAL, "no step after step %u", b->last_step);
+	step = s ? s->step : b->have_step ? b->last_step + 1 : 0;
+	if (b->cooc && (b->cooc->layers != l->layers || b->cooc->experts != l->experts))
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "the sampled tokens (rlb_balancer_set_cooc) have %u layers and %u experts, the loads %u and %u",
+				   b->cooc->layers, b->cooc->experts, l->layers, l->experts);
 	rc = shape(b, l, err);
 	if (rc < 0)
 		return rc;
@@ -699,7 +705,7 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 	if (pol == RLB_POLICY_STATIC || pol == RLB_POLICY_IDEAL ||
 	    (pol == RLB_POLICY_RELIBRA && !b->o.replicate))
 		R = 0;
-	rc = rlb_step_plan_init(out, s ? s->step : (uint32_t)b->steps,
+	rc = rlb_step_plan_init(out, step,
 				l->micro_batches, b->layers, b->experts, b->ranks,
 				b->gpn, R, split, err);
 	if (rc < 0)
@@ -735,11 +741,8 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 			b->prev_home[i] = out->home[i];
 		}
 	out->migrated_experts = moved;
-	b->steps++;
-	if (s) {
-		b->last_step = s->step;
-		b->have_step = 1;
-	}
+	b->last_step = step;
+	b->have_step = 1;
 	out->planner_ns = rlb_now_ns() - t0;
 	return 0;
 }

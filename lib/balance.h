@@ -117,10 +117,12 @@ void rlb_balancer_free(struct rlb_balancer *b);
  * rlb_step_plan_check against l.  Sets out->planner_ns and
  * out->migrated_experts.  For RLB_POLICY_IDEAL the plan is the static
  * layout (the simulator computes the bound).  out->step is s->step (s may
- * be NULL: the number of steps planned before); only the loads are read.
+ * be NULL: one above the last planned step's, 0 for the first); only the
+ * loads are read.
  * Deterministic: the same options and the same sequence of loads give the
  * same plans (planner_ns aside).  Errors: RLB_EMISMATCH (l's ranks differ
- * from the EP size, or its layers or experts from earlier steps'),
+ * from the EP size, or its layers or experts from earlier steps' or from
+ * the sampled tokens' of rlb_balancer_set_cooc),
  * RLB_EINVAL (s->step not above the last planned step's, experts not a
  * positive multiple of the EP size, EPLB's parameter checks), RLB_ERANGE
  * (a quota above 2^32 - 1), RLB_ENOMEM.

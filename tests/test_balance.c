@@ -1131,10 +1131,40 @@ START_TEST(test_errors)
 		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), 0);
 		ck_assert_uint_eq(p.step, 8);
 		rlb_step_plan_release(&p);
+		/* without a schedule: the step after the last, whatever came before */
+		ck_assert_int_eq(rlb_balancer_plan_step(b, NULL, &l, &p, &err), 0);
+		ck_assert_uint_eq(p.step, 9);
+		rlb_step_plan_release(&p);
+		s.step = 9;
+		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), RLB_EINVAL);
+		rlb_step_plan_release(&p);
+		s.step = UINT32_MAX;
+		ck_assert_int_eq(rlb_balancer_plan_step(b, &s, &l, &p, &err), 0);
+		rlb_step_plan_release(&p);
+		ck_assert_int_eq(rlb_balancer_plan_step(b, NULL, &l, &p, &err), RLB_EINVAL);
+		ck_assert_str_eq(err.msg, "no step after step 4294967295");
+		rlb_step_plan_release(&p);
 		rlb_loads_release(&l);
 	}
 	rlb_balancer_free(b);
 	rlb_balancer_free(NULL);
+
+	/* sampled tokens of another shape than the loads' */
+	{
+		struct rlb_cooc c;
+
+		o.colocate = 1;
+		ck_assert_int_eq(rlb_balancer_new(&b, &cfg, &o, &err), 0);
+		ck_assert_int_eq(rlb_cooc_init(&c, 2, 8, 2, &err), 0);
+		rlb_balancer_set_cooc(b, &c);
+		random_loads(&l, 2, 1, 4, 8, 10, 1);
+		ck_assert_int_eq(rlb_balancer_plan_step(b, NULL, &l, &p, &err), RLB_EMISMATCH);
+		ck_assert_str_eq(err.msg, "the sampled tokens (rlb_balancer_set_cooc) have 2 layers and 8 experts, the loads 1 and 8");
+		rlb_step_plan_release(&p);
+		rlb_loads_release(&l);
+		rlb_cooc_release(&c);
+		rlb_balancer_free(b);
+	}
 
 	{
 		struct rlb_reorder r;
