@@ -109,6 +109,8 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 
 	memset(af, 0, sizeof(*af));
 	af->slot = -1;
+	if (n == 0)	/* not ".tmp" renamed to nothing at the end */
+		return rlb_err_set(err, RLB_EINVAL, "an empty output path");
 	af->path = strdup(path);
 	if (!af->path)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");

@@ -30,8 +30,9 @@ struct rlb_atomic_file {
 };
 
 /*
- * Open PATH.tmp for writing ("wb").  On failure nothing is left behind.
- * PATH.tmp is listed for rlb_atomic_remove_all until commit or abort.
+ * Open PATH.tmp for writing ("wb").  On failure nothing is left behind;
+ * an empty PATH is RLB_EINVAL.  PATH.tmp is listed for
+ * rlb_atomic_remove_all until commit or abort.
  */
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err);

@@ -1121,6 +1121,8 @@ START_TEST(test_writer_errors)
 	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, NULL), RLB_EINVAL);
 	ck_assert_ptr_null(w);
 	tiny_header(&h);
+	ck_assert_int_eq(rlb_plan_writer_open(&w, "", &h, NULL, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "an empty output path");
 
 	/* steps must increase; the error is sticky and nothing is left */
 	ck_assert_int_eq(rlb_plan_writer_open(&w, path, &h, NULL, &err), 0);

@@ -926,6 +926,9 @@ START_TEST(test_writer_open_errors)
 			 RLB_EIO);
 	ck_assert_str_eq(err.msg,
 			 "cannot create '/nonexistent-dir/x.rrt.tmp': No such file or directory");
+	ck_assert_int_eq(rlb_trace_writer_open(&w, "", &h, &o, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "an empty output path");
+	ck_assert_int_ne(access(".tmp", F_OK), 0);
 	ck_assert_int_ne(access(path, F_OK), 0);
 }
 END_TEST
