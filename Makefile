@@ -247,6 +247,10 @@ lint-man:
 # static links only when the shared library is installed too.
 PC_LIBS := $(strip $(MPI_LIBS) $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_LIBS)) -lm -lpthread)
 
+# The public headers: relibra.h and what it includes (relibra(3)); the
+# executor's, the backends' and the internal ones stay in the tree.
+PUBLIC_HEADERS = $(sort $(filter lib/%.h,$(shell $(CC) -x c -MM -Ilib lib/relibra.h)))
+
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/relibra \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(PCDIR) \
@@ -256,7 +260,7 @@ install: all
 	$(if $(SHLIB),install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/)
 	$(if $(SHLIB),ln -sf $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME))
 	$(if $(SHLIB),ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librelibra.so)
-	install -m 644 $(filter-out %_internal.h %_impl.h,$(wildcard lib/*.h)) $(DESTDIR)$(INCDIR)/relibra/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCDIR)/relibra/
 	install -m 644 man/relibra.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/relibra.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/relibra.yaml.5 man/relibra-trace.5 $(DESTDIR)$(MANDIR)/man5/

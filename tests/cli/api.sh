@@ -54,6 +54,13 @@ for h in "$prefix"/include/relibra/*.h; do
 		{ cat cc.log; fail "${h##*/} does not compile on its own"; }
 done
 [ -f "$prefix/include/relibra/trace_impl.h" ] && fail "make install installed an internal header"
+# ... and relibra.h includes every one of them (relibra(3))
+printf '#include <relibra/relibra.h>\n' > all.c
+"$CC" -std=c11 -MM -I"$prefix/include" all.c | tr -d '\\\n' | tr ' ' '\n' |
+	sed -n 's|.*/include/relibra/||p' | sort > included
+(cd "$prefix/include/relibra" && ls) | sort > installed
+cmp -s included installed || { diff included installed; fail "installed headers that relibra.h does not include"; }
+[ -f "$prefix/include/relibra/exec.h" ] && fail "make install installed the executor's header"
 
 # The example of relibra(3) compiles as printed: its code block, in a
 # function that takes what it names.
