@@ -184,7 +184,12 @@ int rlb_config_ep_size(const struct rlb_config *cfg);		/* parallel.ep_size, 0: e
 int rlb_config_experts_per_gpu(const struct rlb_config *cfg);	/* experts / ep_size */
 int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / gpus_per_node */
 
-/* Name of a packing rule and its inverse (RLB_EINVAL on unknown name). */
+/*
+ * Name of a packing rule ("data-control" and "file" too, where a
+ * schedule came from; "unknown" for another value), and the inverse for
+ * the three rules a schedule is built by: in-order, ffd, dynamic
+ * (RLB_EINVAL on any other name).
+ */
 const char *rlb_pack_name(enum rlb_pack pack);
 int rlb_pack_from_name(const char *name, enum rlb_pack *pack, struct rlb_err *err);
 

@@ -416,7 +416,9 @@ int rlb_schedule_build(struct rlb_schedule *s, uint32_t step,
 	if (nseqs && !seq_tokens)
 		return rlb_err_set(err, RLB_EINVAL, "schedule: no sequence lengths");
 	if (pack != RLB_PACK_IN_ORDER && pack != RLB_PACK_FFD && pack != RLB_PACK_DYNAMIC)
-		return rlb_err_set(err, RLB_EINVAL, "schedule: unknown packing rule %d", (int)pack);
+		return rlb_err_set(err, RLB_EINVAL,
+				   "schedule: packing rule %d (%s) is not one that builds a schedule (in-order, ffd or dynamic)",
+				   (int)pack, rlb_pack_name(pack));
 	ret = make_chunks(s, seq_tokens, nseqs, mb_tokens, err);
 	if (ret < 0)
 		return ret;

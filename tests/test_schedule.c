@@ -308,6 +308,11 @@ START_TEST(test_edge_cases)
 	ck_assert_int_eq(rlb_schedule_build(&s, 3, NULL, 0, 4, 100, RLB_PACK_DYNAMIC, &err), 0);
 	ck_assert_uint_eq(s.micro_batches, 0);
 	rlb_schedule_release(&s);
+	/* the packings that no rule builds: named, and not "unknown" */
+	ck_assert_int_eq(rlb_schedule_build(&s, 3, some, 4, 4, 100, RLB_PACK_DATA_CONTROL, &err),
+			 RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "schedule: packing rule 2 (data-control) is not one that builds a schedule (in-order, ffd or dynamic)");
+	rlb_schedule_release(&s);
 
 	/* one huge sequence on one rank: one chunk per micro-batch */
 	ck_assert_int_eq(rlb_schedule_build(&s, 0, huge, 1, 1, 8192, RLB_PACK_IN_ORDER, &err), 0);
