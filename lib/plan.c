@@ -177,7 +177,11 @@ int rlb_step_plan_add_copies(struct rlb_step_plan *p, uint32_t mb,
 		return rlb_err_set(err, RLB_EINVAL,
 				   "mb %u, layer %u, expert %u: cells must be filled in (mb, layer, expert) order",
 				   mb, layer, expert);
-	if (copies == 0 || (copies > 1 && p->split != RLB_SPLIT_EVEN))
+	if (copies == 0)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "mb %u, layer %u, expert %u: 0 copies on gpu %u (an instance is at least one)",
+				   mb, layer, expert, gpu);
+	if (copies > 1 && p->split != RLB_SPLIT_EVEN)
 		return rlb_err_set(err, RLB_EINVAL,
 				   "mb %u, layer %u, expert %u: %u copies on gpu %u (only an even split has more than one)",
 				   mb, layer, expert, copies, gpu);
@@ -550,11 +554,12 @@ int rlb_step_plan_route(const struct rlb_step_plan *p,
 				   "loads of %u x %u x %u x %u, the plan is %u x %u x %u x %u",
 				   l->micro_batches, l->layers, l->ranks, l->experts,
 				   p->micro_batches, p->layers, p->ranks, E);
-	if (mb >= p->micro_batches || layer >= p->layers || rank >= p->ranks ||
-	    topk == 0)
+	if (mb >= p->micro_batches || layer >= p->layers || rank >= p->ranks)
 		return rlb_err_set(err, RLB_EINVAL,
-				   "mb %u, layer %u, rank %u, topk %u: outside the plan's %u x %u x %u",
-				   mb, layer, rank, topk, p->micro_batches, p->layers, p->ranks);
+				   "mb %u, layer %u, rank %u: outside the plan's %u x %u x %u",
+				   mb, layer, rank, p->micro_batches, p->layers, p->ranks);
+	if (topk == 0)
+		return rlb_err_set(err, RLB_EINVAL, "topk 0: a token routes to at least one expert");
 	first = malloc(((size_t)E + 1) * sizeof(*first));
 	cursor = malloc((2 * (size_t)E + 1) * sizeof(*cursor));
 	which = malloc((ntok * topk + 1) * sizeof(*which));

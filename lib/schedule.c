@@ -632,7 +632,13 @@ int rlb_schedule_from_chunks(struct rlb_schedule *s, uint32_t step,
 					  step, ch->seq, nseqs);
 			goto out;
 		}
-		if (ch->tokens == 0 || ch->start > seq_tokens[seq] ||
+		if (ch->tokens == 0) {
+			ret = rlb_err_set(err, RLB_EINVAL,
+					  "schedule: step %u: sequence %u: chunk %u+0 holds no tokens",
+					  step, seq, ch->start);
+			goto out;
+		}
+		if (ch->start > seq_tokens[seq] ||
 		    ch->tokens > seq_tokens[seq] - ch->start) {
 			ret = rlb_err_set(err, RLB_EINVAL,
 					  "schedule: step %u: sequence %u: chunk %u+%u is outside its %u tokens",

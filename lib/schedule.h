@@ -128,7 +128,8 @@ void rlb_schedule_file_free(struct rlb_schedule_file *f);
  * Step STEP of the file as a schedule (pack RLB_PACK_FILE), checked like
  * rlb_schedule_from_chunks against the step's sequence lengths and the EP
  * size (every micro-batch must list exactly RANKS ranks).  Errors:
- * RLB_ENOTFOUND (the file has no such step), those of
+ * RLB_ENOTFOUND (the file has no such step), RLB_EMISMATCH (a
+ * micro-batch lists other than RANKS ranks), those of
  * rlb_schedule_from_chunks, prefixed with the file's name.
  */
 int rlb_schedule_file_step(const struct rlb_schedule_file *f, uint32_t step,

@@ -514,6 +514,7 @@ START_TEST(test_split_even_copies)
 	ck_assert_int_eq(rlb_step_plan_add_copies(&p, 0, 0, 0, 0, 11, 2, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "mb 0, layer 0, expert 0: 2 copies on gpu 0 (only an even split has more than one)");
 	ck_assert_int_eq(rlb_step_plan_add_copies(&p, 0, 0, 0, 0, 11, 0, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "mb 0, layer 0, expert 0: 0 copies on gpu 0 (an instance is at least one)");
 	ck_assert_ptr_null(p.copies);
 	rlb_step_plan_release(&p);
 	rlb_loads_release(&l);
@@ -593,6 +594,10 @@ START_TEST(test_route_hand)
 			 RLB_EINVAL);
 	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 1, 0, 2, ids, 8, 1, inst, &err),
 			 RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "mb 1, layer 0, rank 2: outside the plan's 1 x 1 x 4");
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, ids, 8, 0, inst, &err),
+			 RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "topk 0: a token routes to at least one expert");
 	rlb_step_plan_release(&p);
 	rlb_loads_release(&l);
 }

@@ -626,6 +626,8 @@ START_TEST(test_from_chunks)
 		  "schedule: step 7: sequence 0: token 2 is in no chunk" },
 		{ { { 0, 0, 6, 0, 0 }, { 2, 0, 3, 0, 0 } }, 2,
 		  "schedule: step 7: sequence 0: chunk 0+6 is outside its 5 tokens" },
+		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 2, 3, 0, 0, 1 } }, 3,
+		  "schedule: step 7: sequence 2: chunk 3+0 holds no tokens" },
 		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 3, 0, 3, 0, 0 } }, 3,
 		  "schedule: step 7: sequence 3 does not exist (the step has 3)" },
 		/* further past the end (the lengths must not be read there) */
