@@ -121,11 +121,13 @@ struct cmd_path {
 
 /*
  * Checks of a command's outputs before any work.  Usage errors
- * (EXIT_USAGE): an output is "-" (stdout) unless stdout_ok, or names one
- * of the inputs or another output (the same path or the same file).
- * Failures (EXIT_FAIL): an output file is a directory, a CMD_OUT_REGULAR
- * one exists and is not a regular file, or its directory does not exist.  Reported unless usage is NULL (train-step's ranks but
- * the first).
+ * (EXIT_USAGE): an output is empty, is "-" (stdout) unless stdout_ok, or
+ * names one of the inputs or another output (the same path or the same
+ * file; for two outputs also a file not there yet under another spelling
+ * of its directory, "x.rlp" and "./x.rlp").  Failures (EXIT_FAIL): an
+ * output file is or names (a trailing '/') a directory, a CMD_OUT_REGULAR
+ * one exists and is not a regular file, or its directory does not exist.
+ * Reported unless usage is NULL (train-step's ranks but the first).
  */
 int cmd_check_outputs(const char *name, const char *usage,
 		      const struct cmd_path *in, size_t nin,

@@ -264,22 +264,30 @@ static int path_split(const char *p, char *dir, size_t size,
 }
 
 /*
- * Whether paths a and b name one file: the same text, the same inode,
- * or, when one does not exist yet, the same name in the same directory
- * ("x.rlp" and "./x.rlp").
+ * Whether paths a and b name one file: the same text or the same inode;
+ * with NEW, two outputs, also the same name in the same directory when
+ * one does not exist yet ("x.rlp" and "./x.rlp").  An input that does not
+ * exist (stdin, a built-in config) is nothing to write over.
  */
-static int same_file(const char *a, const char *b)
+static int same_file(const char *a, const char *b, int new)
 {
 	char da[4096], db[4096];
 	const char *ba, *bb;
 	size_t la, lb;
 	struct stat sa, sb;
+	int ha, hb;
 
 	if (!strcmp(a, b))
 		return 1;
-	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+	ha = stat(a, &sa) == 0;
+	if (!ha && errno != ENOENT)
+		return 0;
+	hb = stat(b, &sb) == 0;
+	if (!hb && errno != ENOENT)
+		return 0;
+	if (ha && hb)
 		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-	if (path_split(a, da, sizeof(da), &ba, &la) != 0 ||
+	if (!new || path_split(a, da, sizeof(da), &ba, &la) != 0 ||
 	    path_split(b, db, sizeof(db), &bb, &lb) != 0 ||
 	    la != lb || memcmp(ba, bb, la) != 0)
 		return 0;
@@ -310,10 +318,10 @@ int cmd_check_outputs(const char *name, const char *usage,
 			return usage ? cmd_usage_error(name, usage, "%s: an empty path",
 						       out[i].what) : EXIT_USAGE;
 		for (j = 0; j < nin && !also; j++)
-			if (in[j].path && same_file(p, in[j].path))
+			if (in[j].path && same_file(p, in[j].path, 0))
 				also = &in[j];
 		for (j = 0; j < i && !also; j++)
-			if (out[j].path && same_file(p, out[j].path))
+			if (out[j].path && same_file(p, out[j].path, 1))
 				also = &out[j];
 	}
 	if (also) {

@@ -473,7 +473,13 @@ int rlb_step_plan_split_cells(const struct rlb_step_plan *p,
 	size_t total = 0;
 
 	for (e = 0; e < p->experts; e++) {
-		rlb_step_plan_cell(p, mb, layer, e, &n);
+		size_t c = ((size_t)mb * p->layers + layer) * p->experts + e;
+
+		/* a cell not filled (or not valid) has no instance to split to */
+		n = (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
+		if (p->inst_first[c + 1] <= p->inst_first[c] ||
+		    p->inst_first[c + 1] > p->ninst || n > p->ranks)
+			n = 0;
 		first[e] = total;
 		total += (size_t)n * p->ranks;
 	}
@@ -514,8 +520,12 @@ int rlb_step_plan_route_split(const struct rlb_step_plan *p, uint32_t mb,
 						   t, e, E);
 			n = (uint32_t)((first[e + 1] - first[e]) / p->ranks);
 			cur = cursor + 2 * e;
+			if (n == 0)
+				return rlb_err_set(err, RLB_EINVAL,
+						   "step %u mb %u layer %u: expert %u has no instance in the plan",
+						   p->step, mb, layer, e);
 			while (cur[1] == 0) {
-				if (n == 0 || ++cur[0] >= n)
+				if (++cur[0] >= n)
 					return rlb_err_set(err, RLB_EMISMATCH,
 							   "step %u mb %u layer %u: rank %u has more rows of expert %u than its loads",
 							   p->step, mb, layer, rank, e);

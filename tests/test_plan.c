@@ -599,6 +599,16 @@ START_TEST(test_route_hand)
 			 RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "topk 0: a token routes to at least one expert");
 	rlb_step_plan_release(&p);
+	/* a plan filled up to expert 1: expert 2 has no instance to route to */
+	ck_assert_int_eq(rlb_step_plan_init(&p, 3, 1, 1, 4, 4, 2, 1,
+					    RLB_SPLIT_LOCALITY, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 0, 0, 12, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 0, 1, 10, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_add(&p, 0, 0, 1, 1, 5, NULL), 0);
+	ck_assert_int_eq(rlb_step_plan_route(&p, &l, 0, 0, 2, ids, 8, 1, inst, &err),
+			 RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "step 3 mb 0 layer 0: expert 2 has no instance in the plan");
+	rlb_step_plan_release(&p);
 	rlb_loads_release(&l);
 }
 END_TEST

@@ -241,6 +241,14 @@ expect_err "relibra plan: --summary './sub/../new.rlp' is also -o: choose anothe
 run plan -c "$cfg" -o sub/ t.rrt
 expect_status 1
 expect_err "relibra plan: -o 'sub/' names a directory"
+run plan -c "$cfg" -o t.rrt/ t.rrt
+expect_status 1
+expect_err "relibra plan: -o 't.rrt/' names a directory"
+# an input that is no file (a built-in config) is nothing to write over
+run plan -c tiny-2x2 --summary ./tiny-2x2 t.rrt
+expect_status 0
+[ -s tiny-2x2 ] || fail "--summary ./tiny-2x2 not written"
+rm -f tiny-2x2
 run plan -c "$cfg" --colocate --no-colocate t.rrt
 expect_status 2
 expect_err "relibra plan: --colocate excludes --no-colocate"
