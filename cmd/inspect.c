@@ -319,19 +319,34 @@ static int dump(const struct opts *o, struct rlb_trace_reader *r, json_t *arr)
 	const uint32_t *steps;
 	struct rlb_err err = {0};
 	struct rlb_seq s;
-	size_t first, end, n = 0;
+	size_t first, end, n = 0, nsteps;
 	int rc;
 
-	if (step_range(r, o, &steps, &first, &end) != 0)
-		return -1;
-	if (first == end)
-		return 0;
-	if (rlb_trace_reader_seek_step(r, steps[first], &err) != 0) {
-		cmd_error(NAME, &err);
-		return -1;
+	if (rlb_trace_reader_steps(r, &steps, &nsteps, &err) != 0) {
+		/*
+		 * A corrupt spot keeps the steps from being listed: the
+		 * sequences of the complete frames before it, read in order,
+		 * then its error.
+		 */
+		if (rlb_trace_reader_rewind(r, &err) != 0) {
+			cmd_error(NAME, &err);
+			return -1;
+		}
+	} else {
+		if (step_range(r, o, &steps, &first, &end) != 0)
+			return -1;
+		if (first == end)
+			return 0;
+		if (rlb_trace_reader_seek_step(r, steps[first], &err) != 0) {
+			cmd_error(NAME, &err);
+			return -1;
+		}
 	}
 	while ((rc = rlb_trace_reader_next(r, &s, &err)) == 1 && s.step <= o->step_hi) {
 		uint32_t l, t, k, K = h->topk;
+
+		if (s.step < o->step_lo)
+			continue;
 
 		if (arr) {
 			json_t *q = json_object(), *layers = json_array();

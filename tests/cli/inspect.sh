@@ -157,6 +157,18 @@ run inspect --dump cut.rrt
 expect_status 1
 [ "$(grep -c '^sequence' out)" -eq 2 ] || { cat out; fail "the cut file's two sequences are not dumped"; }
 expect_out "integrity:      truncated"
+# ... and after the complete frames not a frame but garbage: still the
+# complete frames' sequences, then the error at the garbage
+head -c $((164 + f0)) "$tiny" > garbage.rrt
+printf 'GARBAGE, NOT A FRAME' >> garbage.rrt
+run inspect --dump garbage.rrt
+expect_status 1
+[ "$(grep -c '^sequence' out)" -eq 2 ] || { cat out; fail "the sequences before the garbage are not dumped"; }
+expect_out "integrity:      corrupt: trace 'garbage.rrt': frame at offset $((164 + f0)): unknown magic"
+run inspect --json --dump garbage.rrt
+expect_status 1
+python3 -c 'import json; d = json.load(open("out")); assert len(d["dump"]) == 2 and not d["integrity"]["ok"]' ||
+	{ cat out; fail "--json --dump of the garbage file"; }
 
 # A flipped byte inside the first data frame: an error naming its offset.
 cp "$tiny" bad.rrt
