@@ -1384,11 +1384,14 @@ static int load_frame(struct rlb_plan_reader *r, size_t i, struct rlb_err *err)
 			      fcs == ZSTD_CONTENTSIZE_ERROR ? -1LL : (long long)fcs,
 			      f->dsize);
 	got = ZSTD_findFrameCompressedSize(r->cbuf, f->csize);
-	if (ZSTD_isError(got) || got != f->csize)
+	if (ZSTD_isError(got))
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
-			      "frame is %s, the seek table says %u bytes",
-			      ZSTD_isError(got) ? ZSTD_getErrorName(got) : "of another size",
-			      f->csize);
+			      "its blocks do not end in the %u bytes the seek table gives (zstd: %s)",
+			      f->csize, ZSTD_getErrorName(got));
+	if (got != f->csize)
+		return rlb_rrt_at_err(err, RLB_ECORRUPT, "step frame", f->off,
+			      "frame of %zu bytes, the seek table says %u",
+			      got, f->csize);
 	got = ZSTD_decompressDCtx(r->dctx, r->raw, f->dsize, r->cbuf, f->csize);
 	if (ZSTD_isError(got))
 		return rlb_rrt_at_err(err, RLB_EZSTD, "step frame", f->off, "zstd: %s",
