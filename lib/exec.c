@@ -168,6 +168,10 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	if (ret < 0)
 		return ret;
 	ex->ph = *rlb_plan_reader_header(ex->pr);
+	if (ex->ph.policy == RLB_POLICY_IDEAL)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "plan '%s' is of policy ideal, a bound the simulator computes, not a placement to run (plan static for the static layout)",
+				   ex->plan_path);
 	th = rlb_trace_reader_header(ex->tr);
 	ex->cfg_run = *cfg;
 	ex->cfg_run.parallel.pack = ex->ph.pack;

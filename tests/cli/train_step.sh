@@ -8,7 +8,7 @@ set8="--set cluster.gpus_per_node=4 --set parallel.ep_size=8"
 run capture -c "$cfg" $set8 --set workload.steps=2 --set workload.prompts_per_step=4 --synthetic --seed 2 -o t.rrt
 expect_status 0
 
-for p in static eplb eplb-oracle replicate relibra ideal dc; do
+for p in static eplb eplb-oracle replicate relibra dc; do
 	if [ "$p" = dc ]; then
 		run plan -c "$cfg" $set8 --policy relibra --data-control -o "$p.rlp" t.rrt
 	else
@@ -29,6 +29,13 @@ for p in static eplb eplb-oracle replicate relibra ideal dc; do
 	done
 done
 grep -qF '"policy": "eplb-oracle"' eplb-oracle.json || fail "policy not in the metrics"
+# An ideal plan is a bound, not a placement: refused before any work.
+run plan -c "$cfg" $set8 --policy ideal -o ideal.rlp t.rrt
+expect_status 0
+run train-step -c "$cfg" $set8 --trace t.rrt --plan ideal.rlp --virtual-ranks 8 -o ideal.json
+expect_status 1
+expect_err "relibra train-step: plan 'ideal.rlp' is of policy ideal, a bound the simulator computes, not a placement to run (plan static for the static layout)"
+[ ! -e ideal.json ] && [ ! -e ideal.json.tmp ] || fail "metrics written for an ideal plan"
 # The EPLB plans put several copies of an expert on one GPU ("GPUxN:quota"
 # in the dump), so --verify above covered their split over copies.
 run inspect --dump eplb-oracle.rlp
