@@ -387,11 +387,11 @@ int rlb_svg_chart_tokens(const struct rlb_report *r, size_t g, FILE *fp,
 /* ------------------------------------------------------------------ */
 /* (3) step time stacked by part.                                       */
 
-#define NSEG 5
+#define NSEG 6		/* the last: what a measured step holds beyond its parts */
 
 static double segment(const struct rlb_report_row *w, int s)
 {
-	static const int parts[NSEG][2] = {
+	static const int parts[NSEG - 1][2] = {
 		{ RLB_PART_DENSE, RLB_PART_EXPERT },
 		{ RLB_PART_A2A, -1 },
 		{ RLB_PART_REPLICATION, RLB_PART_GRAD_REDUCE },
@@ -401,6 +401,13 @@ static double segment(const struct rlb_report_row *w, int s)
 	double v = 0;
 	int k;
 
+	if (s == NSEG - 1) {	/* the rest of a measured step */
+		if (w->kind != RLB_RESULT_TRAIN_STEP || !(w->step_time_s > 0))
+			return 0;
+		for (k = 0; k < NSEG - 1; k++)
+			v += segment(w, k);
+		return fmax(w->step_time_s - v, 0);
+	}
 	for (k = 0; k < 2; k++)
 		if (parts[s][k] >= 0 && !isnan(w->breakdown[parts[s][k]]))
 			v += w->breakdown[parts[s][k]];
@@ -413,10 +420,12 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 	static const char *const seg_name[NSEG] = {
 		"compute (dense + experts)", "all-to-all",
 		"replication + gradient reduction", "migration", "planning",
+		"rest of the measured step (not broken down)",
 	};
 	static const char *const seg_colour[NSEG] = {
-		"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
+		"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#bab0ac",
 	};
+	int nseg = NSEG - 1;	/* the rest only where a measured step has one */
 	char buf[64], name[256], yt[64];
 	size_t *idx, n, i;
 	double top = 0, *tot, scale, x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, slot, lab, h;
@@ -433,6 +442,8 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 	}
 	n = group_rows(r, g, idx, 1);
 	for (i = 0; i < n; i++) {
+		if (segment(&r->rows[idx[i]], NSEG - 1) > 0)
+			nseg = NSEG;
 		for (s = 0; s < NSEG; s++)
 			tot[i] += segment(&r->rows[idx[i]], s);
 		top = fmax(top, tot[i]);
@@ -449,15 +460,15 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 	a.step /= scale;
 	slot = (x1 - x0) / n;
 	lab = bar_labels_height(r, idx, n, slot, &slant);
-	y0 = 44 + rlb_svg_legend_height(x0, seg_name, NSEG);
+	y0 = 44 + rlb_svg_legend_height(x0, seg_name, nseg);
 	y1 = y0 + 260;
 	h = y1 + lab + 30;
 	rlb_svg_open(fp, h, "Step time by part");
-	rlb_svg_legend(fp, x0, 44, seg_name, seg_colour, NSEG, 0);
+	rlb_svg_legend(fp, x0, 44, seg_name, seg_colour, nseg, 0);
 	rlb_svg_y_axis(fp, &a, x0, y0, x1, y1, scale, rlb_svg_fmt_plain);
 	snprintf(yt, sizeof(yt), "time per step (%s)", unit);
 	rlb_svg_axis_titles(fp, x0, y0, x1, y1, h - 8, NULL, yt);
-	for (s = 0; s < NSEG; s++) {
+	for (s = 0; s < nseg; s++) {
 		fprintf(fp, "<g class=\"series\" data-label=\"%s\" fill=\"%s\">\n",
 			seg_name[s], seg_colour[s]);
 		for (i = 0; i < n; i++) {
