@@ -542,7 +542,7 @@ int cmd_report(int argc, char **argv)
 		goto done;
 	}
 	if (rep.ngroups > 1 && !rep.sweep_key)
-		cmd_errorf(NAME, "warning: the results come from %zu different configurations, traces or steps; each group is compared on its own",
+		cmd_errorf(NAME, "warning: the results come from %zu different configurations, traces, steps or packings; each group is compared on its own",
 			   rep.ngroups);
 	ret = write_outputs(&o, &rep, &out, &html);
 done:

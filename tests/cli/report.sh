@@ -51,7 +51,7 @@ grep -E '^relibra ' out | awk '{ if ($5 != "-") exit 1 }' || fail "x eplb-oracle
 # mixed traces: grouped, with a warning
 run report plan-relibra.json other-trace.json plan-static.json
 expect_status 0
-expect_err "relibra report: warning: the results come from 2 different configurations, traces or steps; each group is compared on its own"
+expect_err "relibra report: warning: the results come from 2 different configurations, traces, steps or packings; each group is compared on its own"
 expect_out "trace b28db7b764fc3875 (tiny.rrt)"
 expect_out "trace 0123456789abcdef (other.rrt)"
 [ "$(grep -c '^relibra ' out)" = 2 ] || fail "expected one relibra row per group"
@@ -78,7 +78,7 @@ sed -e 's/"last_step": 4294967295/"last_step": 0/' -e 's/"steps": 3,/"steps": 1,
 	plan-eplb-oracle.json > step0-eplb-oracle.json
 run report plan-static.json plan-relibra.json step0-eplb-oracle.json
 expect_status 0
-expect_err "relibra report: warning: the results come from 2 different configurations, traces or steps"
+expect_err "relibra report: warning: the results come from 2 different configurations, traces, steps or packings"
 expect_out "(tiny.rrt), 1 step (step 0)"
 grep -E '^relibra ' out | awk '{ if ($5 != "-") exit 1 }' || fail "x eplb-oracle taken from another step range"
 sed -e 's/"first_step": 0/"first_step": 1/' -e 's/"last_step": 2/"last_step": 3/' \
