@@ -423,6 +423,16 @@ out:
 	return ret;
 }
 
+/* Cell c's instances; 0 when it is not filled (or the plan not valid). */
+static uint32_t cell_count(const struct rlb_step_plan *p, size_t c)
+{
+	if (p->inst_first[c + 1] <= p->inst_first[c] ||
+	    p->inst_first[c + 1] > p->ninst ||
+	    p->inst_first[c + 1] - p->inst_first[c] > p->ranks)
+		return 0;
+	return (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
+}
+
 void rlb_step_plan_split(const struct rlb_step_plan *p,
 			 const struct rlb_loads *l, uint32_t mb,
 			 uint32_t layer, uint32_t expert, uint32_t *rows)
@@ -438,12 +448,10 @@ void rlb_step_plan_split(const struct rlb_step_plan *p,
 	    expert >= p->experts)
 		return;
 	c = ((size_t)mb * p->layers + layer) * p->experts + expert;
-	if (p->inst_first[c + 1] <= p->inst_first[c] ||
-	    p->inst_first[c + 1] > p->ninst ||
-	    p->inst_first[c + 1] - p->inst_first[c] > p->ranks)
-		return;	/* not filled (or not a valid plan) */
+	n = cell_count(p, c);
+	if (n == 0)
+		return;
 	in = p->inst + p->inst_first[c];
-	n = (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
 	load = l->count + rlb_loads_index(l, mb, layer, 0, expert);
 	if (p->split == RLB_SPLIT_EVEN) {
 		uint32_t C = 0, b, w;
@@ -473,13 +481,7 @@ int rlb_step_plan_split_cells(const struct rlb_step_plan *p,
 	size_t total = 0;
 
 	for (e = 0; e < p->experts; e++) {
-		size_t c = ((size_t)mb * p->layers + layer) * p->experts + e;
-
-		/* a cell not filled (or not valid) has no instance to split to */
-		n = (uint32_t)(p->inst_first[c + 1] - p->inst_first[c]);
-		if (p->inst_first[c + 1] <= p->inst_first[c] ||
-		    p->inst_first[c + 1] > p->ninst || n > p->ranks)
-			n = 0;
+		n = cell_count(p, ((size_t)mb * p->layers + layer) * p->experts + e);
 		first[e] = total;
 		total += (size_t)n * p->ranks;
 	}
