@@ -336,6 +336,50 @@ static enum rlb_pack plan_pack(const struct rlb_planner_opts *po,
 	return po->schedule_file ? RLB_PACK_FILE : po->pack;
 }
 
+/*
+ * Where the policy's step goes beyond the uniform-traffic ideal: the
+ * all-to-all's excess split by rlb_sim_time's informational figures
+ * (volume, then uneven senders, then uneven receivers), then every other
+ * term's excess.  A row per term, per-step milliseconds.
+ */
+static void print_gap(const struct rlb_sim_summary *s, enum rlb_pack pack,
+		      double ms)
+{
+	const struct rlb_sim_time *p = &s->policy_time, *i = &s->ideal;
+	double volume = p->a2a_even_s - i->a2a_s;
+	double senders = p->a2a_senders_s - p->a2a_even_s;
+	double receivers = p->a2a_s - p->a2a_senders_s;
+	double expert = p->expert_s - i->expert_s, dense = p->dense_s - i->dense_s;
+	double copies = p->replication_s + p->grad_reduce_s;
+	double other[] = { volume, receivers, expert, copies, p->migration_s,
+			   p->planning_s, dense };
+	int largest = senders > 0;
+	size_t k;
+
+	printf("\n%-36s%12.3f\n", "gap to the ideal (ms per step)",
+	       (p->total_s - i->total_s) * ms);
+	printf("  %-34s%12.3f  %s\n", "all-to-all: copy volume", volume * ms,
+	       "copies beyond the static layout's");
+	printf("  %-34s%12.3f  %s\n", "all-to-all: uneven senders", senders * ms,
+	       "the busiest sending GPU");
+	printf("  %-34s%12.3f  %s\n", "all-to-all: uneven receivers",
+	       receivers * ms, "the busiest receiving GPU");
+	printf("  %-34s%12.3f  %s\n", "expert compute", expert * ms,
+	       "the slowest GPU over the mean");
+	printf("  %-34s%12.3f\n", "replication and gradients", copies * ms);
+	printf("  %-34s%12.3f\n", "migration", p->migration_s * ms);
+	printf("  %-34s%12.3f\n", "planning", p->planning_s * ms);
+	if (dense * ms > 0.05 || dense * ms < -0.05)
+		printf("  %-34s%12.3f  %s\n", "dense", dense * ms,
+		       "the plan's own schedule");
+	for (k = 0; k < sizeof(other) / sizeof(other[0]); k++)
+		largest &= senders >= other[k];
+	if (largest && pack != RLB_PACK_DYNAMIC && pack != RLB_PACK_DATA_CONTROL)
+		printf("the senders' part is the largest; it follows the ranks' token "
+		       "counts (rank tokens max/mean), which --pack dynamic and "
+		       "--data-control even out\n");
+}
+
 static void print_table(const struct rlb_config *cfg,
 			const struct rlb_planner_opts *po,
 			const struct rlb_planner_policy *p,
@@ -396,6 +440,8 @@ static void print_table(const struct rlb_config *cfg,
 	       "planner %s, fraction of same-traffic ideal %.3f\n",
 	       s->replicas, 100 * s->slot_use, s->migrated_experts,
 	       s->moved_in_node, planner, s->fraction_of_same_traffic_ideal);
+	if (bo->policy != RLB_POLICY_IDEAL)
+		print_gap(s, plan_pack(po, p), ms);
 }
 
 int cmd_plan(int argc, char **argv)

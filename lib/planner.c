@@ -347,11 +347,13 @@ static json_t *time_json(const struct rlb_sim_time *t, double steps)
 {
 	double k = steps > 0 ? 1.0 / steps : 0;
 
-	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
 			 "total_s", t->total_s * k, "dense_s", t->dense_s * k,
 			 "expert_s", t->expert_s * k, "a2a_s", t->a2a_s * k,
 			 "a2a_rdma_s", t->a2a_rdma_s * k,
 			 "a2a_nvlink_s", t->a2a_nvlink_s * k,
+			 "a2a_even_s", t->a2a_even_s * k,
+			 "a2a_senders_s", t->a2a_senders_s * k,
 			 "replication_s", t->replication_s * k,
 			 "grad_reduce_s", t->grad_reduce_s * k,
 			 "migration_s", t->migration_s * k,

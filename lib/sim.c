@@ -487,6 +487,8 @@ static void time_add(struct rlb_sim_time *a, const struct rlb_sim_time *b)
 	a->a2a_s += b->a2a_s;
 	a->a2a_rdma_s += b->a2a_rdma_s;
 	a->a2a_nvlink_s += b->a2a_nvlink_s;
+	a->a2a_even_s += b->a2a_even_s;
+	a->a2a_senders_s += b->a2a_senders_s;
 	a->replication_s += b->replication_s;
 	a->grad_reduce_s += b->grad_reduce_s;
 	a->migration_s += b->migration_s;
@@ -746,6 +748,7 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 			const struct rlb_traffic *pt = ideal ? static_t : t;
 			double dense = p->passes * w.moe_dense_f[mb];
 			double comp_ideal, comp, r_s, n_s, ir_s, in_s, d_s, id_s;
+			double er_s, en_s, sr_s, sn_s, even_s, send_s;
 			double phases = p->a2a_phases;
 
 			comp_ideal = expert_rows(p, l, mb, layer, &w);
@@ -763,17 +766,32 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 					     p->nvlink_latency_s, p->nvlink_bytes_per_s);
 			d_s = r_s > n_s ? r_s : n_s;
 			id_s = ir_s > in_s ? ir_s : in_s;
+			/* informational: even copies, and the busiest sender alone */
+			er_s = mean_copies_s(t->rdma_send + ml * R, R, p->token_bytes,
+					     p->rdma_latency_s, p->rdma_bytes_per_s);
+			en_s = mean_copies_s(t->nvlink_send + ml * R, R, p->token_bytes,
+					     p->nvlink_latency_s, p->nvlink_bytes_per_s);
+			sr_s = copies_s(t->rdma_send + ml * R, t->rdma_send + ml * R, R,
+					p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
+			sn_s = copies_s(t->nvlink_send + ml * R, t->nvlink_send + ml * R, R,
+					p->token_bytes, p->nvlink_latency_s, p->nvlink_bytes_per_s);
+			even_s = er_s > en_s ? er_s : en_s;
+			send_s = sr_s > sn_s ? sr_s : sn_s;
 
 			idl->dense_s += dense;
 			idl->expert_s += p->passes * comp_ideal;
 			idl->a2a_s += phases * id_s;
 			idl->a2a_rdma_s += phases * ir_s;
 			idl->a2a_nvlink_s += phases * in_s;
+			idl->a2a_even_s += phases * id_s;
+			idl->a2a_senders_s += phases * id_s;
 			sti->dense_s += dense;
 			sti->expert_s += p->passes * comp_ideal;
 			sti->a2a_s += phases * d_s;
 			sti->a2a_rdma_s += phases * r_s;
 			sti->a2a_nvlink_s += phases * n_s;
+			sti->a2a_even_s += phases * even_s;
+			sti->a2a_senders_s += phases * send_s;
 
 			pol->dense_s += dense;
 			pol->expert_s += p->passes * comp;
@@ -781,10 +799,14 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 				pol->a2a_s += phases * id_s;
 				pol->a2a_rdma_s += phases * ir_s;
 				pol->a2a_nvlink_s += phases * in_s;
+				pol->a2a_even_s += phases * id_s;
+				pol->a2a_senders_s += phases * id_s;
 			} else {
 				pol->a2a_s += phases * d_s;
 				pol->a2a_rdma_s += phases * r_s;
 				pol->a2a_nvlink_s += phases * n_s;
+				pol->a2a_even_s += phases * even_s;
+				pol->a2a_senders_s += phases * send_s;
 			}
 			st.bytes.a2a_rdma += phases * p->token_bytes *
 				(double)sum_u64(pt->rdma_send + ml * R, R);

@@ -190,12 +190,22 @@ void rlb_sim_opts_for_policy(struct rlb_sim_opts *o, enum rlb_policy policy);
 
 /* Time of one step (or, in a summary, the sum over steps), seconds. */
 struct rlb_sim_time {
-	double total_s;			/* the sum of the terms below but the two a2a parts */
+	double total_s;			/* the sum of the terms below but the informational ones */
 	double dense_s;			/* attention, projections, router, shared experts, dense layers */
 	double expert_s;		/* routed experts, slowest GPU per (mb, layer) */
 	double a2a_s;			/* dispatch + combine: per phase max(RDMA, NVLink) */
 	double a2a_rdma_s;		/* the RDMA part alone (informational) */
 	double a2a_nvlink_s;		/* the NVLink part alone (informational) */
+	/*
+	 * Informational, for the all-to-all's excess over the ideal: the same
+	 * phases with this traffic's copies spread evenly over the GPUs
+	 * (a2a_even_s), and with only the busiest sender setting each phase
+	 * (a2a_senders_s); ideal a2a_s <> a2a_even_s (volume) <= a2a_senders_s
+	 * (uneven senders: the schedule) <= a2a_s (uneven receivers: the
+	 * placement).
+	 */
+	double a2a_even_s;
+	double a2a_senders_s;
 	double replication_s;		/* replica weight copies beyond the window */
 	double grad_reduce_s;		/* replica gradients back to their home */
 	double migration_s;		/* homes moved since the previous step */

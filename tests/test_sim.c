@@ -457,6 +457,11 @@ START_TEST(test_hot_expert_replication)
 	 */
 	REL_EQ(sst.same_traffic_ideal.a2a_s, 4 * 8.68e-6);
 	REL_EQ(sst.same_traffic_ideal.expert_s, 3 * 22.1184e-6);
+	/* its excess over that mean is the busiest sender's (and receiver's) */
+	REL_EQ(sst.policy.a2a_even_s, 4 * 6.12e-6);
+	REL_EQ(sst.policy.a2a_senders_s, 4 * 8.68e-6);
+	REL_EQ(sst.same_traffic_ideal.a2a_senders_s, 4 * 8.68e-6);
+	REL_EQ(sst.ideal.a2a_even_s, sst.ideal.a2a_s);
 
 	rlb_sim_opts_for_policy(&o, RLB_POLICY_REPLICATE);
 	ck_assert_int_eq(rlb_sim_new(&rsim, &cfg, &o, &err), 0);
@@ -481,6 +486,9 @@ START_TEST(test_hot_expert_replication)
 	REL_EQ(rst.ideal.expert_s, 3 * 22.1184e-6);
 	REL_EQ(rst.ideal.a2a_s, 4 * 6.12e-6);
 	REL_EQ(rst.same_traffic_ideal.a2a_s, 4 * 3.56e-6);
+	/* half the static copies, evenly sent and received */
+	REL_EQ(rst.policy.a2a_even_s, 4 * 3.56e-6);
+	REL_EQ(rst.policy.a2a_senders_s, 4 * 3.56e-6);
 	REL_EQ(rst.ideal.total_s, sst.ideal.total_s);
 	REL_EQ(rst.fraction_of_ideal, (3 * 22.1184e-6 + 4 * 6.12e-6 + 1.2288e-6) / 93.6544e-6);
 	ck_assert_int_eq(rlb_sim_summary(rsim, &sum, &err), 0);
@@ -510,6 +518,59 @@ START_TEST(test_hot_expert_replication)
 	rlb_traffic_release(&t);
 	rlb_traffic_release(&ts);
 	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * The all-to-all's excess split: one node of 4 GPUs, 4 experts (e on GPU
+ * e), top-1, one layer; each rank holds 100 tokens, all for expert 0.
+ * GPUs 1-3 each send 100 NVLink copies, GPU 0 receives 300: per phase
+ * 1 us + 128 B * (75, 100, 300) / 10 GB/s = 1.96 us at the mean, 2.28 us
+ * for the busiest sender, 4.84 us with the receiver; no RDMA.
+ */
+START_TEST(test_a2a_excess)
+{
+	static const uint32_t len[4] = { 100, 100, 100, 100 };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_opts o;
+	struct rlb_sim_step st;
+	struct rlb_sim_summary sum;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t i;
+
+	toy_config(&cfg, 1, 4, 4, 1, 1);
+	cfg.parallel.micro_batch_tokens = 100;
+	seqs_init(&q, 4, len, 1, 1);	/* calloc: every id is expert 0 */
+	build(&cfg, &q, &s, &l);
+	for (i = 0; i < 4; i++)
+		ck_assert_uint_eq(s.chunks[i].rank, i);
+	traffic_of(&t, &cfg, NULL, &q, &s, &l);
+	ck_assert_uint_eq(t.nvlink_send[1], 100);
+	ck_assert_uint_eq(t.nvlink_recv[0], 300);
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_STATIC);
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
+	ck_assert_msg(rlb_sim_add_step(sim, &s, &l, NULL, &t, &t, &st, &err) == 0, "%s", err.msg);
+	REL_EQ(st.ideal.a2a_s, 4 * 1.96e-6);
+	REL_EQ(st.policy.a2a_even_s, 4 * 1.96e-6);
+	REL_EQ(st.policy.a2a_senders_s, 4 * 2.28e-6);
+	REL_EQ(st.policy.a2a_s, 4 * 4.84e-6);
+	ck_assert(st.policy.a2a_rdma_s == 0);
+	/* informational: the step's total leaves them out */
+	REL_EQ(st.policy.total_s, st.policy.dense_s + st.policy.expert_s + st.policy.a2a_s);
+	ck_assert_int_eq(rlb_sim_summary(sim, &sum, &err), 0);
+	REL_EQ(sum.policy_time.a2a_senders_s, 4 * 2.28e-6);
+	REL_EQ(sum.same_traffic_ideal.a2a_even_s, 4 * 1.96e-6);
+
+	rlb_sim_free(sim);
+	rlb_traffic_release(&t);
 	rlb_loads_release(&l);
 	rlb_schedule_release(&s);
 	seqs_free(&q);
@@ -1143,6 +1204,7 @@ Suite *rlb_suite_sim(void)
 	tcase_add_loop_test(tc, test_traffic_reference, 0, 3);
 	tcase_add_test(tc, test_uniform_static_is_ideal);
 	tcase_add_test(tc, test_hot_expert_replication);
+	tcase_add_test(tc, test_a2a_excess);
 	tcase_add_test(tc, test_planning_overlap);
 	tcase_add_test(tc, test_migration);
 	tcase_add_test(tc, test_dense_estimate);

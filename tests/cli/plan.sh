@@ -30,6 +30,17 @@ got=$(awk '/"rank_tokens"/ { on = 1 } on && /"mean"/ { m = $2 } on && /"max"/ { 
 	fail "rank tokens max/mean: inspect --stats '$want', relibra.json '$got'"
 run plan -c "$cfg" --policy relibra t.rrt
 expect_out "rank tokens max/mean p50"
+# The gap to the ideal is the sum of its parts (3 decimals each) ...
+awk '/^gap to the ideal/ { gap = $NF; on = 1; next }
+	on && /^  / { sub(/^  /, ""); n = split($0, w, "  +"); sum += w[2]; parts++ }
+	END { d = gap - sum; if (d < 0) d = -d; exit !(parts == 7 && d < 0.004) }' out ||
+	fail "the gap's parts do not add up to it: $(sed -n '/^gap/,$p' out)"
+# ... whose all-to-all parts come from the summary's informational
+# figures: ideal <> even <= senders <= a2a_s
+awk -F'[:,]' '/"breakdown"/ { on = 1 } on && /"a2a_s"/ { a = $2 }
+	on && /"a2a_even_s"/ { e = $2 } on && /"a2a_senders_s"/ { s = $2; exit }
+	END { exit !(e > 0 && e <= s && s <= a) }' relibra.json ||
+	fail "relibra.json: a2a_even_s <= a2a_senders_s <= a2a_s does not hold"
 # On one node every move is within the node: migration costs time, and
 # moved_in_node (not migrated_experts, which counts other nodes) says why.
 run plan -c "$cfg" --set cluster.nodes=1 --set cluster.gpus_per_node=4 --policy eplb \
