@@ -222,6 +222,16 @@ int main(int argc, char **argv)
 		 */
 		printf("bound: a plan with the static layout's traffic and perfectly balanced, free compute runs %.3fx static (1 / the static row's f same)\n",
 		       st.fraction_of_same_traffic_ideal > 0 ? 1 / st.fraction_of_same_traffic_ideal : 0);
+		{
+			/* ... and what sets it: `relibra plan`'s gap to the ideal */
+			const struct rlb_sim_time *p = &rl->policy_time;
+			double n = rl->steps ? (double)rl->steps : 1;
+			double gap = (p->total_s - rl->ideal.total_s) / n;
+			double send = (p->a2a_senders_s - p->a2a_even_s) / n;
+
+			printf("relibra's gap to the ideal: %.3f s per step, %.3f s of it (%.0f%%) the all-to-all's uneven senders\n",
+			       gap, send, gap > 0 ? 100 * send / gap : 0);
+		}
 	}
 	for (i = 0; i < NROWS; i++)
 		rlb_planner_policy_release(&pol[i]);

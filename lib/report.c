@@ -20,13 +20,13 @@
 static const char *const part_keys[RLB_PART_COUNT] = {
 	"total_s", "dense_s", "expert_s", "a2a_s", "a2a_rdma_s",
 	"a2a_nvlink_s", "replication_s", "grad_reduce_s", "migration_s",
-	"planning_s",
+	"planning_s", "a2a_even_s", "a2a_senders_s",
 };
 
 static const char *const part_titles[RLB_PART_COUNT] = {
 	"step", "dense", "expert compute", "all-to-all", "all-to-all RDMA",
 	"all-to-all NVLink", "replication", "gradient reduction", "migration",
-	"planning",
+	"planning", "all-to-all, even copies", "all-to-all, busiest sender",
 };
 
 const char *rlb_report_part_key(enum rlb_report_part p)

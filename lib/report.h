@@ -46,6 +46,8 @@ enum rlb_report_part {
 	RLB_PART_GRAD_REDUCE,
 	RLB_PART_MIGRATION,
 	RLB_PART_PLANNING,
+	RLB_PART_A2A_EVEN,		/* informational: the copies spread evenly */
+	RLB_PART_A2A_SENDERS,		/* informational: the busiest sender alone */
 	RLB_PART_COUNT
 };
 

@@ -23,6 +23,11 @@ expect_empty err
 cut -d, -f1-13,15- out > inproc.csv
 [ "$(wc -l < inproc.csv)" -eq 7 ] || fail "expected a header and 6 rows"
 diff -u files.csv inproc.csv || fail "in-process rows differ from plan --summary"
+# the all-to-all's informational parts come through, ideal's equal to its a2a_s
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+	$c["a2a_even_s"] == "" || $c["a2a_senders_s"] == "" { exit 1 }
+	$c["policy"] == "ideal" && $c["a2a_senders_s"] != $c["a2a_s"] { exit 1 }' inproc.csv ||
+	fail "a2a_even_s, a2a_senders_s: $(sed -n 1p inproc.csv)"
 run report -c "$cfg" --trace tiny.rrt --format csv --threads 4
 expect_status 0
 cut -d, -f1-13,15- out > threads.csv
