@@ -1,6 +1,8 @@
 #!/bin/sh
 # tiny-plan.sh - rebuild the tiny example plan and its dumps.
 # usage: sh trace_format/examples/tiny-plan.sh [BUILD_DIR]   (from the source tree's top)
+# BUILD_DIR (default build) holds tests/check_relibra (`make check-run` or
+# `make build/tests/check_relibra` builds it).
 # tiny-plan.rlp is written by the plan unit tests' example (tests/test_plan.c,
 # test_example_file), so the shipped file is what the writer makes;
 # tiny-plan.hex is its hexdump, tiny-plan.raw.hex the decompressed step
