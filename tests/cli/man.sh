@@ -1,5 +1,6 @@
-# man.sh - man pages lint clean, and each command's usage names the same
-# options, in the same order, as its SYNOPSIS in relibra(1).
+# man.sh - man pages lint clean, each command's usage names the same
+# options, in the same order, as its SYNOPSIS in relibra(1), and the
+# EXAMPLES of relibra(1) on the tiny configuration run as written.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v mandoc >/dev/null 2>&1 || skip "mandoc not installed"
@@ -19,4 +20,19 @@ for c in $("$RELIBRA" -h | sed -n 's/^  \([a-z-]*\) .*/\1/p'); do
 	[ -s synopsis.opts ] || fail "no SYNOPSIS line for '$c' in relibra.1"
 	diff -u synopsis.opts usage.opts || fail "usage of '$c' differs from its SYNOPSIS"
 done
+
+# The examples that need no GPU and no large trace: the tiny config's.
+ln -s "$RLB_TOP/configs" configs
+sed -n '/^EXAMPLES/,/^SEE ALSO/p' page.txt | sed 's/^[[:space:]]*//' |
+	awk '/\\$/ { sub(/\\$/, ""); line = line $0; next }
+	     { print line $0; line = "" }' |
+	grep '^relibra .*configs/tiny-2x2.yaml' > tiny.examples
+[ "$(wc -l < tiny.examples)" -ge 3 ] || { cat tiny.examples; fail "no tiny-2x2 examples in relibra(1)"; }
+while read -r cmd; do
+	set -- $cmd
+	shift
+	run "$@"
+	[ "$status" -eq 0 ] || { cat err; fail "relibra(1) example failed: $cmd"; }
+done < tiny.examples
+[ -s train.json ] || fail "the train-step example wrote no train.json"
 exit 0
