@@ -8,8 +8,8 @@
 # of the libraries, and links with a run path to them.
 #
 # usage: sh scripts/gpu-deps.sh [DIR]     DIR default gpu-deps (git-ignored)
-# Take DIR along to the GPU machine with the working tree (a device run
-# names it in carry).
+# Copy DIR to the GPU machine along with the working tree (a clone or
+# git archive of the tree leaves it out).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$top/gpu-deps}
