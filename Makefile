@@ -124,6 +124,9 @@ LIB := $(if $(VARIANT),$(BUILD)/librelibra.a,librelibra.a)
 VERSION := $(shell sed -n 's/^\#define RLB_VERSION "\(.*\)"/\1/p' lib/relibra.h)
 SONAME := librelibra.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 SHLIB := $(if $(VARIANT),,librelibra.so.$(VERSION))
+# Its links in the tree, as make install makes them, so that programs and
+# ctypes find librelibra.so before installing.
+SHLINKS := $(if $(SHLIB),$(SONAME) librelibra.so)
 TEST_BIN := $(BUILD)/tests/check_relibra
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 FUZZ_BINS := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
@@ -133,7 +136,7 @@ FUZZ_SECONDS ?= 60
 	demo-run bench bench-run install uninstall clean lint-man config-info \
 	fuzz fuzz-run
 
-all: config-info $(BIN) $(LIB) $(SHLIB)
+all: config-info $(BIN) $(LIB) $(SHLIB) $(SHLINKS)
 
 config-info:
 	@if ! pkg-config --exists $(PKGS); then \
@@ -196,6 +199,12 @@ $(BIN): $(CMD_OBJS) $(LIB)
 $(SHLIB): $(LIB_OBJS)
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined \
 		-o $@ $(LIB_OBJS) $(LIBS)
+
+$(SONAME): $(SHLIB)
+	ln -sf $(SHLIB) $@
+
+librelibra.so: $(SONAME)
+	ln -sf $(SONAME) $@
 
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(CHECK_LIBS) $(LIBS)
@@ -284,6 +293,6 @@ uninstall:
 	rm -rf $(DESTDIR)$(INCDIR)/relibra $(DESTDIR)$(DATADIR)
 
 clean:
-	rm -rf build build-* relibra librelibra.a librelibra.so.*
+	rm -rf build build-* relibra librelibra.a librelibra.so librelibra.so.*
 
 -include $(DEPS)

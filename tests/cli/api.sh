@@ -6,7 +6,8 @@
 # trace and plans checked against the command line's (the same plan file,
 # byte for byte, and train-step applies it); a C++ program reading the
 # plan; a plugin that links the archive; Python's ctypes loading the shared
-# library, and examples/plan_online.py planning the same steps; a failing
+# library, and examples/plan_online.py planning the same steps with the
+# installed one and with the build tree's librelibra.so link; a failing
 # run that leaves no file behind; and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
@@ -241,6 +242,12 @@ EOF
 			> out 2> err || { cat err; fail "examples/plan_online.py failed"; }
 		sed '$d' plan_online.out | diff - out ||
 			fail "examples/plan_online.py and plan_online.c print different plans"
+		# ... and so does the build tree's librelibra.so, before installing.
+		[ -L "$RLB_TOP/librelibra.so" ] || fail "make did not link librelibra.so in the tree"
+		python3 "$RLB_TOP/examples/plan_online.py" "$RLB_TOP/librelibra.so" "$cfg" \
+			> out 2> err || { cat err; fail "examples/plan_online.py failed on the tree's librelibra.so"; }
+		sed '$d' plan_online.out | diff - out ||
+			fail "examples/plan_online.py prints other plans with the tree's librelibra.so"
 	fi
 fi
 
