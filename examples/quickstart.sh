@@ -57,7 +57,7 @@ echo "HTML report with charts: $out/report.html"
 if [ "${RELIBRA_TRAIN:-0}" = 1 ]; then
 	tiny=configs/tiny-2x2.yaml
 	step "train-step: capture and plan on the tiny config" \
-		"relibra capture -c $tiny --synthetic -o $out/tiny.rrt; relibra plan -c $tiny --policy relibra -o $out/tiny.rlp $out/tiny.rrt"
+		"relibra capture -c $tiny --synthetic --seed 1 -o $out/tiny.rrt; relibra plan -c $tiny --policy relibra -o $out/tiny.rlp $out/tiny.rrt"
 	"$bin" capture -c "$tiny" --synthetic --seed 1 -o "$out/tiny.rrt"
 	"$bin" plan -c "$tiny" --policy relibra -o "$out/tiny.rlp" "$out/tiny.rrt" > /dev/null
 	step "train-step: apply the plan on 4 virtual ranks (mpirun -np 4 on a cluster), verify against static" \
