@@ -1,6 +1,6 @@
 # capture_stream.sh - relibra capture reading standard input as a rollout
 # writes it: records arrive slowly, are handled as they come, and closing
-# stdin completes the trace.
+# stdin (also tail -f --pid when the rollout ends) completes the trace.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 F="$FIXTURES/import"
@@ -77,4 +77,17 @@ status=$?
 exec 3>&-
 expect_status 143
 [ ! -e int.rrt ] && [ ! -e int.rrt.tmp ] || fail "an interrupted capture left output"
+
+# The documented feed (README, relibra(1)): tail -f --pid ends when the
+# rollout's process does, and the trace is complete.
+if tail --help 2>&1 | grep -q -- --pid; then
+	sleep 2 &
+	rollout=$!
+	tail -f --pid=$rollout "$F/sglang.jsonl" |
+		"$RELIBRA" capture -c "$tiny" -o tail.rrt --from sglang - > out 2> err
+	status=$?
+	expect_status 0
+	expect_out "tail.rrt: 2 steps, 4 sequences, 21 tokens, "
+	cmp -s tail.rrt sg-file.rrt || fail "the tail -f --pid capture differs from the file's"
+fi
 exit 0
