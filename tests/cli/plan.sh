@@ -41,6 +41,9 @@ awk -F'[:,]' '/"breakdown"/ { on = 1 } on && /"a2a_s"/ { a = $2 }
 	on && /"a2a_even_s"/ { e = $2 } on && /"a2a_senders_s"/ { s = $2; exit }
 	END { exit !(e > 0 && e <= s && s <= a) }' relibra.json ||
 	fail "relibra.json: a2a_even_s <= a2a_senders_s <= a2a_s does not hold"
+# The title names an ablation as its summary's label does.
+run plan -c "$cfg" --policy relibra --no-reorder t.rrt
+expect_out "relibra plan: relibra --no-reorder on tiny"
 # On one node every move is within the node: migration costs time, and
 # moved_in_node (not migrated_experts, which counts other nodes) says why.
 run plan -c "$cfg" --set cluster.nodes=1 --set cluster.gpus_per_node=4 --policy eplb \
