@@ -157,7 +157,7 @@ int cmd_capture(int argc, char **argv)
 		goto out;
 	}
 	if (!o.path) {
-		rc = cmd_usage_error("capture", usage, "missing -c CONFIG");
+		rc = cmd_usage_error("capture", usage, "-c CONFIG is required");
 		goto out;
 	}
 	if (!out) {

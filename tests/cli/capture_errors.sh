@@ -158,7 +158,7 @@ usage_fails() {
 run capture -c "$tiny" --from jsonl "$F/routing.jsonl"
 usage_fails "missing -o TRACE"
 run capture -o u.rrt --from jsonl "$F/routing.jsonl"
-usage_fails "missing -c CONFIG"
+usage_fails "-c CONFIG is required"
 run capture -c "$tiny" -o u.rrt --synthetic --from jsonl "$F/routing.jsonl"
 usage_fails "--synthetic and --from are exclusive"
 run capture -c "$tiny" -o u.rrt
