@@ -41,6 +41,17 @@ awk -F'[:,]' '/"breakdown"/ { on = 1 } on && /"a2a_s"/ { a = $2 }
 	on && /"a2a_even_s"/ { e = $2 } on && /"a2a_senders_s"/ { s = $2; exit }
 	END { exit !(e > 0 && e <= s && s <= a) }' relibra.json ||
 	fail "relibra.json: a2a_even_s <= a2a_senders_s <= a2a_s does not hold"
+# With compute for free the senders' part leads, and the table says what
+# evens it, unless the packing already does.
+fast="--set cluster.peak_tflops=1e6 --set cluster.hbm_gbps=1e6"
+# shellcheck disable=SC2086
+run plan -c "$cfg" --policy static $fast t.rrt
+expect_out "the senders' part is the largest; it follows the ranks' token counts"
+# shellcheck disable=SC2086
+run plan -c "$cfg" --policy static --pack dynamic $fast t.rrt
+grep -q "senders' part is the largest" out && fail "the senders' hint under --pack dynamic"
+run plan -c "$cfg" --policy static t.rrt
+grep -q "senders' part is the largest" out && fail "the senders' hint when compute leads"
 # The title names an ablation as its summary's label does.
 run plan -c "$cfg" --policy relibra --no-reorder t.rrt
 expect_out "relibra plan: relibra --no-reorder on tiny"
