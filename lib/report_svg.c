@@ -387,30 +387,60 @@ int rlb_svg_chart_tokens(const struct rlb_report *r, size_t g, FILE *fp,
 /* ------------------------------------------------------------------ */
 /* (3) step time stacked by part.                                       */
 
-#define NSEG 6		/* the last: what a measured step holds beyond its parts */
+enum {
+	SEG_COMPUTE, SEG_A2A, SEG_SENDERS, SEG_RECEIVERS, SEG_COPIES,
+	SEG_MIGRATION, SEG_PLANNING,
+	SEG_REST,		/* what a measured step holds beyond its parts */
+	NSEG
+};
 
+/* Has the row the all-to-all's informational split (a plan's breakdown)? */
+static int a2a_split(const struct rlb_report_row *w)
+{
+	return !isnan(w->breakdown[RLB_PART_A2A_EVEN]) &&
+	       !isnan(w->breakdown[RLB_PART_A2A_SENDERS]) &&
+	       !isnan(w->breakdown[RLB_PART_A2A]);
+}
+
+/*
+ * Segment s of a row's bar.  With the split, the all-to-all is stacked as
+ * its time at even copies, then what the busiest sender and the busiest
+ * receiver add (docs/cost-model.md); without it, as one segment.
+ */
 static double segment(const struct rlb_report_row *w, int s)
 {
-	static const int parts[NSEG - 1][2] = {
-		{ RLB_PART_DENSE, RLB_PART_EXPERT },
-		{ RLB_PART_A2A, -1 },
-		{ RLB_PART_REPLICATION, RLB_PART_GRAD_REDUCE },
-		{ RLB_PART_MIGRATION, -1 },
-		{ RLB_PART_PLANNING, -1 },
-	};
+	static const int parts[NSEG][2] = {
+		[SEG_COMPUTE] = { RLB_PART_DENSE, RLB_PART_EXPERT },
+		[SEG_A2A] = { RLB_PART_A2A, 0 },
+		[SEG_COPIES] = { RLB_PART_REPLICATION, RLB_PART_GRAD_REDUCE },
+		[SEG_MIGRATION] = { RLB_PART_MIGRATION, 0 },
+		[SEG_PLANNING] = { RLB_PART_PLANNING, 0 },
+	};	/* 0 (the total) marks no part */
+	const double *bd = w->breakdown;
 	double v = 0;
 	int k;
 
-	if (s == NSEG - 1) {	/* the rest of a measured step */
+	switch (s) {
+	case SEG_A2A:
+		if (a2a_split(w))
+			return bd[RLB_PART_A2A_EVEN];
+		break;
+	case SEG_SENDERS:
+		return a2a_split(w) ?
+			fmax(bd[RLB_PART_A2A_SENDERS] - bd[RLB_PART_A2A_EVEN], 0) : 0;
+	case SEG_RECEIVERS:
+		return a2a_split(w) ?
+			fmax(bd[RLB_PART_A2A] - bd[RLB_PART_A2A_SENDERS], 0) : 0;
+	case SEG_REST:
 		if (w->kind != RLB_RESULT_TRAIN_STEP || !(w->step_time_s > 0))
 			return 0;
-		for (k = 0; k < NSEG - 1; k++)
+		for (k = 0; k < SEG_REST; k++)
 			v += segment(w, k);
 		return fmax(w->step_time_s - v, 0);
 	}
 	for (k = 0; k < 2; k++)
-		if (parts[s][k] >= 0 && !isnan(w->breakdown[parts[s][k]]))
-			v += w->breakdown[parts[s][k]];
+		if (parts[s][k] > 0 && !isnan(bd[parts[s][k]]))
+			v += bd[parts[s][k]];
 	return v;
 }
 
@@ -419,19 +449,23 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 {
 	static const char *const seg_name[NSEG] = {
 		"compute (dense + experts)", "all-to-all",
+		"all-to-all: uneven senders", "all-to-all: uneven receivers",
 		"replication + gradient reduction", "migration", "planning",
 		"rest of the measured step (not broken down)",
 	};
 	static const char *const seg_colour[NSEG] = {
-		"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#bab0ac",
+		"#4e79a7", "#f28e2b", "#ffbe7d", "#f1ce63", "#59a14f", "#e15759",
+		"#b07aa1", "#bab0ac",
 	};
-	int nseg = NSEG - 1;	/* the rest only where a measured step has one */
+	/* the split and the rest only where some row has them */
+	int shown[NSEG] = { 1, 1, 0, 0, 1, 1, 1, 0 }, seg[NSEG], nseg = 0;
+	const char *name_of[NSEG], *colour_of[NSEG];
 	char buf[64], name[256], yt[64];
 	size_t *idx, n, i;
 	double top = 0, *tot, scale, x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, slot, lab, h;
 	const char *unit;
 	struct rlb_svg_axis a;
-	int s, slant;
+	int s, k, slant;
 
 	idx = calloc(r->nrows, sizeof(*idx));
 	tot = calloc(r->nrows + 1, sizeof(*tot));
@@ -442,10 +476,14 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 	}
 	n = group_rows(r, g, idx, 1);
 	for (i = 0; i < n; i++) {
-		if (segment(&r->rows[idx[i]], NSEG - 1) > 0)
-			nseg = NSEG;
+		const struct rlb_report_row *w = &r->rows[idx[i]];
+
+		if (a2a_split(w))
+			shown[SEG_SENDERS] = shown[SEG_RECEIVERS] = 1;
+		if (segment(w, SEG_REST) > 0)
+			shown[SEG_REST] = 1;
 		for (s = 0; s < NSEG; s++)
-			tot[i] += segment(&r->rows[idx[i]], s);
+			tot[i] += segment(w, s);
 		top = fmax(top, tot[i]);
 	}
 	if (n == 0 || top <= 0) {
@@ -453,6 +491,12 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 		free(tot);
 		return rlb_err_set(err, RLB_ENOTFOUND, "no step-time breakdown");
 	}
+	for (s = 0; s < NSEG; s++)
+		if (shown[s]) {
+			seg[nseg] = s;
+			name_of[nseg] = seg_name[s];
+			colour_of[nseg++] = seg_colour[s];
+		}
 	rlb_report_time_unit(&top, 1, &scale, &unit);
 	rlb_svg_axis_nice(&a, 0, top * scale * 1.08);
 	a.lo /= scale;
@@ -460,24 +504,25 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 	a.step /= scale;
 	slot = (x1 - x0) / n;
 	lab = bar_labels_height(r, idx, n, slot, &slant);
-	y0 = 44 + rlb_svg_legend_height(x0, seg_name, nseg);
+	y0 = 44 + rlb_svg_legend_height(x0, name_of, nseg);
 	y1 = y0 + 260;
 	h = y1 + lab + 30;
 	rlb_svg_open(fp, h, "Step time by part");
-	rlb_svg_legend(fp, x0, 44, seg_name, seg_colour, nseg, 0);
+	rlb_svg_legend(fp, x0, 44, name_of, colour_of, nseg, 0);
 	rlb_svg_y_axis(fp, &a, x0, y0, x1, y1, scale, rlb_svg_fmt_plain);
 	snprintf(yt, sizeof(yt), "time per step (%s)", unit);
 	rlb_svg_axis_titles(fp, x0, y0, x1, y1, h - 8, NULL, yt);
-	for (s = 0; s < nseg; s++) {
+	for (k = 0; k < nseg; k++) {
+		s = seg[k];
 		fprintf(fp, "<g class=\"series\" data-label=\"%s\" fill=\"%s\">\n",
 			seg_name[s], seg_colour[s]);
 		for (i = 0; i < n; i++) {
 			const struct rlb_report_row *w = &r->rows[idx[i]];
 			double base = 0, v = segment(w, s), cx, bw, ya, yb;
-			int k;
+			int b;
 
-			for (k = 0; k < s; k++)
-				base += segment(w, k);
+			for (b = 0; b < s; b++)
+				base += segment(w, b);
 			if (v <= 0)
 				continue;
 			cx = x0 + slot * (i + 0.5);

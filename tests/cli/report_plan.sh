@@ -127,20 +127,26 @@ for f in rep.html charts/*.svg; do
 done
 [ "$(series charts/tokens.svg)" = 5 ] || fail "tokens.svg: $(series charts/tokens.svg) series, expected 5"
 [ "$(series charts/microbatch.svg)" = 5 ] || fail "microbatch.svg: expected 5 series"
-[ "$(series charts/breakdown.svg)" = 5 ] || fail "breakdown.svg: expected 5 series"
+[ "$(series charts/breakdown.svg)" = 7 ] || fail "breakdown.svg: expected 7 series"
+grep -q 'data-label="all-to-all: uneven senders"' charts/breakdown.svg ||
+	fail "breakdown.svg: the all-to-all is not split"
 [ "$(series charts/heatmap.svg)" = 2 ] || fail "heatmap.svg: expected 2 series"
 [ "$(series charts/steps.svg)" = 5 ] || fail "steps.svg: expected 5 series"
-[ "$(series rep.html)" = 22 ] || fail "rep.html: $(series rep.html) series, expected 22"
+[ "$(series rep.html)" = 24 ] || fail "rep.html: $(series rep.html) series, expected 24"
 grep -q 'layer 2, step 2' charts/microbatch.svg || fail "--layer 2 not charted"
 # a measured step's bar reaches its step time: what its parts (11.32 ms
 # in the fixture) leave of a 20 ms step is a segment of its own
 sed '0,/"step_time_s": 0.0112,/s//"step_time_s": 0.02,/' measured.json > measured20.json
 run report --svg mcharts static.json relibra.json measured20.json
 expect_status 0
-[ "$(series mcharts/breakdown.svg)" = 6 ] || fail "breakdown.svg with a measured row: expected 6 series"
+[ "$(series mcharts/breakdown.svg)" = 8 ] || fail "breakdown.svg with a measured row: expected 8 series"
 grep -q 'data-label="rest of the measured step (not broken down)"' mcharts/breakdown.svg ||
 	fail "no rest segment for the measured row"
 grep -q '>20.0<' mcharts/breakdown.svg || fail "the measured bar does not reach its 20 ms step"
+# summaries without the all-to-all's split (older ones) chart it whole
+run report --svg ocharts "$FIXTURES/report/plan-static.json" "$FIXTURES/report/plan-relibra.json"
+expect_status 0
+[ "$(series ocharts/breakdown.svg)" = 5 ] || fail "breakdown.svg without the split: expected 5 series"
 grep -qi '<script' rep.html && fail "rep.html has a script"
 grep -o 'https\?://[^"]*' rep.html | sort -u | grep -v '^http://www.w3.org/' && fail "rep.html refers outside itself"
 # from result files: no per-micro-batch loads, said so
