@@ -246,11 +246,16 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 
 /*
  * Every rank loads the config once MPI is up (so that RELIBRA_TIMEOUT
- * bounds a rank stuck reading it) and the ranks agree on the outcome:
- * rank 0 reports its own error or names the lowest failing rank with
- * its.  0, or -1 once reported (a transport failure ends the job).
+ * bounds a rank stuck reading it), checks its RELIBRA_FAULT against it
+ * and the ranks agree on the outcome, with ENV (an error in this rank's
+ * RELIBRA_FAULT or RELIBRA_TIMEOUT, code 0: none) in place of the
+ * config's: a rank that left alone would leave the others waiting in the
+ * next collective.  Rank 0 reports its own error or names the lowest
+ * failing rank with its.  0, or -1 once reported (a transport failure
+ * ends the job).
  */
-static int load_config(const struct opts *o, struct rlb_world *w,
+static int load_config(const struct opts *o, const struct rlb_exec_opts *eo,
+		       const struct rlb_err *env, struct rlb_world *w,
 		       struct rlb_config *cfg)
 {
 	struct rlb_err *errs, err = {0}, first = {0};
@@ -263,11 +268,15 @@ static int load_config(const struct opts *o, struct rlb_world *w,
 		rlb_world_abort(w, EXIT_FAIL);
 		return -1;
 	}
-	if (me == 0 && cmd_config_load(NAME, &o->cfg, cfg) != 0)
-		errs[0].code = RLB_EINVAL;	/* reported */
-	else if (me != 0 &&
-		 rlb_config_load(cfg, o->cfg.path, o->cfg.sets, o->cfg.nsets, &errs[0]) == 0)
+	if (env->code)
+		errs[0] = *env;
+	else if (rlb_config_load(cfg, o->cfg.path, o->cfg.sets, o->cfg.nsets, &errs[0]) == 0)
 		memset(&errs[0], 0, sizeof(errs[0]));
+	if (errs[0].code == 0 && eo->fault && eo->fault_rank >= (uint32_t)cfg->parallel.ep_size)
+		rlb_err_set(&errs[0], RLB_EINVAL, "RELIBRA_FAULT: rank %u is not below the %d ranks",
+			    eo->fault_rank, cfg->parallel.ep_size);
+	if (me == 0 && errs[0].code)
+		cmd_error(NAME, &errs[0]);
 	for (i = 1; i < local; i++)
 		errs[i] = errs[0];
 	ret = rlb_world_agree(w, errs, &first, &bad, &err);
@@ -293,7 +302,7 @@ int cmd_train_step(int argc, char **argv)
 	struct rlb_exec_opts eo;
 	struct rlb_exec_verify v;
 	struct rlb_config cfg;
-	struct rlb_err err = {0};
+	struct rlb_err err = {0}, env_err = {0};
 	struct rlb_atomic_file out_file = { .slot = -1 };
 	struct opts o;
 	long lrank = launcher_rank();
@@ -333,12 +342,15 @@ int cmd_train_step(int argc, char **argv)
 	}
 	eo.verify_tol = verify_tol(o.backend);
 	eo.verify_outliers = verify_outliers(o.backend);
+	/*
+	 * The environment may differ from rank to rank: its errors wait for
+	 * the ranks' first agreement (load_config), so that every rank hears
+	 * of them.
+	 */
 	env = getenv("RELIBRA_FAULT");
-	if (env && *env && parse_fault(env, &eo)) {
-		if (!quiet)
-			cmd_errorf(NAME, "RELIBRA_FAULT: expected rank:R:step:S[:hang|:hang-end], not '%s'", env);
-		goto out;
-	}
+	if (env && *env && parse_fault(env, &eo))
+		rlb_err_set(&env_err, RLB_EINVAL,
+			    "RELIBRA_FAULT: expected rank:R:step:S[:hang|:hang-end], not '%s'", env);
 	if (lrank >= 0 && rlb_world_mpi_available() && !o.virtual_ranks)
 		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
 	else if (lrank > 0 || (lrank == 0 && getenv("OMPI_COMM_WORLD_SIZE") &&
@@ -364,21 +376,13 @@ int cmd_train_step(int argc, char **argv)
 	if (env && *env) {
 		double t;
 
-		if (rlb_parse_double(env, 0, 1e9, &t, "RELIBRA_TIMEOUT", &err) != 0) {
-			if (!quiet)
-				cmd_errorf(NAME, "%s (seconds; 0: no limit)", err.msg);
-			goto out;
-		}
-		rlb_world_set_timeout(w, t);
+		if (rlb_parse_double(env, 0, 1e9, &t, "RELIBRA_TIMEOUT", &err) == 0)
+			rlb_world_set_timeout(w, t);
+		else if (!env_err.code)
+			rlb_err_set(&env_err, err.code, "%s (seconds; 0: no limit)", err.msg);
 	}
-	if (load_config(&o, w, &cfg) != 0)
+	if (load_config(&o, &eo, &env_err, w, &cfg) != 0)
 		goto out;
-	if (eo.fault && eo.fault_rank >= (uint32_t)cfg.parallel.ep_size) {
-		if (!quiet)
-			cmd_errorf(NAME, "RELIBRA_FAULT: rank %u is not below the %d ranks",
-				   eo.fault_rank, cfg.parallel.ep_size);
-		goto out;
-	}
 	if (rlb_world_first(w) == 0) {
 		eo.progress = cmd_progress;
 		eo.progress_ctx = NAME;

@@ -123,6 +123,24 @@ unset ALT_CFG
 n=$(grep -c '^relibra train-step: rank 2: .*missing.yaml' err)
 [ "$n" -eq 1 ] || { cat err; fail "expected one message naming rank 2, got $n"; }
 
+# RELIBRA_FAULT and RELIBRA_TIMEOUT that only rank 2 has wrong: rank 0
+# names it, once, and every rank exits (rank 2 leaving alone would leave
+# the others in the next collective).
+cat > env-rank2.sh <<EOF
+#!/bin/sh
+[ "\$OMPI_COMM_WORLD_RANK" = 2 ] && export "\$ENV2"
+exec "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp
+EOF
+for e in RELIBRA_FAULT=rank:9:step:0 RELIBRA_TIMEOUT=soon; do
+	ENV2=$e
+	export ENV2
+	mpi 4 -x ENV2 sh env-rank2.sh
+	[ "$status" -eq 1 ] || { cat err; fail "$e on rank 2: status $status (124: hung)"; }
+	n=$(grep -c "^relibra train-step: rank 2: ${e%%=*}: " err)
+	[ "$n" -eq 1 ] || { cat err; fail "$e: expected one message naming rank 2, got $n"; }
+done
+unset ENV2
+
 # A rank stuck before the ranks agree (its config a FIFO that nobody
 # writes: open() blocks): rank 0 times out, names it and ends the job.
 # A trace that is a FIFO is refused at once (traces are read at random).
