@@ -185,8 +185,8 @@ static double verify_outliers(const char *backend)
 }
 
 /*
- * Rank 0: the summary, the metrics file (OUT, opened before the work) and
- * the verdict of --verify.
+ * Rank 0: the summary, the metrics file (OUT: a device or a FIFO opened
+ * before the work, else closed) and the verdict of --verify.
  */
 static int report(const struct opts *o, const struct rlb_config *cfg,
 		  struct rlb_world *w, struct rlb_exec *ex,
@@ -224,7 +224,10 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 			cmd_errorf(NAME, "out of memory");
 			return EXIT_FAIL;
 		}
-		ret = cmd_json_sync(out, j, &err);
+		/* a device or a FIFO stays open from the start */
+		ret = out->fp ? 0 : rlb_atomic_open(out, o->out, &err);
+		if (ret == 0)
+			ret = cmd_json_sync(out, j, &err);
 		json_decref(j);
 		if (ret == 0)
 			ret = rlb_atomic_commit(out, &err);
@@ -334,11 +337,20 @@ int cmd_train_step(int argc, char **argv)
 		cmd_config_release(&o.cfg);
 		return quiet ? EXIT_USAGE : cmd_usage_error(NAME, usage, "%s", err.msg);
 	}
-	/* open -o now, so that a path that cannot be written fails at once */
-	if (lrank <= 0 && o.out && rlb_atomic_open(&out_file, o.out, &err) != 0) {
-		cmd_error(NAME, &err);
-		cmd_config_release(&o.cfg);
-		return EXIT_FAIL;
+	/*
+	 * Open -o now, so that a path that cannot be written fails at once,
+	 * but remove METRICS.tmp until the steps are done (report opens it
+	 * again): when another rank fails, Open MPI may end this one with
+	 * SIGKILL, after which nothing would remove it.
+	 */
+	if (lrank <= 0 && o.out) {
+		if (rlb_atomic_open(&out_file, o.out, &err) != 0) {
+			cmd_error(NAME, &err);
+			cmd_config_release(&o.cfg);
+			return EXIT_FAIL;
+		}
+		if (out_file.tmp_path)
+			rlb_atomic_abort(&out_file);
 	}
 	eo.verify_tol = verify_tol(o.backend);
 	eo.verify_outliers = verify_outliers(o.backend);
