@@ -317,8 +317,11 @@ static int input_digests(const struct rlb_exec *ex, uint64_t *d,
 static int same_inputs(struct rlb_exec *ex, struct rlb_err *mine,
 		       struct rlb_err *err)
 {
+	/* in the order checked: other --steps make another trace digest too */
+	static const int order[D_COUNT] = { D_CONFIG, D_OPTIONS, D_TRACE, D_PLAN };
 	static const char *const what[D_COUNT] = {
-		"the config", "the trace", "the plan", "the train-step options",
+		[D_CONFIG] = "the config differs", [D_TRACE] = "the trace differs",
+		[D_PLAN] = "the plan differs", [D_OPTIONS] = "the train-step options differ",
 	};
 	uint64_t d[D_COUNT] = { 0 };
 	double *v;
@@ -341,14 +344,36 @@ static int same_inputs(struct rlb_exec *ex, struct rlb_err *mine,
 		free(v);
 		return rc;
 	}
-	for (k = 0; ret == 0 && k < D_COUNT; k++)
+	for (i = 0; ret == 0 && i < D_COUNT; i++) {
+		k = (uint32_t)order[i];
 		if ((uint64_t)v[2 * k] != d[k] >> 32 ||
 		    (uint64_t)v[2 * k + 1] != (d[k] & 0xffffffffu))
 			ret = rlb_err_set(mine, RLB_EMISMATCH,
-					  "rank %u: %s differs from rank 0's (every rank must be given the same)",
-					  ex->first, what[k]);
+					  "%s from rank 0's (every rank must be given the same)",
+					  what[k]);
+	}
 	free(v);
 	return 0;
+}
+
+/*
+ * Every rank reports MINE (copied into ERRS, one per local rank); when
+ * one failed, MINE becomes the lowest failing rank's report, naming the
+ * rank when it is not rank 0 (rank 0 reports another rank's file or
+ * config).
+ */
+static int agree(struct rlb_exec *ex, struct rlb_err *errs, struct rlb_err *mine,
+		 struct rlb_err *err)
+{
+	uint32_t i, bad = 0;
+	int ret;
+
+	for (i = 0; i < ex->nlocal; i++)
+		errs[i] = *mine;
+	ret = rlb_world_agree(ex->world, errs, mine, &bad, err);
+	if (ret && mine->code && bad != 0)
+		rlb_err_prefix(mine, "rank %u", bad);
+	return ret;
 }
 
 int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
@@ -358,7 +383,7 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 {
 	struct rlb_exec *ex = calloc(1, sizeof(*ex));
 	struct rlb_err mine = { 0, "" }, *errs = NULL;
-	uint32_t i, gpn, bad = 0;
+	uint32_t gpn;
 	int ret;
 
 	*out = NULL;
@@ -386,25 +411,25 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 				  cfg->parallel.ep_size);
 	if (ret == 0)
 		ret = setup(ex, &mine);
-	if (ret == 0)
-		ret = ranks_init(ex, &mine);
 	errs = calloc(ex->nlocal, sizeof(*errs));
 	if (!errs) {
 		rlb_exec_free(ex);
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	}
-	for (i = 0; i < ex->nlocal; i++)
-		errs[i] = mine;
-	ret = rlb_world_agree(w, errs, &mine, &bad, err);
-	/* rank 0 reports another rank's error (its file, its config): name it */
-	if (ret && mine.code && bad != 0)
-		rlb_err_prefix(&mine, "rank %u", bad);
+	ret = agree(ex, errs, &mine, err);
 	if (ret == 0) {
 		ret = same_inputs(ex, &mine, err);
-		for (i = 0; ret == 0 && i < ex->nlocal; i++)
-			errs[i] = mine;
 		if (ret == 0)
-			ret = rlb_world_agree(w, errs, &mine, NULL, err);
+			ret = agree(ex, errs, &mine, err);
+	}
+	/*
+	 * The backends once the ranks agree on the options: the CUDA
+	 * backend's set-up is collective, and a rank given another backend,
+	 * or whose files failed, would not take part in it.
+	 */
+	if (ret == 0) {
+		(void)ranks_init(ex, &mine);	/* its error is in mine */
+		ret = agree(ex, errs, &mine, err);
 	}
 	free(errs);
 	if (ret) {

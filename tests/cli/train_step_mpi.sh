@@ -100,6 +100,25 @@ unset ALT_TRACE
 n=$(grep -c "^relibra train-step: rank 2: plan does not match the trace: 'header hash'" err)
 [ "$n" -eq 1 ] || { cat err; fail "expected one message naming rank 2, got $n"; }
 
+# Other options on rank 2: named before any backend starts (the CUDA
+# backend's set-up is collective: a rank of another backend, left out of
+# it, would be waited for until the timeout).
+cat > opts-rank2.sh <<EOF
+#!/bin/sh
+[ "\$OMPI_COMM_WORLD_RANK" = 2 ] || OPTS2=
+exec "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp \$OPTS2
+EOF
+opts="--steps=1:1"
+"$RELIBRA" --version | grep -q 'backends: .*cuda' && opts="$opts --backend=cuda"
+for OPTS2 in $opts; do
+	export OPTS2
+	mpi 4 -x OPTS2 sh opts-rank2.sh
+	[ "$status" -eq 1 ] || { cat err; fail "$OPTS2 on rank 2: status $status (124: hung)"; }
+	n=$(grep -c "^relibra train-step: rank 2: the train-step options differ from rank 0's" err)
+	[ "$n" -eq 1 ] || { cat err; fail "$OPTS2: expected one message naming rank 2, got $n"; }
+done
+unset OPTS2
+
 # -o in a directory that only rank 0 has (a node-local one): rank 0
 # alone writes the metrics, the other ranks do not check the path.
 mkdir -p n0/out n2
