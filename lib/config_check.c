@@ -193,6 +193,14 @@ int rlb_cfg_validate(struct loader *ld)
 		return fail_keys2(ld, KEY(SEC_MODEL, "expert_groups"), KEY(SEC_MODEL, "topk_groups"),
 				  "'model.expert_groups' %d needs 'model.topk_groups' between 1 and %d",
 				  m->expert_groups, m->expert_groups);
+	if (m->expert_groups &&
+	    (long)m->topk > (long)m->topk_groups * (m->experts / m->expert_groups))
+		return fail_keys4(ld, KEY(SEC_MODEL, "topk"), KEY(SEC_MODEL, "topk_groups"),
+				  KEY(SEC_MODEL, "expert_groups"), KEY(SEC_MODEL, "experts"),
+				  "'model.topk' %d exceeds 'model.topk_groups' %d x %d experts per group "
+				  "('model.experts' %d / 'model.expert_groups' %d)",
+				  m->topk, m->topk_groups, m->experts / m->expert_groups,
+				  m->experts, m->expert_groups);
 	if (m->shared_experts && !m->shared_expert_ffn)
 		return fail_keys2(ld, KEY(SEC_MODEL, "shared_experts"), KEY(SEC_MODEL, "shared_expert_ffn"),
 				  "'model.shared_experts' %d needs 'model.shared_expert_ffn'",

@@ -607,6 +607,11 @@ static const struct {
 	  ":4:3: 'model.topk_groups' 9 exceeds 'model.expert_groups' 8\n"
 	  "    topk_groups: 9\n"
 	  "    ^" },
+	{ "topk-group-experts.yaml",
+	  ":5:3: 'model.topk' 8 exceeds 'model.topk_groups' 1 x 4 experts per group "
+	  "('model.experts' 256 / 'model.expert_groups' 64)\n"
+	  "    topk_groups: 1\n"
+	  "    ^" },
 	{ "len.yaml",
 	  ":4:3: 'workload.len_min' 4096 exceeds 'workload.len_max' 2048\n"
 	  "    len_min: 4096\n"
