@@ -712,9 +712,9 @@ int rlb_config_load(struct rlb_config *cfg, const char *path,
 		if (rc < 0)
 			goto out;
 	}
-	if (!cfg->parallel.ep_size)
+	rc = rlb_cfg_validate(&ld);	/* before ep_size 0 is resolved */
+	if (rc == 0 && !cfg->parallel.ep_size)
 		cfg->parallel.ep_size = rlb_config_gpus(cfg);
-	rc = rlb_cfg_validate(&ld);
 out:
 	rlb_cfg_loader_release(&ld);
 	if (rc < 0) {

@@ -223,11 +223,17 @@ int rlb_cfg_validate(struct loader *ld)
 		return fail_keys2(ld, KEY(SEC_PARALLEL, "ep_size"), KEY(SEC_CLUSTER, "nodes"),
 				  "'parallel.ep_size' %d exceeds the cluster's %d GPUs ('cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
 				  ep, gpus, c->cluster.nodes, c->cluster.gpus_per_node);
-	if (m->experts % ep)
+	if (m->experts % ep && c->parallel.ep_size)
 		return fail_keys4(ld, KEY(SEC_MODEL, "experts"), KEY(SEC_PARALLEL, "ep_size"),
 				  KEY(SEC_CLUSTER, "nodes"), KEY(SEC_CLUSTER, "gpus_per_node"),
 				  "'model.experts' %d is not divisible by 'parallel.ep_size' %d",
 				  m->experts, ep);
+	if (m->experts % ep)	/* ep_size 0: every GPU of the cluster */
+		return fail_keys4(ld, KEY(SEC_MODEL, "experts"), KEY(SEC_PARALLEL, "ep_size"),
+				  KEY(SEC_CLUSTER, "nodes"), KEY(SEC_CLUSTER, "gpus_per_node"),
+				  "'model.experts' %d is not divisible by 'parallel.ep_size' %d "
+				  "(0: all the cluster's GPUs, 'cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
+				  m->experts, ep, c->cluster.nodes, c->cluster.gpus_per_node);
 	if (w->len_min > w->len_max)
 		return fail_keys2(ld, KEY(SEC_WORKLOAD, "len_min"), KEY(SEC_WORKLOAD, "len_max"),
 				  "'workload.len_min' %d exceeds 'workload.len_max' %d",
