@@ -397,11 +397,12 @@ static void print_table(const struct rlb_config *cfg,
 		snprintf(planner, sizeof(planner), "%.3f s", s->planner_ns / 1e9);
 
 	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64
-	       " micro-batch%s, %s packing, %d tokens per GPU per micro-batch\n\n",
+	       " micro-batch%s, %s packing, %d token%s per GPU per micro-batch\n\n",
 	       rlb_result_label(bo, label, sizeof(label)), cfg->model.name, cfg->cluster.name,
 	       cfg->parallel.ep_size, s->steps, cmd_s(s->steps),
 	       s->micro_batches, s->micro_batches == 1 ? "" : "es",
-	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens);
+	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens,
+	       cmd_s((uint64_t)cfg->parallel.micro_batch_tokens));
 	printf("%-28s%14s", "", rlb_policy_name(bo->policy));
 	if (bo->policy != RLB_POLICY_STATIC)
 		printf("%14s", "static");
