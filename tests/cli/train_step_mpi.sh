@@ -110,12 +110,18 @@ exec "$RELIBRA" train-step -c "$cfg" --trace t.rrt --plan relibra.rlp \$OPTS2
 EOF
 opts="--steps=1:1"
 "$RELIBRA" --version | grep -q 'backends: .*cuda' && opts="$opts --backend=cuda"
+# Rank 2 alone given WHAT through VAR (run by SCRIPT): the job ends with
+# status 1 and one message naming rank 2 that matches PATTERN.
+rank2_fails() {	# VAR SCRIPT PATTERN WHAT
+	mpi 4 -x "$1" sh "$2"
+	[ "$status" -eq 1 ] || { cat err; fail "$4 on rank 2: status $status (124: hung)"; }
+	n=$(grep -c "$3" err)
+	[ "$n" -eq 1 ] || { cat err; fail "$4: expected one message naming rank 2, got $n"; }
+}
 for OPTS2 in $opts; do
 	export OPTS2
-	mpi 4 -x OPTS2 sh opts-rank2.sh
-	[ "$status" -eq 1 ] || { cat err; fail "$OPTS2 on rank 2: status $status (124: hung)"; }
-	n=$(grep -c "^relibra train-step: rank 2: the train-step options differ from rank 0's" err)
-	[ "$n" -eq 1 ] || { cat err; fail "$OPTS2: expected one message naming rank 2, got $n"; }
+	rank2_fails OPTS2 opts-rank2.sh \
+		"^relibra train-step: rank 2: the train-step options differ from rank 0's" "$OPTS2"
 done
 unset OPTS2
 
@@ -153,10 +159,7 @@ EOF
 for e in RELIBRA_FAULT=rank:9:step:0 RELIBRA_TIMEOUT=soon; do
 	ENV2=$e
 	export ENV2
-	mpi 4 -x ENV2 sh env-rank2.sh
-	[ "$status" -eq 1 ] || { cat err; fail "$e on rank 2: status $status (124: hung)"; }
-	n=$(grep -c "^relibra train-step: rank 2: ${e%%=*}: " err)
-	[ "$n" -eq 1 ] || { cat err; fail "$e: expected one message naming rank 2, got $n"; }
+	rank2_fails ENV2 env-rank2.sh "^relibra train-step: rank 2: ${e%%=*}: " "$e"
 done
 unset ENV2
 
