@@ -231,8 +231,8 @@ int rlb_cfg_validate(struct loader *ld)
 	if (m->experts % ep)	/* ep_size 0: every GPU of the cluster */
 		return fail_keys4(ld, KEY(SEC_MODEL, "experts"), KEY(SEC_PARALLEL, "ep_size"),
 				  KEY(SEC_CLUSTER, "nodes"), KEY(SEC_CLUSTER, "gpus_per_node"),
-				  "'model.experts' %d is not divisible by 'parallel.ep_size' %d "
-				  "(0: all the cluster's GPUs, 'cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
+				  "'model.experts' %d is not divisible by the EP size %d ('parallel.ep_size' 0: "
+				  "all the cluster's GPUs, 'cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
 				  m->experts, ep, c->cluster.nodes, c->cluster.gpus_per_node);
 	if (w->len_min > w->len_max)
 		return fail_keys2(ld, KEY(SEC_WORKLOAD, "len_min"), KEY(SEC_WORKLOAD, "len_max"),

@@ -691,7 +691,7 @@ START_TEST(test_error_misc)
 	/* ep_size from the cluster: the cluster key the user wrote is blamed */
 	p = scratch("ep-default.yaml", "model: {preset: mixtral-8x7b}\ncluster: {nodes: 2}\n");
 	snprintf(want, sizeof(want), "%s:2:11: 'model.experts' 8 is not divisible by "
-		 "'parallel.ep_size' 16 (0: all the cluster's GPUs, 'cluster.nodes' 2 x "
+		 "the EP size 16 ('parallel.ep_size' 0: all the cluster's GPUs, 'cluster.nodes' 2 x "
 		 "'cluster.gpus_per_node' 8)\n  cluster: {nodes: 2}\n            ^", p);
 	ck_assert_int_eq(rlb_config_load(&cfg, p, NULL, 0, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, want);
@@ -700,7 +700,7 @@ START_TEST(test_error_misc)
 
 		ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 2, &err), RLB_ECONFIG);
 		ck_assert_str_eq(err.msg, "--set 'model.preset=mixtral-8x7b': 'model.experts' 8 "
-				 "is not divisible by 'parallel.ep_size' 32 (0: all the cluster's GPUs, "
+				 "is not divisible by the EP size 32 ('parallel.ep_size' 0: all the cluster's GPUs, "
 				 "'cluster.nodes' 4 x 'cluster.gpus_per_node' 8)");
 	}
 
@@ -814,8 +814,9 @@ START_TEST(test_validate_programmatic)
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
 	cfg.cluster.gpus_per_node = 3;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
-	ck_assert_str_eq(err.msg, "'model.experts' 16 is not divisible by 'parallel.ep_size' 3 "
-			 "(0: all the cluster's GPUs, 'cluster.nodes' 1 x 'cluster.gpus_per_node' 3)");
+	ck_assert_str_eq(err.msg, "'model.experts' 16 is not divisible by the EP size 3 "
+			 "('parallel.ep_size' 0: all the cluster's GPUs, 'cluster.nodes' 1 x "
+			 "'cluster.gpus_per_node' 3)");
 	cfg.cluster.gpus_per_node = 8;
 	cfg.cluster.nvlink_gbps = -1;
 	strcpy(cfg.path, "x.yaml");
