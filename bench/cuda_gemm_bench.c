@@ -70,9 +70,10 @@ static void bench_free(struct bench *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* A backend (made after RLB_CUDA_GEMM is set) and the jobs of one case. */
+/* A backend with GEMM strategy MODE and the jobs of one case. */
 static int bench_init(struct bench *b, const struct rlb_expert_shape *s,
-		      unsigned experts, size_t rows, int equal, struct rlb_err *err)
+		      unsigned experts, size_t rows, int equal,
+		      enum rlb_gemm_mode mode, struct rlb_err *err)
 {
 	struct rlb_backend_init bi;
 	struct rlb_backend *be;
@@ -93,6 +94,7 @@ static int bench_init(struct bench *b, const struct rlb_expert_shape *s,
 	bi.gpus_per_node = 1;
 	bi.device = -1;
 	bi.world = b->w;
+	bi.gemm = mode;
 	if (ret == 0)
 		ret = rlb_backend_new(RLB_BACKEND_CUDA, &bi, &b->be, err);
 	if (ret)
@@ -204,7 +206,10 @@ static void usage(FILE *fp)
 
 int main(int argc, char **argv)
 {
-	static const char *const modes[] = { "loop", "grouped" };
+	static const struct {
+		const char *name;
+		enum rlb_gemm_mode mode;
+	} modes[] = { { "loop", RLB_GEMM_LOOP }, { "grouped", RLB_GEMM_GROUPED } };
 	struct rlb_expert_shape s = { 2048, 768 };	/* qwen3-30b-a3b's expert */
 	unsigned long experts = 16, rows = 1536, reps = 9, v;
 	struct rlb_err err = { 0, "" };
@@ -257,18 +262,15 @@ int main(int argc, char **argv)
 	       "enqueue_us", "unheld_us", "held_us", "TFLOP/s");
 	for (m = 0; m < 2; m++)
 		for (equal = 0; equal < 2; equal++) {
-			if (setenv("RLB_CUDA_GEMM", modes[m], 1) != 0) {
-				perror("cuda_gemm_bench: setenv");
-				return 1;
-			}
-			ret = bench_init(&b, &s, (unsigned)experts, rows, equal, &err);
+			ret = bench_init(&b, &s, (unsigned)experts, rows, equal, modes[m].mode,
+					 &err);
 			for (dir = 0; ret == 0 && dir < 2; dir++) {
 				double t[3], flops = (dir ? 12.0 : 6.0) * s.hidden * s.ffn * b.rows;
 
 				ret = measure(&b, dir, (int)reps, t, &err);
 				if (ret == 0)
 					printf("%-7s %-6s %-8s %7zu %10.1f %10.1f %10.1f %8.0f\n",
-					       modes[m], equal ? "equal" : "varied",
+					       modes[m].name, equal ? "equal" : "varied",
 					       dir ? "backward" : "forward", b.rows, t[0], t[1],
 					       t[2], flops / (t[2] * 1e-6) / 1e12);
 			}

@@ -212,6 +212,10 @@ int cmd_calibrate(int argc, char **argv)
 	}
 	if (cmd_config_load(NAME, &o.cfg, &cfg) < 0)
 		goto out;
+	if (cmd_gemm_mode(&o.m.gemm, &err) < 0) {
+		cmd_error(NAME, &err);
+		goto out;
+	}
 	/* the name and the output before the measurement, so that they fail at once */
 	if (rlb_calibrate_check_name(&cfg, o.name, &err) < 0) {
 		cmd_error(NAME, &err);

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "backend.h"
 #include "relibra.h"
 
 struct json_t;			/* jansson's json_t */
@@ -140,5 +141,12 @@ int cmd_check_outputs(const char *name, const char *usage,
 void cmd_progress(void *ctx, uint64_t done, uint64_t total, const char *unit);
 /* Clear the progress line if one was drawn. */
 void cmd_progress_done(void);
+
+/*
+ * The cuda backend's GEMM strategy from RLB_CUDA_GEMM (relibra(1),
+ * ENVIRONMENT): grouped when it is unset or empty; RLB_EINVAL naming the
+ * variable when it is neither grouped nor loop.
+ */
+int cmd_gemm_mode(enum rlb_gemm_mode *mode, struct rlb_err *err);
 
 #endif

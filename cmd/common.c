@@ -365,3 +365,14 @@ int cmd_check_outputs(const char *name, const char *usage,
 	}
 	return 0;
 }
+
+int cmd_gemm_mode(enum rlb_gemm_mode *mode, struct rlb_err *err)
+{
+	const char *v = getenv("RLB_CUDA_GEMM");
+
+	*mode = RLB_GEMM_GROUPED;
+	if (!v || !*v || rlb_gemm_mode_from_name(v, mode, err) == 0)
+		return 0;
+	rlb_err_prefix(err, "RLB_CUDA_GEMM");
+	return err->code;
+}

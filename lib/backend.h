@@ -36,6 +36,25 @@ int rlb_backend_from_name(const char *name, enum rlb_backend_kind *kind,
 int rlb_backend_available(enum rlb_backend_kind kind);
 
 /*
+ * How the cuda backend runs a GEMM stage over experts of different row
+ * counts (RLB_CUDA_GEMM in relibra(1)).  GROUPED: one
+ * cublasGemmGroupedBatchedEx call where cuBLAS takes the types (cuBLAS
+ * 13.0 does for bf16 outputs, not for the fp32 weight gradients), else the
+ * loop; LOOP: one call per row count, batched over the experts that share
+ * it.  On an H200 grouped spends a tenth of the loop's host time and more
+ * GPU time (bench/cuda_gemm_bench.c, docs/gpu-results.md).  The choice
+ * changes speed, not results; the cpu backend ignores it.
+ */
+enum rlb_gemm_mode {
+	RLB_GEMM_GROUPED = 0,
+	RLB_GEMM_LOOP = 1,
+};
+
+/* "grouped" or "loop"; RLB_EINVAL naming both when NAME is neither. */
+int rlb_gemm_mode_from_name(const char *name, enum rlb_gemm_mode *mode,
+			    struct rlb_err *err);
+
+/*
  * Communicators.  Peers are always named by their EP rank (0..ranks-1);
  * the communicator says which network carries the transfer.
  *   EP:   every rank of the EP group (token all-to-all, migration, and
@@ -300,6 +319,7 @@ struct rlb_backend_init {
 	uint32_t local_index;		/* index among the ranks of this process */
 	int device;			/* GPU ordinal (GPU backends); -1: by local rank */
 	struct rlb_world *world;	/* transport of the job (not owned) */
+	enum rlb_gemm_mode gemm;	/* cuda: the GEMM strategy (0: grouped) */
 };
 
 /*
@@ -316,7 +336,10 @@ void rlb_backend_free(struct rlb_backend *be);
 int rlb_backend_cpu_new(const struct rlb_backend_init *init,
 			struct rlb_backend **out, struct rlb_err *err);
 
-/* The CUDA backend, present when RLB_BUILD_CUDA (lib/backend_cuda*.cu). */
+/*
+ * The CUDA backend, present when RLB_BUILD_CUDA (lib/backend_cuda.cu and
+ * lib/cuda_expert.cu).
+ */
 int rlb_backend_cuda_new(const struct rlb_backend_init *init,
 			 struct rlb_backend **out, struct rlb_err *err);
 

@@ -495,6 +495,19 @@ int rlb_backend_from_name(const char *name, enum rlb_backend_kind *kind,
 	return 0;
 }
 
+int rlb_gemm_mode_from_name(const char *name, enum rlb_gemm_mode *mode,
+			    struct rlb_err *err)
+{
+	if (!strcmp(name, "grouped"))
+		*mode = RLB_GEMM_GROUPED;
+	else if (!strcmp(name, "loop"))
+		*mode = RLB_GEMM_LOOP;
+	else
+		return rlb_err_set(err, RLB_EINVAL,
+				   "expected grouped or loop, got '%s'", name);
+	return 0;
+}
+
 int rlb_backend_available(enum rlb_backend_kind kind)
 {
 	return kind == RLB_BACKEND_CPU || (kind == RLB_BACKEND_CUDA && RLB_BUILD_CUDA);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "config.h"
 #include "err.h"
 
@@ -90,6 +91,7 @@ struct rlb_calib_opts {
 	uint32_t repeats;		/* timed repetitions per size (>= 1) */
 	int device;			/* first GPU */
 	uint32_t gpus;			/* GPUs for the all-to-all from device on (0: all; 1: no all-to-all) */
+	enum rlb_gemm_mode gemm;	/* how the GEMMs run (lib/backend.h; 0: grouped) */
 };
 
 /* Defaults: the caller sets the shape; 16 experts, 64..16384, 10 repeats, device 0, every GPU. */

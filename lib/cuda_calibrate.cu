@@ -104,6 +104,7 @@ static int gemm_bench_init(struct gemm_bench *b, const struct rlb_calib_opts *o,
 	bi.gpus_per_node = 1;
 	bi.device = o->device;
 	bi.world = b->world;
+	bi.gemm = o->gemm;
 	ret = rlb_backend_cuda_new(&bi, &b->be, err);
 	if (ret)
 		return ret;

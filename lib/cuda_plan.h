@@ -3,7 +3,8 @@
  * plain C so that the CPU tests cover them: which GPU a rank uses, the
  * NCCL communicators' shapes, the NCCL unique id carried through the
  * transport's allreduce as doubles, and the grouping of expert GEMMs into
- * batched calls.  Used by lib/backend_cuda.cu and lib/cuda_calibrate.cu.
+ * batched calls.  Used by lib/backend_cuda.cu, lib/cuda_expert.cu and
+ * lib/cuda_calibrate.cu.
  */
 #ifndef RLB_CUDA_PLAN_H
 #define RLB_CUDA_PLAN_H

@@ -222,7 +222,7 @@ static int ranks_init(struct rlb_exec *ex, struct rlb_err *err)
 		struct rlb_backend_init bi = {
 			.rank = ex->first + i, .ranks = ex->ranks,
 			.gpus_per_node = ex->gpn, .local_index = i, .device = -1,
-			.world = ex->world,
+			.world = ex->world, .gemm = ex->o.gemm,
 		};
 		struct rlb_backend *be;
 

@@ -51,6 +51,7 @@ struct rlb_exec_opts {
 	double verify_outliers;
 	struct rlb_adam adam;		/* t is set per step */
 	enum rlb_exec_init init;
+	enum rlb_gemm_mode gemm;	/* the cuda backend's GEMMs (0: grouped) */
 	/*
 	 * injected fault at the start of step fault_step on rank fault_rank:
 	 * RLB_FAULT_FAIL fails there, RLB_FAULT_HANG stops there for good

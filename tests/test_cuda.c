@@ -201,6 +201,22 @@ static float *rnd(size_t n, uint64_t seed, float scale)
 	return p;
 }
 
+/*
+ * RLB_CUDA_GEMM as train-step reads it, so that scripts/gpu-check.sh runs
+ * the backends made here with either GEMM strategy.
+ */
+static enum rlb_gemm_mode test_gemm(void)
+{
+	const char *v = getenv("RLB_CUDA_GEMM");
+	enum rlb_gemm_mode m = RLB_GEMM_GROUPED;
+	struct rlb_err err = { 0, "" };
+
+	if (v && *v)
+		ck_assert_msg(rlb_gemm_mode_from_name(v, &m, &err) == 0, "RLB_CUDA_GEMM: %s",
+			      err.msg);
+	return m;
+}
+
 struct gpu {
 	struct rlb_world *w;
 	struct rlb_backend *be;
@@ -220,6 +236,7 @@ static void gpu_open(struct gpu *g, uint32_t ranks)
 	bi.gpus_per_node = ranks;
 	bi.device = -1;
 	bi.world = g->w;
+	bi.gemm = test_gemm();
 	ck_assert_msg(rlb_backend_new(RLB_BACKEND_CUDA, &bi, &g->be, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(g->be->act_bytes, 2);
 	ck_assert_int_eq(g->be->acc_bytes, 4);
@@ -538,7 +555,7 @@ START_TEST(gpu_virtual_transfers)
 	ck_assert_int_eq(rlb_world_virtual_new(&w, 2, &err), 0);
 	ck_assert_int_eq(rlb_world_set_node_size(w, 2, &err), 0);
 	for (r = 0; r < 2; r++) {
-		struct rlb_backend_init bi = { r, 2, 2, r, -1, w };
+		struct rlb_backend_init bi = { r, 2, 2, r, -1, w, test_gemm() };
 
 		ck_assert_msg(rlb_backend_new(RLB_BACKEND_CUDA, &bi, &be[r], &err) == 0, "%s", err.msg);
 		ck_assert_int_eq(be[r]->ops->queue_new(be[r], &q[r], &err), 0);
@@ -634,6 +651,7 @@ static void tiny_run(const struct rlb_config *cfg, const char *trace, const char
 
 	rlb_exec_opts_defaults(&o);
 	o.backend = kind;
+	o.gemm = test_gemm();
 	ck_assert_int_eq(rlb_world_virtual_new(&w, (uint32_t)cfg->parallel.ep_size, &err), 0);
 	ck_assert_msg(rlb_exec_new(&ex, w, cfg, trace, plan, &o, &err) == 0, "%s", err.msg);
 	ck_assert_msg(rlb_exec_run(ex, NULL, &failed, &err) == 0, "%s", err.msg);

@@ -182,7 +182,7 @@ static struct rlb_backend *cpu_backend(struct rlb_world **w)
 {
 	struct rlb_err err = {0};
 	struct rlb_backend *be;
-	struct rlb_backend_init bi = { 0, 1, 1, 0, -1, NULL };
+	struct rlb_backend_init bi = { 0, 1, 1, 0, -1, NULL, RLB_GEMM_GROUPED };
 
 	ck_assert_int_eq(rlb_world_virtual_new(w, 1, &err), 0);
 	bi.world = *w;

@@ -42,6 +42,26 @@ expect_status 1
 expect_err "relibra calibrate: cluster name 'my h200' must be letters, digits, '-', '_' or '.'"
 expect_err "hint: give the cluster a plain name with --name NAME"
 
+# RLB_CUDA_GEMM is read by the commands (lib/ takes it as an option) and
+# checked before any work: by calibrate, and by train-step for the cuda
+# backend only, with or without CUDA built in.
+run capture -c "$cfg" --set workload.steps=1 --set workload.prompts_per_step=2 \
+	--synthetic --seed 1 -o env.rrt
+expect_status 0
+run plan -c "$cfg" --policy relibra -o env.rlp env.rrt
+expect_status 0
+export RLB_CUDA_GEMM=bogus
+run calibrate -c "$cfg" -o cal.yaml
+expect_status 1
+expect_err "relibra calibrate: RLB_CUDA_GEMM: expected grouped or loop, got 'bogus'"
+[ ! -e cal.yaml ] || fail "cal.yaml written with a bad RLB_CUDA_GEMM"
+run train-step -c "$cfg" --backend cuda --virtual-ranks 4 --trace env.rrt --plan env.rlp
+expect_status 1
+expect_err "relibra train-step: RLB_CUDA_GEMM: expected grouped or loop, got 'bogus'"
+run train-step -c "$cfg" --virtual-ranks 4 --trace env.rrt --plan env.rlp
+expect_status 0
+unset RLB_CUDA_GEMM
+
 # bench/cuda_gemm_bench: its usage errors anywhere
 gb="$RLB_BUILD/bench/cuda_gemm_bench"
 [ -x "$gb" ] || fail "$gb was not built"
