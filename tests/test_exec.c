@@ -176,6 +176,30 @@ START_TEST(test_virtual_collectives)
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* Backend names.                                                       */
+
+START_TEST(test_backend_names)
+{
+	struct rlb_err err = {0};
+	enum rlb_backend_kind k = RLB_BACKEND_CPU;
+	enum rlb_gemm_mode m = RLB_GEMM_GROUPED;
+
+	ck_assert_int_eq(rlb_backend_from_name("cuda", &k, &err), 0);
+	ck_assert_int_eq(k, RLB_BACKEND_CUDA);
+	ck_assert_str_eq(rlb_backend_name(k), "cuda");
+	ck_assert_int_eq(rlb_backend_from_name("gpu", &k, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "unknown backend 'gpu' (cpu or cuda)");
+	ck_assert_int_eq(rlb_gemm_mode_from_name("loop", &m, &err), 0);
+	ck_assert_int_eq(m, RLB_GEMM_LOOP);
+	ck_assert_int_eq(rlb_gemm_mode_from_name("grouped", &m, &err), 0);
+	ck_assert_int_eq(m, RLB_GEMM_GROUPED);
+	ck_assert_int_eq(rlb_gemm_mode_from_name("Loop", &m, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "expected grouped or loop, got 'Loop'");
+	ck_assert_int_eq(m, RLB_GEMM_GROUPED);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* CPU backend.                                                         */
 
 static struct rlb_backend *cpu_backend(struct rlb_world **w)
@@ -713,6 +737,7 @@ Suite *rlb_suite_exec(void)
 	tcase_add_test(tc, test_virtual_matching);
 	tcase_add_test(tc, test_virtual_errors);
 	tcase_add_test(tc, test_virtual_collectives);
+	tcase_add_test(tc, test_backend_names);
 	tcase_add_test(tc, test_cpu_rows);
 	tcase_add_test(tc, test_cpu_backward_split);
 	tcase_add_test(tc, test_exec_every_policy);
