@@ -363,8 +363,8 @@ int cmd_train_step(int argc, char **argv)
 	if (env && *env && parse_fault(env, &eo))
 		rlb_err_set(&env_err, RLB_EINVAL,
 			    "RELIBRA_FAULT: expected rank:R:step:S[:hang|:hang-end], not '%s'", env);
-	if (eo.backend == RLB_BACKEND_CUDA && cmd_gemm_mode(&eo.gemm, &err) && !env_err.code)
-		env_err = err;
+	if (eo.backend == RLB_BACKEND_CUDA && !env_err.code)
+		cmd_gemm_mode(&eo.gemm, &env_err);
 	if (lrank >= 0 && rlb_world_mpi_available() && !o.virtual_ranks)
 		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
 	else if (lrank > 0 || (lrank == 0 && getenv("OMPI_COMM_WORLD_SIZE") &&
