@@ -777,6 +777,12 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 					p->token_bytes, p->nvlink_latency_s, p->nvlink_bytes_per_s);
 			even_s = er_s > en_s ? er_s : en_s;
 			send_s = sr_s > sn_s ? sr_s : sn_s;
+			/* the ideal's own all-to-all is the static copies at the mean */
+			if (ideal) {
+				r_s = ir_s;
+				n_s = in_s;
+				d_s = even_s = send_s = id_s;
+			}
 
 			idl->dense_s += dense;
 			idl->expert_s += p->passes * comp_ideal;
@@ -795,19 +801,11 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 
 			pol->dense_s += dense;
 			pol->expert_s += p->passes * comp;
-			if (ideal) {
-				pol->a2a_s += phases * id_s;
-				pol->a2a_rdma_s += phases * ir_s;
-				pol->a2a_nvlink_s += phases * in_s;
-				pol->a2a_even_s += phases * id_s;
-				pol->a2a_senders_s += phases * id_s;
-			} else {
-				pol->a2a_s += phases * d_s;
-				pol->a2a_rdma_s += phases * r_s;
-				pol->a2a_nvlink_s += phases * n_s;
-				pol->a2a_even_s += phases * even_s;
-				pol->a2a_senders_s += phases * send_s;
-			}
+			pol->a2a_s += phases * d_s;
+			pol->a2a_rdma_s += phases * r_s;
+			pol->a2a_nvlink_s += phases * n_s;
+			pol->a2a_even_s += phases * even_s;
+			pol->a2a_senders_s += phases * send_s;
 			st.bytes.a2a_rdma += phases * p->token_bytes *
 				(double)sum_u64(pt->rdma_send + ml * R, R);
 			st.bytes.a2a_nvlink += phases * p->token_bytes *

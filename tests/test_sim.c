@@ -418,9 +418,9 @@ START_TEST(test_hot_expert_replication)
 	struct rlb_loads l;
 	struct rlb_step_plan plan;
 	struct rlb_traffic t, ts;
-	struct rlb_sim *ssim = NULL, *rsim = NULL, *wsim = NULL;
+	struct rlb_sim *ssim = NULL, *rsim = NULL, *wsim = NULL, *isim = NULL;
 	struct rlb_sim_opts o;
-	struct rlb_sim_step sst, rst, wst;
+	struct rlb_sim_step sst, rst, wst, ist;
 	struct rlb_sim_summary sum;
 	struct rlb_err err = {0};
 	struct seqs q;
@@ -512,9 +512,29 @@ START_TEST(test_hot_expert_replication)
 	REL_EQ(wst.policy.dense_s, 9e-6);
 	REL_EQ(wst.policy.total_s, 93.6544e-6 - 1.2288e-6 - 2.2288e-6 + 9e-6);
 
+	/*
+	 * The ideal policy on the static layout's uneven copies: its own
+	 * all-to-all is those copies at the mean (6.12 us), so its
+	 * same-traffic ideal is the ideal itself, not the static layout's
+	 * busiest GPU (8.68 us).
+	 */
+	cfg.model.dense_time_ms = 0;
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_IDEAL);
+	ck_assert_int_eq(rlb_sim_new(&isim, &cfg, &o, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(isim, &s, &l, NULL, &ts, &ts, &ist, &err), 0);
+	REL_EQ(ist.policy.total_s, sst.ideal.total_s);
+	REL_EQ(ist.policy.a2a_s, 4 * 6.12e-6);
+	REL_EQ(ist.same_traffic_ideal.a2a_s, 4 * 6.12e-6);
+	REL_EQ(ist.same_traffic_ideal.a2a_senders_s, 4 * 6.12e-6);
+	REL_EQ(ist.same_traffic_ideal.total_s, ist.ideal.total_s);
+	ck_assert_int_eq(rlb_sim_summary(isim, &sum, &err), 0);
+	REL_EQ(sum.fraction_of_same_traffic_ideal, 1.0);
+	REL_EQ(sum.gpu_after.max, 1.0);
+
 	rlb_sim_free(ssim);
 	rlb_sim_free(rsim);
 	rlb_sim_free(wsim);
+	rlb_sim_free(isim);
 	rlb_traffic_release(&t);
 	rlb_traffic_release(&ts);
 	rlb_step_plan_release(&plan);
