@@ -35,6 +35,14 @@ awk '/^gap to the ideal/ { gap = $NF; on = 1; next }
 	on && /^  / { sub(/^  /, ""); n = split($0, w, "  +"); sum += w[2]; parts++ }
 	END { d = gap - sum; if (d < 0) d = -d; exit !(parts == 7 && d < 0.004) }' out ||
 	fail "the gap's parts do not add up to it: $(sed -n '/^gap/,$p' out)"
+# ... also with data control, whose own schedule adds the dense part,
+# however small (here 0.006 ms)
+run plan -c "$cfg" --policy relibra --data-control --set cluster.peak_tflops=100 t.rrt
+expect_out "  dense   "
+awk '/^gap to the ideal/ { gap = $NF; on = 1; next }
+	on && /^  / { sub(/^  /, ""); n = split($0, w, "  +"); sum += w[2]; parts++ }
+	END { d = gap - sum; if (d < 0) d = -d; exit !(parts == 8 && d < 0.004) }' out ||
+	fail "data control: the gap's parts do not add up to it: $(sed -n '/^gap/,$p' out)"
 # ... whose all-to-all parts come from the summary's informational
 # figures: ideal <> even <= senders <= a2a_s
 awk -F'[:,]' '/"breakdown"/ { on = 1 } on && /"a2a_s"/ { a = $2 }
