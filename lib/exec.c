@@ -80,6 +80,8 @@ static int step_inputs(struct rlb_exec *ex, uint32_t step,
 		       struct rlb_step_plan *p, struct rlb_schedule *s,
 		       struct rlb_loads *l, struct rlb_err *err)
 {
+	uint32_t *lens = NULL;
+	size_t n = 0;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -90,17 +92,30 @@ static int step_inputs(struct rlb_exec *ex, uint32_t step,
 	if (!p->sched)
 		return rlb_step_loads(ex->tr, step, &ex->cfg_run,
 				      ex->cfg_run.parallel.pack, s, l, NULL, err);
-	*s = *p->sched;
-	s->chunks = malloc((s->nchunks ? s->nchunks : 1) * sizeof(*s->chunks));
-	if (!s->chunks) {
-		memset(s, 0, sizeof(*s));
-		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	/*
+	 * The carried schedule must tile the step's sequences as the trace's
+	 * step index lists them, all of them: streaming checks only the
+	 * sequences the schedule names, so a trace with more sequences in the
+	 * step would otherwise pass with the extra ones left out.
+	 */
+	ret = rlb_step_seq_tokens(ex->tr, step, &lens, &n, err);
+	if (ret == 0)
+		ret = rlb_schedule_from_chunks(s, step, p->sched->pack,
+					       p->sched->chunks,
+					       p->sched->nchunks, lens, n,
+					       p->sched->ranks,
+					       p->sched->mb_tokens, err);
+	free(lens);
+	if (ret == 0) {
+		s->micro_batches = p->sched->micro_batches;
+		ret = rlb_step_count_loads(ex->tr, s, l, NULL, err);
 	}
-	memcpy(s->chunks, p->sched->chunks, s->nchunks * sizeof(*s->chunks));
-	ret = rlb_step_count_loads(ex->tr, s, l, NULL, err);
 	if (ret < 0) {
 		rlb_schedule_release(s);
 		memset(s, 0, sizeof(*s));
+		/* "...: step S: ...", not "...: schedule: step S: ..." */
+		if (err && strncmp(err->msg, "schedule: ", 10) == 0)
+			memmove(err->msg, err->msg + 10, strlen(err->msg + 10) + 1);
 		rlb_err_prefix(err, "the plan's schedule does not match the trace");
 		if (err)
 			err->code = RLB_EMISMATCH;

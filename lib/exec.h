@@ -81,7 +81,8 @@ struct rlb_exec;
  * size must equal cfg's parallel.ep_size): open the trace and the plan,
  * check that they belong together and with the config (rlb_plan_check_inputs,
  * the packing taken from the plan), that the selected steps exist in
- * both, and that every step's plan matches the trace's loads
+ * both, that a schedule the plan carries covers every sequence of its
+ * step in the trace, and that every step's plan matches the trace's loads
  * (rlb_step_plan_check), then create one backend per local rank.  Every
  * process of the job calls it; the checks are agreed over the transport,
  * so every process returns the same error (the lowest failing rank's

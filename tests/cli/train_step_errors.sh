@@ -33,6 +33,17 @@ expect_err "relibra train-step: --seed: 9223372036854775808 is out of range [0, 
 run train-step -c "$cfg" --trace other.rrt --plan p.rlp --virtual-ranks 4
 expect_status 1
 expect_err "relibra train-step: plan does not match the trace:"
+# A plan that carries its schedule (data control) and a trace of the same
+# header and steps whose steps have more sequences: the schedule must cover
+# every sequence of the step, not only the first ones.
+run capture -c "$cfg" --set workload.steps=2 --set workload.prompts_per_step=9 \
+	--synthetic --seed 4 -o more.rrt
+expect_status 0
+run plan -c "$cfg" --policy relibra --data-control -o dc.rlp t.rrt
+expect_status 0
+run train-step -c "$cfg" --trace more.rrt --plan dc.rlp --virtual-ranks 4
+expect_status 1
+expect_err "relibra train-step: the plan's schedule does not match the trace: step 0: sequence 32: tokens 0..482 are in no chunk"
 run train-step -c "$cfg" --set parallel.micro_batch_tokens=256 --trace t.rrt --plan p.rlp \
 	--virtual-ranks 4
 expect_status 1
