@@ -25,7 +25,8 @@ extern "C" {
  * Deterministic:
  *   1. sequences are cut into chunks of at most mb_tokens (as every rule);
  *   2. the step gets the fewest micro-batches M that can hold it,
- *      ceil(tokens / (ranks * mb_tokens)) (at least 1);
+ *      ceil(tokens / (ranks * mb_tokens)) (0 for a step without
+ *      tokens, which gets no chunk);
  *   3. chunks by descending length (ties in (seq, start) order) go to the
  *      (micro-batch, rank) bin with the fewest tokens (ties: lower
  *      micro-batch, then lower rank); when that bin cannot take the chunk
