@@ -76,7 +76,11 @@ const char *rlb_report_fmt_si(double v, char *buf, size_t size)
 	return buf;
 }
 
-/* The unit of a time column: the largest value below 1000 of it. */
+/*
+ * The unit of a time column: the smallest that keeps its largest value
+ * below 1000 once rounded to 3 figures (0.9996 s is "1.00" s, not "1000"
+ * ms); ms for a column of zeros.
+ */
 void rlb_report_time_unit(const double *v, size_t n, double *scale,
 			  const char **unit)
 {
@@ -86,10 +90,10 @@ void rlb_report_time_unit(const double *v, size_t n, double *scale,
 	for (i = 0; i < n; i++)
 		if (!isnan(v[i]) && fabs(v[i]) > m)
 			m = fabs(v[i]);
-	if (m >= 1) {
+	if (m >= 0.9995) {
 		*scale = 1;
 		*unit = "s";
-	} else if (m >= 1e-3 || m == 0) {
+	} else if (m >= 0.9995e-3 || m == 0) {
 		*scale = 1e3;
 		*unit = "ms";
 	} else {

@@ -302,6 +302,30 @@ START_TEST(test_csv_and_formats)
 }
 END_TEST
 
+/* A time column's unit keeps its values below 1000 once rounded. */
+START_TEST(test_time_unit_rounding)
+{
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	json_t *j;
+	char *s;
+
+	rlb_report_init(&r);
+	j = result("plan", "static", "h1", 0.9997);
+	json_object_set_new(json_object_get(j, "breakdown"), "migration_s",
+			    json_real(0.0009996));
+	add_ok(&r, j, "a.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	s = render(&r, RLB_REPORT_MARKDOWN);
+	ck_assert_ptr_nonnull(strstr(s, "| step (s) |"));
+	ck_assert_ptr_nonnull(strstr(s, "| migration (ms) |"));
+	ck_assert_ptr_nonnull(strstr(s, "| static | 1.00 |"));
+	ck_assert_ptr_null(strstr(s, "1000"));
+	free(s);
+	rlb_report_release(&r);
+}
+END_TEST
+
 START_TEST(test_series_from_plan)
 {
 	struct rlb_step_plan p;
@@ -559,6 +583,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_groups_and_speedups);
 	tcase_add_test(tc, test_duplicates_and_sweep);
 	tcase_add_test(tc, test_csv_and_formats);
+	tcase_add_test(tc, test_time_unit_rounding);
 	tcase_add_test(tc, test_series_from_plan);
 	tcase_add_test(tc, test_charts);
 	tcase_add_test(tc, test_sweep_chart);
