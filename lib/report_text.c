@@ -37,6 +37,12 @@ const char *rlb_report_fmt3(double v, char *buf, size_t size)
 		snprintf(buf, size, "0");
 		return buf;
 	}
+	if (!isfinite(v) || fabs(v) < 1e-300) {
+		/* infinite (a ratio over a zero that is not quite one), or so
+		 * small that the power of ten below underflows to 0 */
+		snprintf(buf, size, "%.3g", v);
+		return buf;
+	}
 	mag = floor(log10(fabs(v)));
 	r = round(v / pow(10, mag - 2)) * pow(10, mag - 2);
 	if (fabs(r) >= 1e6) {	/* not a 300-digit integer */
@@ -61,7 +67,7 @@ const char *rlb_report_fmt_si(double v, char *buf, size_t size)
 	int i = 0;
 	size_t n;
 
-	if (isnan(v))
+	if (!isfinite(v))
 		return rlb_report_fmt3(v, buf, size);
 	while (fabs(v) >= 999.5 && i < 4) {
 		v /= 1000;

@@ -14,6 +14,7 @@
 
 #include "plan.h"
 #include "report.h"
+#include "report_impl.h"
 #include "suites.h"
 
 /* A minimal plan result; the caller may edit it. */
@@ -83,6 +84,10 @@ START_TEST(test_fmt3)
 	ck_assert_str_eq(rlb_report_fmt3(0.000123, b, sizeof(b)), "0.000123");
 	ck_assert_str_eq(rlb_report_fmt3(0, b, sizeof(b)), "0");
 	ck_assert_str_eq(rlb_report_fmt3(NAN, b, sizeof(b)), "-");
+	ck_assert_str_eq(rlb_report_fmt3(INFINITY, b, sizeof(b)), "inf");
+	ck_assert_str_eq(rlb_report_fmt3(-INFINITY, b, sizeof(b)), "-inf");
+	ck_assert_str_eq(rlb_report_fmt3(5e-324, b, sizeof(b)), "4.94e-324");
+	ck_assert_str_eq(rlb_report_fmt_si(INFINITY, b, sizeof(b)), "inf");
 	(void)s;
 }
 END_TEST
