@@ -135,6 +135,12 @@ int cmd_check_outputs(const char *name, const char *usage,
 		      const struct cmd_path *out, size_t nout, int stdout_ok);
 
 /*
+ * Whether paths a and b name one existing file: the same text or the
+ * same inode (an input given twice, as "x.json" and "./x.json").
+ */
+int cmd_same_input(const char *a, const char *b);
+
+/*
  * Progress callback for lib (rlb_progress_fn): a single updating line on
  * stderr, only when stderr is a terminal.  ctx is the subcommand name.
  */

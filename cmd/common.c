@@ -295,6 +295,11 @@ static int same_file(const char *a, const char *b, int new)
 	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+int cmd_same_input(const char *a, const char *b)
+{
+	return same_file(a, b, 0);
+}
+
 int cmd_check_outputs(const char *name, const char *usage,
 		      const struct cmd_path *in, size_t nin,
 		      const struct cmd_path *out, size_t nout, int stdout_ok)

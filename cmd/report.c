@@ -139,7 +139,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	};
 	struct rlb_err err = {0};
 	uint64_t u;
-	int c, ret;
+	int c, ret, i, j;
 
 	memset(o, 0, sizeof(*o));
 	o->layer = -1;
@@ -214,6 +214,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->trace && o->nfiles == 0)
 		return cmd_usage_error(NAME, usage,
 				       "no results: give RESULT.json files or -c CONFIG --trace TRACE");
+	/* a file given twice would be two rows that no label tells apart */
+	for (i = 1; i < o->nfiles; i++)
+		for (j = 0; j < i; j++)
+			if (cmd_same_input(o->files[j], o->files[i]))
+				return strcmp(o->files[j], o->files[i]) ?
+					cmd_usage_error(NAME, usage, "'%s' and '%s' are the same result file",
+							o->files[j], o->files[i]) :
+					cmd_usage_error(NAME, usage, "result file '%s' given twice",
+							o->files[i]);
 	if (o->policies && parse_policies(o))
 		return EXIT_USAGE;
 	if (o->sweep) {

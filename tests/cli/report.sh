@@ -126,6 +126,14 @@ run report
 expect_status 2
 expect_err "relibra report: no results: give RESULT.json files or -c CONFIG --trace TRACE"
 expect_err "usage: relibra report"
+# a file given twice would be two rows no label tells apart
+run report plan-static.json plan-relibra.json plan-static.json
+expect_status 2
+expect_empty out
+expect_err "relibra report: result file 'plan-static.json' given twice"
+run report plan-static.json ./plan-static.json
+expect_status 2
+expect_err "relibra report: 'plan-static.json' and './plan-static.json' are the same result file"
 run report --format xml plan-static.json
 expect_status 2
 expect_err "relibra report: --format: unknown format 'xml' (table, markdown, csv or json)"
