@@ -231,8 +231,9 @@ int rlb_report_write(const struct rlb_report *r, enum rlb_report_format f,
 		     FILE *fp, struct rlb_err *err);
 
 /*
- * V rounded to 3 significant figures without an exponent ("1.04",
- * "0.925", "163", "1810"), "-" for NAN; into BUF (at least 32 bytes).
+ * V rounded to 3 significant figures ("1.04", "0.925", "163", "1810"),
+ * with an exponent below 1e-4 and from 1e6 up ("2.5e+06"), "inf" for an
+ * infinity, "-" for NAN; into BUF (at least 32 bytes).
  */
 const char *rlb_report_fmt3(double v, char *buf, size_t size);
 
