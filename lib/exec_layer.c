@@ -14,20 +14,37 @@
 /* ------------------------------------------------------------------ */
 /* Replica slots.                                                       */
 
-/* 1 when micro-batch mb - 1 had an instance of (layer, expert) on gpu. */
-static int kept_from_previous(const struct rlb_exec *ex, uint32_t mb,
-			      uint32_t L, uint32_t e, uint32_t gpu)
+/* 1 when micro-batch mb has an instance of (layer, expert) on gpu. */
+static int has_instance(const struct rlb_exec *ex, uint32_t mb, uint32_t L,
+			uint32_t e, uint32_t gpu)
 {
 	const struct rlb_plan_instance *in;
 	uint32_t n, i;
 
-	if (mb == 0)
-		return 0;
-	in = rlb_step_plan_cell(&ex->plan, mb - 1, L, e, &n);
+	in = rlb_step_plan_cell(&ex->plan, mb, L, e, &n);
 	for (i = 0; i < n; i++)
 		if (in[i].gpu == gpu)
 			return 1;
 	return 0;
+}
+
+/* 1 when micro-batch mb - 1 had an instance of (layer, expert) on gpu. */
+static int kept_from_previous(const struct rlb_exec *ex, uint32_t mb,
+			      uint32_t L, uint32_t e, uint32_t gpu)
+{
+	return mb > 0 && has_instance(ex, mb - 1, L, e, gpu);
+}
+
+/*
+ * 1 when micro-batch mb + 1 of the step has an instance of (layer, expert)
+ * on gpu: a replica there keeps its slot and accumulates its gradient on,
+ * so it sends it home only after the last micro-batch of such a run.
+ */
+static int kept_into_next(const struct rlb_exec *ex, uint32_t mb, uint32_t L,
+			  uint32_t e, uint32_t gpu)
+{
+	return mb + 1 < ex->plan.micro_batches &&
+	       has_instance(ex, mb + 1, L, e, gpu);
 }
 
 static int slot_grow(struct rlb_exec *ex, struct exec_rank *rk, uint32_t L,
@@ -58,7 +75,9 @@ static int slot_grow(struct rlb_exec *ex, struct exec_rank *rk, uint32_t L,
 /*
  * Give every instance of the micro-batch its weights and gradient: the
  * home expert's, or a replica slot (the one that held the expert in the
- * previous micro-batch, when it did; the copy is then skipped).
+ * previous micro-batch, when it did; the copy is then skipped, and the
+ * slot's gradient, not yet sent home, accumulates on).  A fresh slot's
+ * gradient starts at zero.
  */
 static int assign_slots(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 			struct rlb_err *err)
@@ -116,7 +135,7 @@ static int assign_slots(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 			x->g = rk->slot[L][j].g;
 		}
 		for (i = 0; i < r->ninst; i++)
-			if (r->inst[i].replica) {
+			if (r->inst[i].replica && r->inst[i].copy) {
 				ret = rk->be->ops->zero(rk->be, rk->q, r->inst[i].g,
 							ex->np * rk->be->acc_bytes, err);
 				if (ret)
@@ -179,7 +198,10 @@ static int fetch_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 
 /*
  * Replica gradients of layer L back to their homes, added there in the
- * order of the cell's instances (ascending GPU).
+ * order of the cell's instances (ascending GPU): those of replicas that
+ * the next micro-batch of the step does not keep on their GPU (a kept one
+ * sends its gradient, accumulated over the run, after the run's last
+ * micro-batch, as docs/cost-model.md counts it).
  */
 static int reduce_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 			   struct rlb_err *err)
@@ -200,7 +222,8 @@ static int reduce_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 		for (k = 0; ret == 0 && k < r->ninst; k++) {
 			struct exec_inst *x = &r->inst[k];
 
-			if (!x->replica)
+			if (!x->replica ||
+			    kept_into_next(ex, mb, L, x->expert, rk->rank))
 				continue;
 			ret = be->ops->send(be, exec_comm_of(ex, rk->rank, x->home_gpu),
 					    x->home_gpu, x->g, gb, err);
@@ -212,7 +235,9 @@ static int reduce_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 			if (ex->cur_home[(size_t)L * ex->experts + e] != rk->rank)
 				continue;
 			in = rlb_step_plan_cell(&ex->plan, mb, L, e, &n);
-			for (k = 1; ret == 0 && k < n; k++, j++) {
+			for (k = 1; ret == 0 && k < n; k++) {
+				if (kept_into_next(ex, mb, L, e, in[k].gpu))
+					continue;
 				if (j >= rk->ngtmp) {
 					struct dbuf *g = realloc(rk->gtmp, (j + 1) * sizeof(*g));
 
@@ -228,6 +253,7 @@ static int reduce_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 				if (ret == 0)
 					ret = be->ops->recv(be, exec_comm_of(ex, in[k].gpu, rk->rank),
 							    in[k].gpu, rk->gtmp[j].p, gb, err);
+				j++;
 			}
 		}
 		if (ret == 0)
@@ -243,13 +269,15 @@ static int reduce_replicas(struct rlb_exec *ex, uint32_t mb, uint32_t L,
 		ret = be->ops->queue_sync(be, rk->q, err);
 		for (e = 0, j = 0; ret == 0 && e < ex->experts; e++) {
 			size_t c = (size_t)L * ex->experts + e;
+			const struct rlb_plan_instance *in;
 
 			if (ex->cur_home[c] != rk->rank)
 				continue;
-			rlb_step_plan_cell(&ex->plan, mb, L, e, &n);
-			for (k = 1; ret == 0 && k < n; k++, j++)
-				ret = be->ops->acc_add(be, rk->q, ex->np, rk->home[c]->g,
-						       rk->gtmp[j].p, err);
+			in = rlb_step_plan_cell(&ex->plan, mb, L, e, &n);
+			for (k = 1; ret == 0 && k < n; k++)
+				if (!kept_into_next(ex, mb, L, e, in[k].gpu))
+					ret = be->ops->acc_add(be, rk->q, ex->np, rk->home[c]->g,
+							       rk->gtmp[j++].p, err);
 		}
 		rk->cell[((size_t)mb * ex->layers + L) * CELL_N + CELL_GRAD_S] +=
 			(rlb_now_ns() - t0) / 1e9;

@@ -450,6 +450,107 @@ START_TEST(test_exec_every_policy)
 END_TEST
 
 /*
+ * A replica's weight gradient goes home once per run of consecutive
+ * micro-batches in which its GPU holds the expert (docs/cost-model.md,
+ * Replicas), not once per micro-batch: every step's grad_bytes are the
+ * plan's runs times one double gradient, fewer than its replicas where
+ * a replica stays (every eplb-oracle replica stays the whole step), and
+ * the result still agrees with the static plan.
+ */
+START_TEST(test_exec_replica_gradient_runs)
+{
+	static const enum rlb_policy pols[] = {
+		RLB_POLICY_EPLB_ORACLE, RLB_POLICY_REPLICATE,
+	};
+	struct rlb_config cfg;
+	struct rlb_exec_opts o;
+	struct rlb_expert_shape shape;
+	char trace[512], plan[512];
+	size_t i;
+
+	small_config(&cfg);
+	shape.hidden = cfg.model.hidden;
+	shape.ffn = cfg.model.expert_ffn;
+	paths(trace, plan, sizeof(trace), "grad");
+	write_trace(&cfg, 7, trace);
+	rlb_exec_opts_defaults(&o);
+	o.verify = 1;
+	for (i = 0; i < sizeof(pols) / sizeof(pols[0]); i++) {
+		struct rlb_world *w;
+		struct rlb_exec *ex;
+		struct rlb_exec_verify v;
+		struct rlb_plan_reader *pr;
+		struct rlb_step_plan p;
+		struct rlb_err err = {0};
+		uint64_t replicas = 0, runs = 0;
+		size_t st = 0;
+		json_t *j, *steps;
+
+		paths(trace, plan, sizeof(plan), rlb_policy_name(pols[i]));
+		write_plan(&cfg, trace, pols[i], plan);
+		ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
+		ck_assert_msg(rlb_exec_new(&ex, w, &cfg, trace, plan, &o, &err) == 0,
+			      "%s", err.msg);
+		ck_assert_msg(rlb_exec_run(ex, &v, NULL, &err) == 0, "%s", err.msg);
+		ck_assert_msg(v.ok, "%s: %g in %s", rlb_policy_name(pols[i]),
+			      v.max_rel_weight, v.worst);
+		j = rlb_exec_metrics_json(ex, NULL);
+		ck_assert_ptr_nonnull(j);
+		steps = json_object_get(j, "per_step");
+		ck_assert_int_eq(rlb_plan_reader_open(&pr, plan, &err), 0);
+		memset(&p, 0, sizeof(p));
+		while (rlb_plan_reader_next(pr, &p, &err) == 1) {
+			json_t *cells = json_object_get(json_array_get(steps, st++), "cells");
+			uint64_t step_runs = 0;
+			double bytes = 0;
+			uint32_t m, l, e, n, n2, k, k2;
+			size_t c;
+
+			for (m = 0; m < p.micro_batches; m++)
+				for (l = 0; l < p.layers; l++)
+					for (e = 0; e < p.experts; e++) {
+						const struct rlb_plan_instance *in =
+							rlb_step_plan_cell(&p, m, l, e, &n);
+
+						for (k = 1; k < n; k++) {
+							int stays = 0;
+
+							if (m + 1 < p.micro_batches) {
+								const struct rlb_plan_instance *nx =
+									rlb_step_plan_cell(&p, m + 1, l, e, &n2);
+
+								for (k2 = 0; k2 < n2; k2++)
+									stays |= nx[k2].gpu == in[k].gpu;
+							}
+							replicas++;
+							step_runs += !stays;
+						}
+					}
+			for (c = 0; c < json_array_size(cells); c++)
+				bytes += json_real_value(json_object_get(json_array_get(cells, c),
+									 "grad_bytes"));
+			ck_assert_msg(bytes == (double)step_runs * rlb_expert_params(&shape) * sizeof(double),
+				      "%s step %u: %g gradient bytes, %llu runs",
+				      rlb_policy_name(pols[i]), p.step, bytes,
+				      (unsigned long long)step_runs);
+			runs += step_runs;
+		}
+		rlb_step_plan_release(&p);
+		rlb_plan_reader_free(pr);
+		ck_assert_uint_eq(st, json_array_size(steps));
+		ck_assert_msg(runs > 0 && (pols[i] != RLB_POLICY_EPLB_ORACLE || runs < replicas),
+			      "%s: %llu runs of %llu replicas", rlb_policy_name(pols[i]),
+			      (unsigned long long)runs, (unsigned long long)replicas);
+		json_decref(j);
+		rlb_exec_free(ex);
+		rlb_world_free(w);
+		unlink(plan);
+	}
+	unlink(trace);
+}
+END_TEST
+
+/*
  * A run that diverges (lr 1e30 makes the weights overflow) still writes
  * every step's record: a loss or a check that is not a number is null.
  */
@@ -741,6 +842,7 @@ Suite *rlb_suite_exec(void)
 	tcase_add_test(tc, test_cpu_rows);
 	tcase_add_test(tc, test_cpu_backward_split);
 	tcase_add_test(tc, test_exec_every_policy);
+	tcase_add_test(tc, test_exec_replica_gradient_runs);
 	tcase_add_test(tc, test_exec_identity_preserved);
 	tcase_add_test(tc, test_exec_diverged_metrics);
 	tcase_add_test(tc, test_exec_mismatch);
