@@ -356,17 +356,29 @@ int rlb_pack_from_name(const char *name, enum rlb_pack *pack, struct rlb_err *er
 	return 0;
 }
 
-/* A double-quoted YAML string. */
+/*
+ * A double-quoted YAML string that loads back as it was: C0 and C1
+ * controls, U+FFFE and U+FFFF are escaped, as a reader refuses them raw
+ * (or, NEL U+0085, folds it as a line break).  YAML's \xNN is the code
+ * point U+00NN, not a byte.
+ */
 static void put_string(FILE *fp, const char *s)
 {
+	const unsigned char *u = (const unsigned char *)s;
+
 	fputc('"', fp);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(fp, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			fprintf(fp, "\\x%02x", (unsigned char)*s);
-		else
-			fputc(*s, fp);
+	for (; *u; u++) {
+		if (*u == '"' || *u == '\\')
+			fprintf(fp, "\\%c", *u);
+		else if (*u < 0x20 || *u == 0x7f)
+			fprintf(fp, "\\x%02x", *u);
+		else if (u[0] == 0xc2 && u[1] >= 0x80 && u[1] <= 0x9f)
+			fprintf(fp, "\\x%02x", *++u);
+		else if (u[0] == 0xef && u[1] == 0xbf && (u[2] == 0xbe || u[2] == 0xbf)) {
+			fprintf(fp, "\\u%s", u[2] == 0xbe ? "fffe" : "ffff");
+			u += 2;
+		} else
+			fputc(*u, fp);
 	}
 	fputc('"', fp);
 }

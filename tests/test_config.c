@@ -946,6 +946,20 @@ START_TEST(test_round_trip)
 
 		round_trip(NULL, sets, sizeof(sets) / sizeof(sets[0]), "awkward");
 	}
+	{
+		/*
+		 * characters a YAML reader refuses or folds when written raw:
+		 * C1 controls (NEL is a line break), the noncharacters U+FFFE
+		 * and U+FFFF
+		 */
+		const char *sets[] = {
+			"model.preset=olmoe",
+			"model.name=\"nel\\x85 c1\\x80\\x9f \\ufffe\\uffff end\"",
+			"cluster.name=\"a\\u0085b\\u2028c\\u00a0d\"",
+		};
+
+		round_trip(NULL, sets, sizeof(sets) / sizeof(sets[0]), "unprintable");
+	}
 }
 END_TEST
 
