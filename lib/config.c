@@ -786,11 +786,19 @@ void rlb_config_free(struct rlb_config *cfg)
 int rlb_config_set(struct rlb_config *cfg, const char *assignment,
 		   struct rlb_err *err)
 {
+	struct rlb_config *work = malloc(sizeof(*work));
 	struct loader ld;
 	int rc;
 
-	rlb_cfg_loader_init(&ld, cfg, cfg->path, err);
+	if (!work)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	/* a preset resets its section before its keys can fail: work on a copy */
+	*work = *cfg;
+	rlb_cfg_loader_init(&ld, work, cfg->path, err);
 	rc = apply_set(&ld, assignment);
 	rlb_cfg_loader_release(&ld);
+	if (rc >= 0)
+		*cfg = *work;
+	free(work);
 	return rc < 0 ? rc : 0;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "suites.h"
@@ -427,6 +428,41 @@ static const struct {
 };
 
 /* The heap form and the key getter, for foreign function interfaces. */
+/*
+ * rlb_config_set leaves cfg unchanged on failure, also where a preset
+ * fails after resetting its section and applying some of its keys.
+ */
+START_TEST(test_set_failed_preset)
+{
+	struct rlb_config cfg, before;
+	struct rlb_err err = { 0, "" };
+	char dir[RLB_PATH_MAX], path[RLB_PATH_MAX + 32];
+	FILE *fp;
+
+	snprintf(dir, sizeof(dir), "%s/config-set-preset", rlb_test_tmpdir());
+	mkdir(dir, 0777);
+	snprintf(path, sizeof(path), "%s/models", dir);
+	mkdir(path, 0777);
+	snprintf(path, sizeof(path), "%s/models/bad.yaml", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("model: {name: bad, experts: 32, topk: 99}\n", fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	snprintf(path, sizeof(path), "%s/c.yaml", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("preset: tiny-2x2\n", fp);
+	ck_assert_int_eq(fclose(fp), 0);
+
+	load_ok(&cfg, path, NULL, 0);
+	before = cfg;
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.preset=bad", &err), RLB_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(err.msg, "value 99 for 'model.topk' is out of range [1, 64]"));
+	ck_assert_mem_eq(&cfg, &before, sizeof(cfg));
+	ck_assert_str_eq(cfg.model.name, "tiny");
+}
+END_TEST
+
 START_TEST(test_new_get)
 {
 	const char *sets[] = { "parallel.pack=dynamic", "model.name=t \"q\"",
@@ -979,6 +1015,7 @@ Suite *rlb_suite_config(void)
 	tcase_add_test(tc, test_shipped_values);
 	tcase_add_test(tc, test_preset_overrides);
 	tcase_add_test(tc, test_set_good);
+	tcase_add_test(tc, test_set_failed_preset);
 	tcase_add_test(tc, test_new_get);
 	tcase_add_loop_test(tc, test_set_bad, 0, (int)(sizeof(bad_sets) / sizeof(bad_sets[0])));
 	tcase_add_test(tc, test_trace_limits);
