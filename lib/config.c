@@ -376,8 +376,9 @@ static int check_keys(struct loader *ld, int si, yaml_document_t *doc,
 		k = yaml_document_get_node(doc, p->key);
 		if (k->type != YAML_SCALAR_NODE)
 			return rlb_cfg_fail_mark(ld, si, &k->start_mark,
-						 "expected a plain key in '%s', got a %s",
-						 *prefix ? prefix : "the top level",
+						 "expected a plain key %s%s%s, got a %s",
+						 *prefix ? "in '" : "at the top level",
+						 prefix, *prefix ? "'" : "",
 						 k->type == YAML_MAPPING_NODE ? "mapping" : "sequence");
 		ks = (const char *)k->data.scalar.value;
 		rlb_cfg_show(ks, k->data.scalar.length, shown, sizeof(shown));

@@ -581,6 +581,14 @@ static const struct {
 	  ":4:3: unknown key 'model.expers' (did you mean 'experts'?)\n"
 	  "    expers: 16\n"
 	  "    ^" },
+	{ "complex-key.yaml",
+	  ":3:3: expected a plain key at the top level, got a sequence\n"
+	  "  ? [model]\n"
+	  "    ^" },
+	{ "complex-key-section.yaml",
+	  ":4:5: expected a plain key in 'model', got a mapping\n"
+	  "    ? {topk: 2}\n"
+	  "      ^" },
 	{ "unknown-section.yaml",
 	  ":2:1: unknown key 'modle' (did you mean 'model'?)\n"
 	  "  modle:\n"
