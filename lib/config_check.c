@@ -221,8 +221,9 @@ int rlb_cfg_validate(struct loader *ld)
 				  ep, c->cluster.gpus_per_node);
 	if (ep > gpus)
 		return fail_keys2(ld, KEY(SEC_PARALLEL, "ep_size"), KEY(SEC_CLUSTER, "nodes"),
-				  "'parallel.ep_size' %d exceeds the cluster's %d GPUs ('cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
-				  ep, gpus, c->cluster.nodes, c->cluster.gpus_per_node);
+				  "'parallel.ep_size' %d exceeds the cluster's %d GPU%s ('cluster.nodes' %d x 'cluster.gpus_per_node' %d)",
+				  ep, gpus, gpus == 1 ? "" : "s", c->cluster.nodes,
+				  c->cluster.gpus_per_node);
 	if (m->experts % ep && c->parallel.ep_size)
 		return fail_keys4(ld, KEY(SEC_MODEL, "experts"), KEY(SEC_PARALLEL, "ep_size"),
 				  KEY(SEC_CLUSTER, "nodes"), KEY(SEC_CLUSTER, "gpus_per_node"),

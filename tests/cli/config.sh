@@ -109,6 +109,10 @@ while IFS= read -r line; do
 		fail "relibra.yaml.5 does not give '$section.$key' the default '$value'"
 done < out
 
+# An EP size beyond a one-GPU cluster: "1 GPU", in the singular.
+run config -c tiny-2x2 --set cluster.nodes=1 --set cluster.gpus_per_node=1 --set parallel.ep_size=2
+expect_status 1
+expect_err "relibra config: --set 'parallel.ep_size=2': 'parallel.ep_size' 2 exceeds the cluster's 1 GPU ('cluster.nodes' 1 x 'cluster.gpus_per_node' 1)"
 # --set without KEY=VALUE is a usage error, like every other bad option.
 run config --set model.experts
 expect_status 2
