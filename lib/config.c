@@ -148,7 +148,7 @@ static int set_value(struct loader *ld, int si, int sec, int ki,
 			goto bad_type;
 		if (!rlb_cfg_in_range(k, d))
 			goto bad_range;
-		*(double *)dst = d;
+		*(double *)dst = d == 0 ? 0 : d;	/* -0 is 0: printed so, and a divisor */
 		break;
 	case KT_BOOL:
 		if ((k->flags & KF_AUTO) && !strcasecmp(v->s, "auto"))

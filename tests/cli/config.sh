@@ -109,6 +109,12 @@ while IFS= read -r line; do
 		fail "relibra.yaml.5 does not give '$section.$key' the default '$value'"
 done < out
 
+# -0 is 0, printed so
+run config -c tiny-2x2 --set balancer.migration_weight=-0 --set cluster.rdma_latency_us=-0.0
+expect_status 0
+expect_out "  migration_weight: 0"
+expect_out "  rdma_latency_us: 0"
+grep -q -- ": -0$" out && fail "config printed a negative zero"
 # An EP size beyond a one-GPU cluster: "1 GPU", in the singular.
 run config -c tiny-2x2 --set cluster.nodes=1 --set cluster.gpus_per_node=1 --set parallel.ep_size=2
 expect_status 1
