@@ -111,7 +111,12 @@ struct rlb_trace_writer_opts {
 
 /*
  * Start a trace at PATH ("PATH.tmp" until close renames it).  h gives the
- * shape and flags; version fields are ignored.  opts may be NULL.
+ * shape and flags; version fields are ignored.  opts may be NULL.  *out
+ * is NULL on failure.  Errors: RLB_ERANGE (a shape field outside the
+ * limits above, topk above experts, a zstd level or frame size out of
+ * range), RLB_EUNSUPPORTED (unknown required flags), RLB_EINVAL (model or
+ * source not NUL-terminated UTF-8, an id coding the shape cannot use),
+ * RLB_EIO, RLB_ENOMEM.
  */
 int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 			  const struct rlb_trace_header *h,
@@ -119,7 +124,12 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 			  struct rlb_err *err);
 
 /*
- * Append one sequence.  Steps must not decrease.  Errors are sticky: after
+ * Append one sequence.  Steps must not decrease.  Every sequence has
+ * 1 to RLB_TRACE_MAX_SEQ_TOKENS tokens: an engine skips a sample with
+ * none.  Errors: RLB_EINVAL (no tokens, no ids, a step below the last
+ * one, gates missing or given against the header's flag, a gate that
+ * fails rlb_trace_gate_ok), RLB_ERANGE (too many tokens, an id not below
+ * experts), RLB_EIO, RLB_EZSTD, RLB_ENOMEM.  Errors are sticky: after
  * the first failure every call returns that code and close reports it.
  */
 int rlb_trace_writer_append(struct rlb_trace_writer *w, const struct rlb_seq *seq);
