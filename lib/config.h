@@ -140,7 +140,8 @@ void rlb_config_defaults(struct rlb_config *cfg);
  * (relibra config --presets) loads that.  Errors: RLB_ECONFIG with
  * "file:line:col: " message, YAML path, and the offending line with a
  * caret; RLB_EIO on unreadable files.  PATH may be NULL (defaults plus
- * overrides).
+ * overrides; the model's required keys have no default, so the
+ * overrides must give them, e.g. "model.preset=olmoe").
  */
 int rlb_config_load(struct rlb_config *cfg, const char *path,
 		    const char *const *sets, size_t nsets, struct rlb_err *err);
