@@ -226,6 +226,11 @@ int rlb_report_format_from_name(const char *name, enum rlb_report_format *f,
  * speedup over static and fraction of ideal against the swept key.  CSV:
  * one line per result, every group field repeated.  Errors: RLB_EINVAL
  * (not finished), RLB_EIO (write failure), RLB_ENOMEM.
+ *
+ * This writer and the SVG and HTML ones below do not flush FP: RLB_EIO
+ * covers the writes stdio has made, and a failure of what it still
+ * buffers (a short output on a full disk) shows at the caller's fflush
+ * or fclose, whose errno says why (rlb_atomic_sync_after does both).
  */
 int rlb_report_write(const struct rlb_report *r, enum rlb_report_format f,
 		     FILE *fp, struct rlb_err *err);
