@@ -188,6 +188,13 @@ int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
 		return rlb_err_set(err, RLB_EINVAL,
 				   "cluster name '%s' must be letters, digits, '-', '_' or '.'",
 				   name);
+	/* what the preset loader takes: clusters/NAME.yaml, not hidden */
+	if (name[0] == '.')
+		return rlb_err_set(err, RLB_EINVAL,
+				   "cluster name '%s' must not start with '.'", name);
+	if (strlen(name) >= RLB_NAME_MAX)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "cluster name is longer than %d bytes", RLB_NAME_MAX - 1);
 	return 0;
 }
 

@@ -139,7 +139,8 @@ struct rlb_calibration {
 /*
  * The cluster name rlb_calibrate_write_yaml writes: NAME when not empty,
  * else the config's, else "calibrated".  RLB_EINVAL when it is not a
- * plain name (letters, digits, '-', '_', '.'), which a preset file needs.
+ * name a cluster preset can have: letters, digits, '-', '_' and '.', not
+ * starting with '.', at most RLB_NAME_MAX - 1 bytes.
  */
 int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
 			     struct rlb_err *err);

@@ -304,6 +304,7 @@ START_TEST(yaml_errors)
 	struct rlb_calibration c;
 	struct rlb_calib_point p[RLB_CALIB_MAX_POINTS];
 	struct rlb_err err;
+	char longname[RLB_NAME_MAX + 1];
 	FILE *fp = tmpfile();
 	size_t n;
 
@@ -322,6 +323,15 @@ START_TEST(yaml_errors)
 	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, NULL, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "cluster name 'my h200' must be letters, digits, '-', '_' or '.'");
 	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, "ok", &err), 0);
+	/* names the preset loader refuses: `cluster: {preset: .x}` fails */
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, ".x", &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "cluster name '.x' must not start with '.'");
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, "..", &err), RLB_EINVAL);
+	memset(longname, 'a', RLB_NAME_MAX);
+	longname[RLB_NAME_MAX] = '\0';
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, longname, &err), RLB_EINVAL);
+	longname[RLB_NAME_MAX - 1] = '\0';
+	ck_assert_int_eq(rlb_calibrate_check_name(&cfg, longname, &err), 0);
 	snprintf(c.name, sizeof(c.name), "ok");
 	c.gemm.eff_max = 1.5;
 	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);
