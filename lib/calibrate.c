@@ -225,7 +225,8 @@ int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 		snprintf(cl.name, sizeof(cl.name), "calibrated");
 	name = cl.name;
 	if (c->have_gemm) {
-		if (!(c->gemm.eff_max > 0 && c->gemm.eff_max <= 1) ||
+		/* the ranges of relibra.yaml(5), so that the output loads */
+		if (!(c->gemm.eff_max >= 1e-6 && c->gemm.eff_max <= 1) ||
 		    !(c->gemm.half_rows >= 0 && c->gemm.half_rows <= 1e6))
 			return rlb_err_set(err, RLB_EINVAL,
 					   "fitted GEMM curve (%g, %g) out of range",
@@ -236,7 +237,7 @@ int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 	if (c->have_link) {
 		double gbps = c->link.bytes_per_s / 1e9, us = c->link.latency_s * 1e6;
 
-		if (!(gbps > 0 && gbps <= 1e6) || !(us >= 0 && us <= 1e6))
+		if (!(gbps >= 1e-6 && gbps <= 1e6) || !(us >= 0 && us <= 1e6))
 			return rlb_err_set(err, RLB_EINVAL,
 					   "fitted link (%g GB/s, %g us) out of range", gbps, us);
 		cl.nvlink_gbps = gbps;

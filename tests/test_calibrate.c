@@ -336,10 +336,18 @@ START_TEST(yaml_errors)
 	c.gemm.eff_max = 1.5;
 	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "fitted GEMM curve (1.5, 201.25) out of range");
+	/* below the config's least gemm_eff_max (1e-6): the output would not load */
+	c.gemm.eff_max = 1e-7;
+	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "fitted GEMM curve (1e-07, 201.25) out of range");
 	c.gemm.eff_max = 0.5;
 	c.link.bytes_per_s = 0;
 	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "fitted link (0 GB/s, 18.5 us) out of range");
+	/* 100 bytes/s is 1e-7 GB/s, below nvlink_gbps's least value */
+	c.link.bytes_per_s = 100;
+	ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "fitted link (1e-07 GB/s, 18.5 us) out of range");
 	fclose(fp);
 }
 END_TEST
