@@ -5,6 +5,7 @@
  * for the measurement when the CUDA backend is not built in.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "calibrate.h"
@@ -208,6 +209,27 @@ static void comment_text(const char *in, char *out, size_t cap)
 	out[i] = '\0';
 }
 
+/*
+ * One number key: DIGITS significant digits, 0: the shortest form that
+ * reads back as V (as relibra config prints it).
+ */
+static void put_num(FILE *fp, const char *key, double v, int digits)
+{
+	char num[40];
+
+	if (digits) {
+		snprintf(num, sizeof(num), "%.*g", digits, v);
+	} else {
+		for (digits = 15; digits < 17; digits++) {
+			snprintf(num, sizeof(num), "%.*g", digits, v);
+			if (strtod(num, NULL) == v)
+				break;
+		}
+		snprintf(num, sizeof(num), "%.*g", digits, v);
+	}
+	fprintf(fp, "  %s: %s\n", key, num);
+}
+
 int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 			     const struct rlb_calibration *c, FILE *fp,
 			     struct rlb_err *err)
@@ -273,18 +295,19 @@ int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 	fprintf(fp, "# Use: save as clusters/%s.yaml next to a config and write\n"
 		    "# 'cluster: {preset: %s}' there, or paste the keys into its cluster section.\n",
 		name, name);
+	/* the measured keys rounded to what the fit can tell, the others exact */
 	fprintf(fp, "cluster:\n");
 	fprintf(fp, "  name: %s\n", name);
 	fprintf(fp, "  nodes: %d\n", cl.nodes);
 	fprintf(fp, "  gpus_per_node: %d\n", cl.gpus_per_node);
-	fprintf(fp, "  peak_tflops: %.10g\n", cl.peak_tflops);
-	fprintf(fp, "  hbm_gbps: %.10g\n", cl.hbm_gbps);
-	fprintf(fp, "  gemm_eff_max: %.4g\n", cl.gemm_eff_max);
-	fprintf(fp, "  gemm_eff_half_rows: %.5g\n", cl.gemm_eff_half_rows);
-	fprintf(fp, "  nvlink_gbps: %.5g\n", cl.nvlink_gbps);
-	fprintf(fp, "  nvlink_latency_us: %.5g\n", cl.nvlink_latency_us);
-	fprintf(fp, "  rdma_gbps: %.10g\n", cl.rdma_gbps);
-	fprintf(fp, "  rdma_latency_us: %.10g\n", cl.rdma_latency_us);
+	put_num(fp, "peak_tflops", cl.peak_tflops, 0);
+	put_num(fp, "hbm_gbps", cl.hbm_gbps, 0);
+	put_num(fp, "gemm_eff_max", cl.gemm_eff_max, c->have_gemm ? 4 : 0);
+	put_num(fp, "gemm_eff_half_rows", cl.gemm_eff_half_rows, c->have_gemm ? 5 : 0);
+	put_num(fp, "nvlink_gbps", cl.nvlink_gbps, c->have_link ? 5 : 0);
+	put_num(fp, "nvlink_latency_us", cl.nvlink_latency_us, c->have_link ? 5 : 0);
+	put_num(fp, "rdma_gbps", cl.rdma_gbps, 0);
+	put_num(fp, "rdma_latency_us", cl.rdma_latency_us, 0);
 	if (ferror(fp))
 		return rlb_err_set(err, RLB_EIO, "cannot write the calibration");
 	return 0;

@@ -149,8 +149,11 @@ int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
  * Write the config's whole `cluster` section with the measured keys
  * replaced (gemm_eff_max and gemm_eff_half_rows, and nvlink_gbps and
  * nvlink_latency_us when have_link), preceded by comments saying what was
- * measured, to FP.  The output loads with rlb_config_load as a config or
- * as a cluster preset (`cluster: {preset: NAME}` with the file at
+ * measured, to FP.  The fitted values are written to 4 significant
+ * digits (gemm_eff_max) or 5 (the others), far finer than the fit's
+ * error, and load back as those; every other key, and one not measured,
+ * keeps the config's value exactly.  The output loads with
+ * rlb_config_load as a config or as a cluster preset (`cluster: {preset: NAME}` with the file at
  * clusters/NAME.yaml next to the config).  Errors: RLB_EINVAL (a fitted
  * value outside the config's allowed range), RLB_EIO.
  */

@@ -240,6 +240,7 @@ START_TEST(yaml_loads_back)
 
 	rlb_config_defaults(&cfg);
 	cfg.cluster.rdma_gbps = 50;
+	cfg.cluster.hbm_gbps = 3352.123456789012;	/* more than 10 digits */
 	calibration(&c, p, &n);
 	write_fragment(path, &cfg, &c);
 	ck_assert_msg(rlb_config_load(&back, path, model_sets, 5, &err) == 0, "%s", err.msg);
@@ -250,6 +251,7 @@ START_TEST(yaml_loads_back)
 	ck_assert_double_eq_tol(back.cluster.nvlink_latency_us, 18.5, 1e-9);
 	/* Keys not measured keep the config's values. */
 	ck_assert_double_eq(back.cluster.rdma_gbps, 50);
+	ck_assert_double_eq(back.cluster.hbm_gbps, cfg.cluster.hbm_gbps);
 	ck_assert_double_eq(back.cluster.peak_tflops, cfg.cluster.peak_tflops);
 	ck_assert_int_eq(back.cluster.nodes, cfg.cluster.nodes);
 	ck_assert_int_eq(back.cluster.gpus_per_node, cfg.cluster.gpus_per_node);
@@ -264,6 +266,13 @@ START_TEST(yaml_loads_back)
 	ck_assert_double_eq(back.cluster.gemm_eff_max, cfg.cluster.gemm_eff_max);
 	ck_assert_double_eq(back.cluster.gemm_eff_half_rows, cfg.cluster.gemm_eff_half_rows);
 	ck_assert_double_eq(back.cluster.nvlink_gbps, cfg.cluster.nvlink_gbps);
+	/* exactly, not rounded as a fitted value is */
+	cfg.cluster.gemm_eff_max = 0.712439;
+	cfg.cluster.nvlink_latency_us = 20.123456;
+	write_fragment(path, &cfg, &c);
+	ck_assert_msg(rlb_config_load(&back, path, model_sets, 5, &err) == 0, "%s", err.msg);
+	ck_assert_double_eq(back.cluster.gemm_eff_max, cfg.cluster.gemm_eff_max);
+	ck_assert_double_eq(back.cluster.nvlink_latency_us, cfg.cluster.nvlink_latency_us);
 	free(path);
 }
 END_TEST
