@@ -46,14 +46,18 @@ struct rlb_gemm_fit {
 };
 
 /*
- * Fit the curve to N points (x: rows per expert > 0, seconds > 0).
- * Points whose time is within 15% of floor_s (the expert's weight bytes
- * over the HBM bandwidth; 0: no floor) are memory bound, which the cost
- * model covers with its floor, and are left out.  A negative intercept
- * gives half_rows 0 (a line through the origin).  Errors: RLB_EINVAL
- * (flops_per_row or peak_flops not positive, a point not positive and
- * finite, fewer than 2 points left), RLB_ERANGE (times that do not grow
- * with rows, or an efficiency above 1: the configured peak is too low).
+ * Fit the curve to N points (x: rows per expert > 0, seconds > 0), in
+ * any order.  Points whose time is at most 1.15 floor_s (the expert's
+ * weight bytes over the HBM bandwidth; not positive: no floor) are memory
+ * bound, which the cost model covers with its floor, and are left out.
+ * A negative intercept gives half_rows 0 (the line refitted through the
+ * origin).  rms_rel is over (fitted - measured) / measured time.
+ * Errors: RLB_EINVAL (flops_per_row or peak_flops not positive, more
+ * than RLB_CALIB_MAX_POINTS points, a point not positive and finite,
+ * fewer than 2 points left), RLB_ERANGE (times that do not grow with
+ * rows, all points at one row count, an efficiency above 1: the
+ * configured peak is too low, or half_rows above 1e6, the config's
+ * limit).
  */
 int rlb_calibrate_fit_gemm(const struct rlb_calib_point *pts, size_t n,
 			   double flops_per_row, double peak_flops,
@@ -70,9 +74,11 @@ struct rlb_link_fit {
 
 /*
  * Fit t = latency + bytes / bandwidth to N points (x: bytes > 0), with
- * relative weights.  A negative intercept gives latency 0.  Errors:
- * RLB_EINVAL (a point not positive and finite, fewer than 2 points),
- * RLB_ERANGE (times that do not grow with size).
+ * relative weights.  A negative intercept gives latency 0 (the line
+ * refitted through the origin).  Errors: RLB_EINVAL (a point not positive
+ * and finite, fewer than 2 points or more than RLB_CALIB_MAX_POINTS),
+ * RLB_ERANGE (times that do not grow with size, all points at one size).
+ * The config's ranges are rlb_calibrate_write_yaml's to check.
  */
 int rlb_calibrate_fit_link(const struct rlb_calib_point *pts, size_t n,
 			   struct rlb_link_fit *out, struct rlb_err *err);
@@ -153,8 +159,8 @@ int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
  * digits (gemm_eff_max) or 5 (the others), far finer than the fit's
  * error, and load back as those; every other key, and one not measured,
  * keeps the config's value exactly.  The output loads with
- * rlb_config_load as a config or as a cluster preset (`cluster: {preset: NAME}` with the file at
- * clusters/NAME.yaml next to the config).  Errors: RLB_EINVAL (a fitted
+ * rlb_config_load as a config or as a cluster preset (`cluster: {preset:
+ * NAME}` with the file at clusters/NAME.yaml next to the config).  Errors: RLB_EINVAL (a fitted
  * value outside the config's allowed range), RLB_EIO.
  */
 int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
