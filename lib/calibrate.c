@@ -5,10 +5,11 @@
  * for the measurement when the CUDA backend is not built in.
  */
 #include <math.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "calibrate.h"
+#include "config_impl.h"
 
 /* A memory-bound point: its time is within this factor of the HBM floor. */
 #define FLOOR_MARGIN 1.15
@@ -217,16 +218,10 @@ static void put_num(FILE *fp, const char *key, double v, int digits)
 {
 	char num[40];
 
-	if (digits) {
+	if (digits)
 		snprintf(num, sizeof(num), "%.*g", digits, v);
-	} else {
-		for (digits = 15; digits < 17; digits++) {
-			snprintf(num, sizeof(num), "%.*g", digits, v);
-			if (strtod(num, NULL) == v)
-				break;
-		}
-		snprintf(num, sizeof(num), "%.*g", digits, v);
-	}
+	else
+		rlb_cfg_fmt_double(v, num, sizeof(num));
 	fprintf(fp, "  %s: %s\n", key, num);
 }
 
