@@ -160,8 +160,9 @@ int rlb_calibrate_check_name(const struct rlb_config *cfg, const char *name,
  * error, and load back as those; every other key, and one not measured,
  * keeps the config's value exactly.  The output loads with
  * rlb_config_load as a config or as a cluster preset (`cluster: {preset:
- * NAME}` with the file at clusters/NAME.yaml next to the config).  Errors: RLB_EINVAL (a fitted
- * value outside the config's allowed range), RLB_EIO.
+ * NAME}` with the file at clusters/NAME.yaml next to the config).
+ * Errors: RLB_EINVAL (a fitted value outside the config's allowed range),
+ * RLB_EIO.
  */
 int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 			     const struct rlb_calibration *c, FILE *fp,
