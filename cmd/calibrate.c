@@ -126,7 +126,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->out = optarg;
 			break;
 		default:
-			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, 0);
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, NULL);
 			if (ret)
 				return ret;
 			break;

@@ -141,7 +141,7 @@ int cmd_capture(int argc, char **argv)
 			wo.level = (int)v;
 			break;
 		default:
-			ret = cmd_common_opt("capture", usage, c, argv, &o, 0);
+			ret = cmd_common_opt("capture", usage, c, argv, &o, NULL);
 			if (ret) {
 				rc = ret < 0 ? EXIT_OK : ret;
 				goto out;

@@ -73,10 +73,11 @@ enum { CMD_OPT_SET = 256 };
  * ":hc:..."): -h, -c, --set, a missing value and an unknown option.
  * 0 after -c or --set; otherwise what parse_args returns: -1 after printing
  * the usage (-h), EXIT_FAIL when out of memory, EXIT_USAGE after the usage
- * error (printed unless quiet: train-step's ranks but the first).
+ * error.  With DEFER (train-step under a launcher) nothing is printed: the
+ * error goes to *DEFER (code RLB_EINVAL for a usage error).
  */
 int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
-		   struct cmd_config_opts *o, int quiet);
+		   struct cmd_config_opts *o, struct rlb_err *defer);
 
 /*
  * Parse a --steps range "A:B", "A:", ":B" or "A" into [*lo, *hi]

@@ -128,33 +128,43 @@ void cmd_warn_truncated(const char *name, struct rlb_trace_reader *r,
 }
 
 int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
-		   struct cmd_config_opts *o, int quiet)
+		   struct cmd_config_opts *o, struct rlb_err *defer)
 {
+	struct rlb_err err = {0};
+
 	switch (c) {
 	case 'h':
-		fputs(usage, stdout);
+		if (!defer)
+			fputs(usage, stdout);
 		return -1;
 	case 'c':
 		o->path = optarg;
 		return 0;
 	case CMD_OPT_SET:
-		if (!strchr(optarg, '=') || optarg[0] == '=')
-			return quiet ? EXIT_USAGE :
-			       cmd_usage_error(name, usage,
-					       "--set '%s': expected KEY=VALUE, e.g. parallel.micro_batch_tokens=4096",
-					       optarg);
-		if (cmd_config_add_set(o, optarg) != 0) {
-			cmd_errorf(name, "out of memory");
-			return EXIT_FAIL;
+		if (strchr(optarg, '=') && optarg[0] != '=') {
+			if (cmd_config_add_set(o, optarg) == 0)
+				return 0;
+			rlb_err_set(&err, RLB_ENOMEM, "out of memory");
+		} else {
+			rlb_err_set(&err, RLB_EINVAL,
+				    "--set '%s': expected KEY=VALUE, e.g. parallel.micro_batch_tokens=4096",
+				    optarg);
 		}
-		return 0;
+		break;
+	case ':':
+		rlb_err_set(&err, RLB_EINVAL, "option '%s' needs a value", argv[optind - 1]);
+		break;
+	default:
+		rlb_err_set(&err, RLB_EINVAL, "unknown option '%s'", argv[optind - 1]);
+		break;
 	}
-	if (quiet)
-		return EXIT_USAGE;
-	if (c == ':')
-		return cmd_usage_error(name, usage, "option '%s' needs a value",
-				       argv[optind - 1]);
-	return cmd_usage_error(name, usage, "unknown option '%s'", argv[optind - 1]);
+	if (defer)
+		*defer = err;
+	else if (err.code == RLB_EINVAL)
+		cmd_usage_error(name, usage, "%s", err.msg);
+	else
+		cmd_error(name, &err);
+	return err.code == RLB_EINVAL ? EXIT_USAGE : EXIT_FAIL;
 }
 
 void cmd_progress(void *ctx, uint64_t done, uint64_t total, const char *unit)

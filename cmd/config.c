@@ -53,7 +53,7 @@ int cmd_config(int argc, char **argv)
 			presets = 1;
 			break;
 		default:
-			ret = cmd_common_opt("config", usage, c, argv, &o, 0);
+			ret = cmd_common_opt("config", usage, c, argv, &o, NULL);
 			if (ret) {
 				rc = ret < 0 ? EXIT_OK : ret;
 				goto out;

@@ -45,6 +45,7 @@ enum {
 struct opts {
 	struct cmd_config_opts cfg;
 	const char *trace, *plan, *out, *backend;
+	enum rlb_backend_kind backend_kind;
 	uint32_t step_lo, step_hi;
 	uint64_t seed;
 	uint64_t virtual_ranks;		/* 0: not given */
@@ -66,7 +67,11 @@ static long launcher_rank(void)
 	return -1;
 }
 
-static int parse_args(int argc, char **argv, struct opts *o, int quiet)
+/*
+ * 0, -1 after -h (the usage printed unless DEFER), or the exit status of
+ * an error: printed, or with DEFER kept in *DEFER.
+ */
+static int parse_args(int argc, char **argv, struct opts *o, struct rlb_err *defer)
 {
 	static const struct option longopts[] = {
 		CMD_COMMON_LONGOPTS,
@@ -121,7 +126,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 			o->out = optarg;
 			break;
 		default:
-			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, quiet);
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, defer);
 			if (ret)
 				return ret;
 			break;
@@ -134,11 +139,15 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 	if (ret == 0 && optind != argc)
 		ret = rlb_err_set(&err, RLB_EINVAL, "unexpected argument '%s'",
 				  argv[optind]) != 0;
+	if (ret == 0 && rlb_backend_from_name(o->backend, &o->backend_kind, &err))
+		ret = 1;
 	if (ret == 0)
 		return 0;
-	if (quiet)
-		return EXIT_USAGE;
-	return cmd_usage_error(NAME, usage, "%s", err.msg);
+	if (defer)
+		*defer = err;
+	else
+		cmd_usage_error(NAME, usage, "%s", err.msg);
+	return EXIT_USAGE;
 }
 
 /* RELIBRA_FAULT=rank:R:step:S[:hang|:hang-end] */
@@ -298,6 +307,55 @@ static int load_config(const struct opts *o, const struct rlb_exec_opts *eo,
 	return -1;
 }
 
+/*
+ * Under a launcher the ranks' arguments may differ (mpirun's MPMD form),
+ * so every rank joins MPI before it acts on its own: a rank that returned
+ * at once after -h would leave the others waiting in MPI_Init, and a usage
+ * error on a rank but the first would be printed nowhere.  PARSED is this
+ * rank's outcome (0, -1 after -h, or an exit status with its message in
+ * *MSG; an empty message was printed already).  The first failing rank's
+ * error ends every rank; else -h on any rank does, rank 0 printing the
+ * usage.  0 to go on, or the exit status.
+ */
+static int agree_args(struct rlb_world *w, int parsed, const struct rlb_err *msg)
+{
+	struct rlb_err mine = {0}, first = {0}, err = {0};
+	uint32_t bad = UINT32_MAX, me = rlb_world_first(w);
+	double help = parsed < 0;
+	int ret;
+
+	if (parsed > 0) {
+		mine = *msg;
+		mine.code = parsed == EXIT_USAGE ? RLB_EINVAL : RLB_EIO;
+	}
+	ret = rlb_world_agree(w, &mine, &first, &bad, &err);
+	if (ret == 0)
+		ret = rlb_world_allreduce(w, &help, 1, RLB_REDUCE_MAX, &err);
+	if (ret && bad == UINT32_MAX) {
+		cmd_errorf(NAME, "rank %u: %s", me, err.msg);
+		fflush(stderr);
+		rlb_world_abort(w, EXIT_FAIL);
+		return EXIT_FAIL;
+	}
+	if (ret) {
+		char where[32] = "";
+
+		if (bad)
+			snprintf(where, sizeof(where), "rank %u: ", bad);
+		if (me == 0 && first.msg[0] && first.code == RLB_EINVAL)
+			cmd_usage_error(NAME, usage, "%s%s", where, first.msg);
+		else if (me == 0 && first.msg[0])
+			cmd_errorf(NAME, "%s%s", where, first.msg);
+		return first.code == RLB_EINVAL ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (help) {
+		if (me == 0)
+			fputs(usage, stdout);
+		return -1;
+	}
+	return 0;
+}
+
 int cmd_train_step(int argc, char **argv)
 {
 	struct rlb_world *w = NULL;
@@ -305,49 +363,50 @@ int cmd_train_step(int argc, char **argv)
 	struct rlb_exec_opts eo;
 	struct rlb_exec_verify v;
 	struct rlb_config cfg;
-	struct rlb_err err = {0}, env_err = {0};
+	struct rlb_err err = {0}, env_err = {0}, arg_err = {0};
 	struct rlb_atomic_file out_file = { .slot = -1 };
 	struct opts o;
 	long lrank = launcher_rank();
+	int launched = lrank >= 0 && rlb_world_mpi_available();
 	const char *env;
 	uint32_t failed = 0;
-	int ret, quiet = lrank > 0, status = EXIT_FAIL;
+	int ret, parsed, status = EXIT_FAIL;
 
-	ret = parse_args(argc, argv, &o, quiet);
+	parsed = parse_args(argc, argv, &o, launched ? &arg_err : NULL);
 	/* only rank 0 writes -o: another node may lack its directory */
-	if (ret == 0 && lrank <= 0) {
+	if (parsed == 0 && lrank <= 0) {
 		const struct cmd_path in[] = {
 			{ "the trace", o.trace, 0 }, { "the plan", o.plan, 0 },
 			{ "the config", o.cfg.path, 0 },
 		};
 		const struct cmd_path out[] = { { "-o", o.out, 0 } };
 
-		ret = cmd_check_outputs(NAME, usage, in, 3, out, 1, 0);
+		parsed = cmd_check_outputs(NAME, usage, in, 3, out, 1, 0);
 	}
-	if (ret) {
+	if (parsed && !launched) {
 		cmd_config_release(&o.cfg);
-		return ret < 0 ? EXIT_OK : ret;
+		return parsed < 0 ? EXIT_OK : parsed;
 	}
 	rlb_exec_opts_defaults(&eo);
 	eo.seed = o.seed;
 	eo.first_step = o.step_lo;
 	eo.last_step = o.step_hi;
 	eo.verify = o.verify;
-	if (rlb_backend_from_name(o.backend, &eo.backend, &err)) {
-		cmd_config_release(&o.cfg);
-		return quiet ? EXIT_USAGE : cmd_usage_error(NAME, usage, "%s", err.msg);
-	}
+	eo.backend = o.backend_kind;
 	/*
 	 * Open -o now, so that a path that cannot be written fails at once,
 	 * but remove METRICS.tmp until the steps are done (report opens it
 	 * again): when another rank fails, Open MPI may end this one with
 	 * SIGKILL, after which nothing would remove it.
 	 */
-	if (lrank <= 0 && o.out) {
+	if (parsed == 0 && lrank <= 0 && o.out) {
 		if (rlb_atomic_open(&out_file, o.out, &err) != 0) {
 			cmd_error(NAME, &err);
-			cmd_config_release(&o.cfg);
-			return EXIT_FAIL;
+			if (!launched) {
+				cmd_config_release(&o.cfg);
+				return EXIT_FAIL;
+			}
+			parsed = EXIT_FAIL;
 		}
 		if (out_file.tmp_path)
 			rlb_atomic_abort(&out_file);
@@ -365,7 +424,7 @@ int cmd_train_step(int argc, char **argv)
 			    "RELIBRA_FAULT: expected rank:R:step:S[:hang|:hang-end], not '%s'", env);
 	if (eo.backend == RLB_BACKEND_CUDA && !env_err.code)
 		cmd_gemm_mode(&eo.gemm, &env_err);
-	if (lrank >= 0 && rlb_world_mpi_available() && !o.virtual_ranks)
+	if (launched && (parsed || !o.virtual_ranks))
 		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
 	else if (lrank > 0 || (lrank == 0 && getenv("OMPI_COMM_WORLD_SIZE") &&
 			       strcmp(getenv("OMPI_COMM_WORLD_SIZE"), "1")))
@@ -376,8 +435,12 @@ int cmd_train_step(int argc, char **argv)
 		ret = rlb_world_virtual_new(&w, o.virtual_ranks ? (uint32_t)o.virtual_ranks : 1,
 					    &err);
 	if (ret) {
-		if (!quiet)
+		if (lrank <= 0)
 			cmd_error(NAME, &err);
+		goto out;
+	}
+	if (launched && (ret = agree_args(w, parsed, &arg_err)) != 0) {
+		status = ret < 0 ? EXIT_OK : ret;
 		goto out;
 	}
 	/* a hang in the one process of virtual ranks would leave none to time out */

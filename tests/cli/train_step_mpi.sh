@@ -1,7 +1,8 @@
 # train_step_mpi.sh - relibra train-step under mpirun -np 4 on tiny-2x2
 # (oversubscribed, allowed as root): every policy passes --verify, the
 # metrics match the virtual-rank run, a wrong rank count is refused by
-# rank 0 alone, and a failing rank ends the whole job in bounded time.
+# rank 0 alone, arguments that differ between ranks are named by rank 0,
+# and a failing rank ends the whole job in bounded time.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed (openmpi-bin)"
@@ -123,6 +124,21 @@ for OPTS2 in $opts; do
 	rank2_fails OPTS2 opts-rank2.sh \
 		"^relibra train-step: rank 2: the train-step options differ from rank 0's" "$OPTS2"
 done
+unset OPTS2
+# A usage error on rank 2 alone: rank 0 prints it, naming rank 2, and
+# every rank exits with status 2.  -h on rank 2 alone: the usage, once,
+# and every rank exits with status 0 (none is left waiting in MPI_Init).
+OPTS2=--steps=x
+export OPTS2
+mpi 4 -x OPTS2 sh opts-rank2.sh
+[ "$status" -eq 2 ] || { cat err; fail "--steps=x on rank 2: status $status (124: hung)"; }
+n=$(grep -c "^relibra train-step: rank 2: --steps: expected a non-negative integer, got 'x'" err)
+[ "$n" -eq 1 ] || { cat err; fail "--steps=x: expected one message naming rank 2, got $n"; }
+OPTS2=-h
+mpi 4 -x OPTS2 sh opts-rank2.sh
+[ "$status" -eq 0 ] || { cat err; fail "-h on rank 2: status $status (124: hung)"; }
+n=$(grep -c '^usage: relibra train-step' out)
+[ "$n" -eq 1 ] || { cat out err; fail "-h on rank 2: expected the usage once, got $n"; }
 unset OPTS2
 
 # -o in a directory that only rank 0 has (a node-local one): rank 0
