@@ -767,6 +767,11 @@ START_TEST(test_schedule_file)
 	} bad[] = {
 		{ "{\"schema\": \"relibra.schedule/1\",\n \"steps\": [}",
 		  "invalid JSON at line 2, column 12 (byte 45): unexpected token near '}'" },
+		/* the byte jansson cannot decode, not the one before it */
+		{ "{\"schema\": \"relibra.sch\xff\"}",
+		  "invalid JSON at line 1, column 24 (byte 24): unable to decode byte 0xff near '\"relibra.sch'" },
+		{ "{\"schema\": \"relibra.schedule/1\",\n \"steps\": [\"\xc3(\"]}",
+		  "invalid JSON at line 2, column 13 (byte 46): unable to decode byte 0xc3 near '\"'" },
 		{ "{\"schema\": \"relibra.schedule/2\", \"steps\": []}",
 		  "schema 'relibra.schedule/2' is not supported (expected 'relibra.schedule/1')" },
 		{ "{\"schema\": \"relibra.schedule/1\"}",
