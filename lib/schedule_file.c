@@ -97,7 +97,7 @@ static int load_mb(struct rlb_schedule_file *f, const json_t *mb, size_t si,
 			b = get_uint(json_array_get(c, 2), UINT32_MAX);
 			if (q < 0 || a < 0 || b < 0 || b <= a)
 				return bad(f, err, where,
-					   "[seq, start, end] with non-negative integers and end > start");
+					   "[seq, start, end] with integers from 0 to 4294967295 and end > start");
 			if (rlb_grow((void **)&f->chunks, &f->chunk_cap,
 				     f->nchunks + 1, sizeof(*f->chunks)))
 				return rlb_err_set(err, RLB_ENOMEM, "schedule: out of memory");
@@ -140,10 +140,13 @@ static int load_root(struct rlb_schedule_file *f, const json_t *root,
 		char where[48];
 		long long step;
 
+		snprintf(where, sizeof(where), "steps[%zu]", i);
+		if (!json_is_object(st))
+			return bad(f, err, where, "an object with step and micro_batches");
 		snprintf(where, sizeof(where), "steps[%zu].step", i);
 		step = get_uint(json_object_get(st, "step"), UINT32_MAX);
 		if (step < 0)
-			return bad(f, err, where, "a step number");
+			return bad(f, err, where, "a step number from 0 to 4294967295");
 		if (i && step <= f->steps[i - 1].step)
 			return rlb_err_set(err, RLB_EPARSE,
 					   "schedule '%s': '%s': steps must increase (%lld after %u)",

@@ -776,12 +776,18 @@ START_TEST(test_schedule_file)
 		  "schema 'relibra.schedule/2' is not supported (expected 'relibra.schedule/1')" },
 		{ "{\"schema\": \"relibra.schedule/1\"}",
 		  "'steps': expected an array of steps" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [5]}",
+		  "'steps[0]': expected an object with step and micro_batches" },
 		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": -1}]}",
-		  "'steps[0].step': expected a step number" },
+		  "'steps[0].step': expected a step number from 0 to 4294967295" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 4294967296}]}",
+		  "'steps[0].step': expected a step number from 0 to 4294967295" },
 		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 2, \"micro_batches\": []}, {\"step\": 2, \"micro_batches\": []}]}",
 		  "'steps[1].step': steps must increase (2 after 2)" },
 		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 0, \"micro_batches\": [[[[0, 3, 3]]]]}]}",
-		  "'steps[0].micro_batches[0][0][0]': expected [seq, start, end] with non-negative integers and end > start" },
+		  "'steps[0].micro_batches[0][0][0]': expected [seq, start, end] with integers from 0 to 4294967295 and end > start" },
+		{ "{\"schema\": \"relibra.schedule/1\", \"steps\": [{\"step\": 0, \"micro_batches\": [[[[4294967296, 0, 1]]]]}]}",
+		  "'steps[0].micro_batches[0][0][0]': expected [seq, start, end] with integers from 0 to 4294967295 and end > start" },
 	};
 	struct rlb_schedule_file *f;
 	struct rlb_schedule s;
