@@ -193,12 +193,11 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	ret = rlb_trace_reader_steps(ex->tr, &steps, &nsteps, err);
 	if (ret == 0)
 		ret = rlb_plan_check_inputs(&ex->ph, th, steps, nsteps, &ex->cfg_run, err);
+	/* the plan does not record the dense layers ahead of the MoE ones */
+	if (ret == 0)
+		ret = rlb_trace_header_check(th, cfg, err);
 	if (ret < 0)
 		return ret;
-	if (th->moe_layers != (uint32_t)cfg->model.moe_layers)
-		return rlb_err_set(err, RLB_EMISMATCH,
-				   "the trace has %u MoE layers, model.moe_layers is %d",
-				   th->moe_layers, cfg->model.moe_layers);
 	ex->layers = th->moe_layers;
 	ex->experts = th->experts;
 	ex->topk = th->topk;

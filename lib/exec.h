@@ -80,7 +80,8 @@ struct rlb_exec;
  * Set up the executor for the ranks this process drives in world W (its
  * size must equal cfg's parallel.ep_size): open the trace and the plan,
  * check that they belong together and with the config (rlb_plan_check_inputs,
- * the packing taken from the plan), that the selected steps exist in
+ * the packing taken from the plan; rlb_trace_header_check for the dense
+ * layers, which the plan does not record), that the selected steps exist in
  * both, that a schedule the plan carries covers every sequence of its
  * step in the trace, and that every step's plan matches the trace's loads
  * (rlb_step_plan_check), then create one backend per local rank.  Every

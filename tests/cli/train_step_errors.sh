@@ -48,6 +48,13 @@ run train-step -c "$cfg" --set parallel.micro_batch_tokens=256 --trace t.rrt --p
 	--virtual-ranks 4
 expect_status 1
 expect_err "relibra train-step: plan does not match the config: 'parallel.micro_batch_tokens' is 512 in the plan, 256 in the config"
+# The dense layers ahead of the MoE layers are part of the trace's model
+# shape, which the config must have, as for plan; the plan does not record
+# them.
+run train-step -c "$cfg" --set model.first_dense_layers=1 --set model.dense_ffn=64 \
+	--trace t.rrt --plan p.rlp --virtual-ranks 4
+expect_status 1
+expect_err "relibra train-step: the config does not match the trace: 'model.first_dense_layers' is 1 in the config, 0 in the trace"
 run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 --steps 7:9
 expect_status 1
 expect_err "relibra train-step: no step of the trace in 7:9 (trace 't.rrt' has steps 0..1)"
