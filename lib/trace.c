@@ -281,9 +281,17 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "header at offset %d: bad model name field",
 				   8 + RRT_H_MODEL);
+	if (!rlb_utf8_ok(s->h.model))
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   "header at offset %d: model name is not UTF-8",
+				   8 + RRT_H_MODEL);
 	if (get_name(p + RRT_H_SOURCE, 32, s->h.source, sizeof(s->h.source)) != 0)
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "header at offset %d: bad source field",
+				   8 + RRT_H_SOURCE);
+	if (!rlb_utf8_ok(s->h.source))
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   "header at offset %d: source is not UTF-8",
 				   8 + RRT_H_SOURCE);
 	ret = rlb_rrt_check_shape(&s->h, "header at offset 8", err);
 	if (ret != 0 && ret != RLB_EUNSUPPORTED) {

@@ -1044,7 +1044,23 @@ START_TEST(test_versions_and_flags)
 		free(b);
 	}
 	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
-	snprintf(msg, sizeof(msg), "trace '%s': header at offset 8: model name is not UTF-8", alt);
+	snprintf(msg, sizeof(msg), "trace '%s': header at offset %d: model name is not UTF-8",
+		 alt, 8 + RRT_H_MODEL);
+	ck_assert_str_eq(err.msg, msg);
+	/* The same for the source, named at its field. */
+	{
+		size_t n;
+		uint8_t *b = slurp(path, &n);
+
+		b[8 + RRT_H_SOURCE] = 0xc3;
+		b[8 + RRT_H_SOURCE + 1] = 0x28;
+		rlb_put_u32(b + 8 + RRT_H_END, rlb_rrt_crc32c(b + 8, RRT_H_END));
+		spit(alt, b, n);
+		free(b);
+	}
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	snprintf(msg, sizeof(msg), "trace '%s': header at offset %d: source is not UTF-8",
+		 alt, 8 + RRT_H_SOURCE);
 	ck_assert_str_eq(err.msg, msg);
 	/* Extra bytes are not allowed for the current minor. */
 	rewrite_header(path, alt, 1, 0, 0, 4);
