@@ -422,6 +422,26 @@ static int load_seek_table(struct rlb_trace_reader *r, struct rlb_err *err)
 }
 
 /*
+ * Whether the n < 8 bytes at the end of the file can begin a frame
+ * (a frame header cut by the end of the file): a prefix of the zstd
+ * magic or of a skippable frame's.
+ */
+static int frame_start_ok(const uint8_t *b, size_t n)
+{
+	uint8_t z[4], s[4];
+	size_t i, k = n < 4 ? n : 4;
+
+	rlb_put_u32(z, RRT_ZSTD_MAGIC);
+	rlb_put_u32(s, RRT_SKIP_MAGIC_BASE);
+	if (memcmp(b, z, k) == 0)
+		return 1;
+	for (i = 0; i < k; i++)
+		if ((i == 0 ? (uint8_t)(b[0] & 0xF0) : b[i]) != s[i])
+			return 0;
+	return 1;
+}
+
+/*
  * No seek table: walk the frames from the header on.  Stops at the end
  * of the file or where it was cut (truncated), or at a structural error,
  * which is kept and reported once the frames before it have been read.
@@ -440,8 +460,18 @@ static void scan(struct rlb_trace_reader *r)
 		uint32_t magic, csize = 0, rsize = 0;
 		uint64_t size;
 
-		if (r->file_bytes - off < 8)
+		if (r->file_bytes - off < 8) {
+			size_t n = (size_t)(r->file_bytes - off);
+
+			ret = read_at(r, off, b, n, err);
+			if (ret == 0 && !frame_start_ok(b, n))
+				ret = n >= 4 ?
+				      rlb_rrt_at_err(err, RLB_ECORRUPT, "frame", off,
+						     "unknown magic 0x%08x", rlb_get_u32(b)) :
+				      rlb_rrt_at_err(err, RLB_ECORRUPT, "frame", off,
+						     "the last %zu bytes start no frame", n);
 			break;
+		}
 		ret = read_at(r, off, b, 8, err);
 		if (ret != 0)
 			break;

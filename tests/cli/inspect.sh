@@ -169,6 +169,26 @@ run inspect --json --dump garbage.rrt
 expect_status 1
 python3 -c 'import json; d = json.load(open("out")); assert len(d["dump"]) == 2 and not d["integrity"]["ok"]' ||
 	{ cat out; fail "--json --dump of the garbage file"; }
+# ... also when the garbage is shorter than a frame header: 4 bytes are
+# a whole magic, and fewer that begin no frame's magic are no cut frame.
+head -c $((164 + f0)) "$tiny" > garbage.rrt
+printf 'GARB' >> garbage.rrt
+run inspect garbage.rrt
+expect_status 1
+expect_out "integrity:      corrupt: trace 'garbage.rrt': frame at offset $((164 + f0)): unknown magic 0x42524147"
+head -c $((164 + f0)) "$tiny" > garbage.rrt
+printf '\050\265\000' >> garbage.rrt
+run inspect garbage.rrt
+expect_status 1
+expect_out "integrity:      corrupt: trace 'garbage.rrt': frame at offset $((164 + f0)): the last 3 bytes start no frame"
+# A zstd or skippable magic cut short is a cut frame.
+for tail in '\050\265\057' '\123\052\115\030\000\000'; do
+	head -c $((164 + f0)) "$tiny" > cut.rrt
+	printf "$tail" >> cut.rrt
+	run inspect cut.rrt
+	expect_status 1
+	expect_out "integrity:      truncated: complete frames end at byte $((164 + f0))"
+done
 
 # A flipped byte inside the first data frame: an error naming its offset.
 cp "$tiny" bad.rrt
