@@ -250,7 +250,15 @@ static json_t *json_summary(const struct opts *o, struct rlb_trace_reader *r,
 	json_object_set_new(hd, "id_bytes", json_integer(rlb_trace_id_bytes(h)));
 	json_object_set_new(hd, "id_coding", json_string(rlb_trace_reader_id_coding(r)));
 	json_object_set_new(hd, "source", json_string(h->source));
-	json_object_set_new(hd, "seed", json_integer((json_int_t)h->seed));
+	if (h->seed <= INT64_MAX) {
+		json_object_set_new(hd, "seed", json_integer((json_int_t)h->seed));
+	} else {
+		/* past json_int_t: the exact value as a string, not a wrapped one */
+		char seed[24];
+
+		snprintf(seed, sizeof(seed), "%" PRIu64, h->seed);
+		json_object_set_new(hd, "seed", json_string(seed));
+	}
 	json_object_set_new(j, "header", hd);
 	json_object_set_new(j, "steps", json_integer((json_int_t)info->steps));
 	json_object_set_new(j, "first_step", info->steps ? json_integer(info->first_step) : json_null());

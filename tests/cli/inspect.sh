@@ -99,6 +99,22 @@ run inspect --json --dump --steps 3: "$tiny"
 expect_status 1
 expect_err "relibra inspect: no step of '$tiny' in 3: (it has steps 0..1)"
 
+# The header's seed is a u64: --json gives one past 2^63-1 as a string,
+# not as a wrapped negative number.
+run capture -c "$CONFIGS/tiny-2x2.yaml" --set workload.steps=1 --synthetic --seed 18446744073709551615 -o seed.rrt
+expect_status 0
+run inspect seed.rrt
+expect_status 0
+expect_out "seed:           18446744073709551615"
+run inspect --json seed.rrt
+expect_status 0
+expect_out '"seed": "18446744073709551615"'
+run capture -c "$CONFIGS/tiny-2x2.yaml" --set workload.steps=1 --synthetic --seed 9223372036854775807 -o seed.rrt
+expect_status 0
+run inspect --json seed.rrt
+expect_status 0
+expect_out '"seed": 9223372036854775807'
+
 # --threads counts in blocks of layers: the same statistics for any N.
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic --seed 3 -o syn.rrt
 expect_status 0
