@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -106,6 +107,7 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err)
 {
 	size_t n = strlen(path);
+	int fd = -1;
 
 	memset(af, 0, sizeof(*af));
 	af->slot = -1;
@@ -133,8 +135,21 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 	}
 	memcpy(af->tmp_path, path, n);
 	memcpy(af->tmp_path + n, ".tmp", 5);
-	list_tmp(af);
-	af->fp = fopen(af->tmp_path, "wb");
+	/*
+	 * A PATH.tmp left by a killed run is replaced, never written
+	 * through: as a link, it would take the output into another file.
+	 */
+	if (unlink(af->tmp_path) == 0 || errno == ENOENT) {
+		list_tmp(af);
+		fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd >= 0 && !(af->fp = fdopen(fd, "wb"))) {
+			int e = errno;
+
+			close(fd);
+			unlink(af->tmp_path);
+			errno = e;
+		}
+	}
 	if (!af->fp) {
 		rlb_err_errno(err, RLB_EIO, "cannot create '%s'", af->tmp_path);
 		rlb_atomic_abort(af);

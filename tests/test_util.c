@@ -142,6 +142,54 @@ START_TEST(test_atomic_file)
 END_TEST
 
 /*
+ * A PATH.tmp left behind, as a symbolic or a hard link to another file, is
+ * replaced, not written through: the other file keeps its bytes and PATH
+ * becomes a regular file of its own.  A directory there is an error.
+ */
+START_TEST(test_atomic_stale_tmp)
+{
+	char path[512], tmp[600], other[600];
+	struct rlb_atomic_file af;
+	struct rlb_err err = {0};
+	struct stat st;
+	FILE *fp;
+	int hard;
+
+	snprintf(path, sizeof(path), "%s/stale.txt", rlb_test_tmpdir());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(other, sizeof(other), "%s/stale-other.txt", rlb_test_tmpdir());
+	for (hard = 0; hard < 2; hard++) {
+		unlink(path);
+		unlink(tmp);
+		fp = fopen(other, "wb");
+		ck_assert_ptr_nonnull(fp);
+		fputs("other", fp);
+		ck_assert_int_eq(fclose(fp), 0);
+		ck_assert_int_eq(hard ? link(other, tmp) : symlink(other, tmp), 0);
+
+		ck_assert_int_eq(rlb_atomic_open(&af, path, &err), 0);
+		fputs("new!!!", af.fp);
+		ck_assert_int_eq(rlb_atomic_commit(&af, &err), 0);
+		ck_assert_int_eq(lstat(path, &st), 0);
+		ck_assert(S_ISREG(st.st_mode));
+		ck_assert_int_eq(st.st_size, 6);
+		ck_assert_int_eq(stat(other, &st), 0);
+		ck_assert_int_eq(st.st_size, 5);
+		ck_assert_int_ne(lstat(tmp, &st), 0);
+	}
+
+	ck_assert_int_eq(mkdir(tmp, 0777), 0);
+	ck_assert_int_eq(rlb_atomic_open(&af, path, &err), RLB_EIO);
+	ck_assert_msg(strstr(err.msg, "cannot create '") && strstr(err.msg, ".tmp': Is a directory"),
+		      "%s", err.msg);
+	ck_assert_int_eq(stat(tmp, &st), 0);
+	rmdir(tmp);
+	unlink(path);
+	unlink(other);
+}
+END_TEST
+
+/*
  * What a signal handler removes (rlb_atomic_remove_all): the open
  * temporaries, not a committed file, not an aborted one's slot.
  */
@@ -287,6 +335,7 @@ Suite *rlb_suite_util(void)
 	tcase_add_test(tc, test_parse_numbers);
 	tcase_add_test(tc, test_le_helpers);
 	tcase_add_test(tc, test_atomic_file);
+	tcase_add_test(tc, test_atomic_stale_tmp);
 	tcase_add_test(tc, test_atomic_remove_all);
 	tcase_add_test(tc, test_atomic_threads);
 	tcase_add_test(tc, test_utf8);
