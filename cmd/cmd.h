@@ -128,7 +128,8 @@ struct cmd_path {
  * file; for two outputs also a file not there yet under another spelling
  * of its directory, "x.rlp" and "./x.rlp").  Failures (EXIT_FAIL): an
  * output file is or names (a trailing '/') a directory, a CMD_OUT_REGULAR
- * one exists and is not a regular file, or its directory does not exist.
+ * one exists and is not a regular file, a CMD_OUT_DIR one exists and is
+ * not a directory, or its directory does not exist.
  * Reported unless usage is NULL (train-step's ranks but the first).
  */
 int cmd_check_outputs(const char *name, const char *usage,

@@ -363,6 +363,11 @@ int cmd_check_outputs(const char *name, const char *usage,
 				cmd_errorf(name, "%s '%s' is a directory", out[i].what, p);
 			return EXIT_FAIL;
 		}
+		if (out[i].kind == CMD_OUT_DIR && stat(p, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (usage)
+				cmd_errorf(name, "%s '%s' is not a directory", out[i].what, p);
+			return EXIT_FAIL;
+		}
 		if (out[i].kind == CMD_OUT_REGULAR && stat(p, &st) == 0 &&
 		    !S_ISREG(st.st_mode)) {
 			if (usage)

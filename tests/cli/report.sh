@@ -178,6 +178,13 @@ expect_err "relibra report: --html 'x.rrt' is also the trace: choose another pat
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --svg -
 expect_status 2
 expect_err "relibra report: --svg '-': this output goes to a file"
+# --svg naming a file that is not a directory fails before the planning.
+printf 'old' > notdir
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --svg notdir
+expect_status 1
+expect_err "relibra report: --svg 'notdir' is not a directory"
+expect_empty out
+[ "$(cat notdir)" = old ] || fail "report --svg changed the file in its way"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+fast
 expect_status 2
 expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, no-colocate, data-control)"
