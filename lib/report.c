@@ -514,14 +514,19 @@ int rlb_report_add_file(struct rlb_report *r, const char *path,
 	json_error_t je;
 	json_t *j;
 	FILE *fp;
-	int c, ret;
+	int c, ret, lines = 0, column = 0, skipped = 0;
 
 	fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	if (!fp)
 		return rlb_err_errno(err, RLB_EIO, "cannot open '%s'", path);
+	/* the white space skipped here counts in the parser's position */
 	c = getc(fp);
-	while (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+	while (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+		skipped++;
+		column = c == '\n' ? 0 : column + 1;
+		lines += c == '\n';
 		c = getc(fp);
+	}
 	if (c == EOF) {
 		ret = ferror(fp) ?
 			rlb_err_errno(err, RLB_EIO, "cannot read '%s'", path) :
@@ -539,8 +544,11 @@ int rlb_report_add_file(struct rlb_report *r, const char *path,
 					  path, kind, !strcmp(kind, "trace") ?
 					  ", or the trace as --trace" : "");
 		else
-			ret = rlb_err_set(err, RLB_EPARSE, "'%s':%d:%d: not JSON: %s",
-					  path, je.line, je.column, je.text);
+			ret = rlb_err_set(err, RLB_EPARSE,
+					  "'%s': invalid JSON at line %d, column %d (byte %d): %s",
+					  path, je.line + lines,
+					  je.line == 1 ? je.column + column : je.column,
+					  je.position + skipped, je.text);
 		goto out;
 	}
 	ret = rlb_report_add_json(r, j, path, NULL, err);

@@ -111,7 +111,10 @@ check_bad bad-missing.json "'bad-missing.json': missing 'tokens_per_s'"
 check_bad bad-missing-cluster.json "'bad-missing-cluster.json': missing 'config.cluster'"
 check_bad bad-type.json "'bad-type.json': 'step_time_s' is not a number"
 check_bad bad-empty.json "'bad-empty.json': empty file"
-check_bad bad-not-json.json "'bad-not-json.json':2:14: not JSON: invalid token near 'plan'"
+check_bad bad-not-json.json "'bad-not-json.json': invalid JSON at line 2, column 14 (byte 45): invalid token near 'plan'"
+# blank lines and spaces ahead of the object count in the position
+{ printf '\n\n  '; cat "$FIXTURES/report/bad-not-json.json"; } > lead-not-json.json
+check_bad lead-not-json.json "'lead-not-json.json': invalid JSON at line 4, column 14 (byte 49): invalid token near 'plan'"
 check_bad missing.json "cannot open 'missing.json': No such file or directory"
 # a trace or a plan where a result is expected: said so
 cp "$RLB_TOP/trace_format/examples/tiny.rrt" "$RLB_TOP/trace_format/examples/tiny-plan.rlp" .
