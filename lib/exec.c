@@ -71,6 +71,18 @@ static int select_steps(struct rlb_exec *ex, struct rlb_err *err)
 	return 0;
 }
 
+/* Append the plan's and the trace's paths to a message of their mismatch. */
+static void name_inputs(const struct rlb_exec *ex, struct rlb_err *err)
+{
+	size_t n;
+
+	if (!err)
+		return;
+	n = strlen(err->msg);
+	snprintf(err->msg + n, sizeof(err->msg) - n, " (plan '%s', trace '%s')",
+		 ex->plan_path, ex->trace_path);
+}
+
 /*
  * Step STEP's plan (p, released first), schedule and loads (s and l,
  * initialised here): the schedule the plan carries (data control, a
@@ -117,6 +129,7 @@ static int step_inputs(struct rlb_exec *ex, uint32_t step,
 		if (err && strncmp(err->msg, "schedule: ", 10) == 0)
 			memmove(err->msg, err->msg + 10, strlen(err->msg + 10) + 1);
 		rlb_err_prefix(err, "the plan's schedule does not match the trace");
+		name_inputs(ex, err);
 		if (err)
 			err->code = RLB_EMISMATCH;
 		return RLB_EMISMATCH;
@@ -140,15 +153,18 @@ static int check_steps(struct rlb_exec *ex, struct rlb_err *err)
 			rlb_step_plan_release(&p);
 			break;
 		}
-		if (ret == 0 && p.micro_batches != s.micro_batches)
+		if (ret == 0 && p.micro_batches != s.micro_batches) {
 			ret = rlb_err_set(err, RLB_EMISMATCH,
 					  "plan does not match the trace: step %u has %u micro-batches in the plan, %u in the schedule",
 					  ex->steps[i], p.micro_batches, s.micro_batches);
+			name_inputs(ex, err);
+		}
 		if (ret == 0) {
 			ret = rlb_step_plan_check(&p, &l, err);
 			if (ret < 0) {
 				rlb_err_prefix(err, "plan does not match the trace: step %u",
 					       ex->steps[i]);
+				name_inputs(ex, err);
 				ret = RLB_EMISMATCH;
 				if (err)
 					err->code = ret;
@@ -193,6 +209,9 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	ret = rlb_trace_reader_steps(ex->tr, &steps, &nsteps, err);
 	if (ret == 0)
 		ret = rlb_plan_check_inputs(&ex->ph, th, steps, nsteps, &ex->cfg_run, err);
+	if (ret == RLB_EMISMATCH && err &&
+	    strncmp(err->msg, "plan does not match the trace", 29) == 0)
+		name_inputs(ex, err);
 	/* the plan does not record the dense layers ahead of the MoE ones */
 	if (ret == 0)
 		ret = rlb_trace_header_check(th, cfg, err);

@@ -32,7 +32,8 @@ expect_err "relibra train-step: --seed: 9223372036854775808 is out of range [0, 
 # A plan of another trace, of another config, steps out of range.
 run train-step -c "$cfg" --trace other.rrt --plan p.rlp --virtual-ranks 4
 expect_status 1
-expect_err "relibra train-step: plan does not match the trace:"
+expect_err "relibra train-step: plan does not match the trace: 'header hash' is 0x"
+expect_err "in the trace (plan 'p.rlp', trace 'other.rrt')"
 # A plan that carries its schedule (data control) and a trace of the same
 # header and steps whose steps have more sequences: the schedule must cover
 # every sequence of the step, not only the first ones.
@@ -43,7 +44,7 @@ run plan -c "$cfg" --policy relibra --data-control -o dc.rlp t.rrt
 expect_status 0
 run train-step -c "$cfg" --trace more.rrt --plan dc.rlp --virtual-ranks 4
 expect_status 1
-expect_err "relibra train-step: the plan's schedule does not match the trace: step 0: sequence 32: tokens 0..482 are in no chunk"
+expect_err "relibra train-step: the plan's schedule does not match the trace: step 0: sequence 32: tokens 0..482 are in no chunk (plan 'dc.rlp', trace 'more.rrt')"
 run train-step -c "$cfg" --set parallel.micro_batch_tokens=256 --trace t.rrt --plan p.rlp \
 	--virtual-ranks 4
 expect_status 1
