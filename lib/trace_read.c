@@ -5,6 +5,7 @@
  * and yields sequences.  Every length is checked against the limits and
  * the bytes present; corrupt input is an error naming its byte offset.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -511,9 +512,13 @@ static void scan(struct rlb_trace_reader *r)
 			seen_index = 1;
 		} else if (magic == RRT_SEEK_MAGIC) {
 			/* A complete seek table here would have been found. */
-			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", off,
-				     off + size == r->file_bytes ?
-				     "bad footer" : "data after the seek table");
+			if (off + size == r->file_bytes)
+				ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", off,
+					     "bad footer");
+			else
+				ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "seek table", off,
+					     "%" PRIu64 " bytes of data after it, from offset %" PRIu64,
+					     r->file_bytes - (off + size), off + size);
 			break;
 		} else if (magic == RRT_HEADER_MAGIC) {
 			ret = rlb_rrt_at_err(err, RLB_ECORRUPT, "frame", off,

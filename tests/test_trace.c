@@ -723,6 +723,32 @@ START_TEST(test_empty_trace)
 }
 END_TEST
 
+/* Bytes after a complete trace: corrupt, at the offset where they start. */
+START_TEST(test_data_after_seek_table)
+{
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w;
+	struct rlb_trace_info info;
+	struct rlb_err err = {0};
+	char path[512];
+	FILE *fp;
+
+	make_header(&h, 8, 2, 2, 0);
+	tpath(path, sizeof(path), "junk.rrt");
+	ck_assert_int_eq(rlb_trace_writer_open(&w, path, &h, NULL, &err), 0);
+	ck_assert_int_eq(rlb_trace_writer_close(w, &err), 0);
+	fp = fopen(path, "ab");
+	ck_assert_ptr_nonnull(fp);
+	fputs("JUNKJUNK", fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	/* header 164, index 36, seek table 33 from offset 200 */
+	ck_assert_int_eq(rlb_trace_verify(path, &info, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "seek table at offset 200: 8 bytes of data after it, from offset 233"),
+		      "%s", err.msg);
+	unlink(path);
+}
+END_TEST
+
 /* Open a writer for the append tests (16 experts, top-2, 2 layers). */
 static struct rlb_trace_writer *open_small(const char *path, uint32_t flags)
 {
@@ -1786,6 +1812,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_steps_without_index_defer_checksum);
 	tcase_add_test(tc, test_index_error_offsets);
 	tcase_add_test(tc, test_empty_trace);
+	tcase_add_test(tc, test_data_after_seek_table);
 	tcase_add_test(tc, test_append_validation);
 	tcase_add_test(tc, test_append_gate_extremes);
 	tcase_add_test(tc, test_append_too_large);
