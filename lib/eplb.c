@@ -565,14 +565,16 @@ int rlb_eplb_weights_load(const char *path, double **weight,
 				     "cannot open weights '%s'", path);
 	root = json_loadf(fp, 0, &jerr);
 	if (!root) {
+		int line, column, byte;
+
+		rlb_json_error_where(&jerr, &line, &column, &byte);
 		if (ferror(fp))
 			ret = rlb_err_errno(err, RLB_EIO,
 					    "cannot read weights '%s'", path);
 		else
 			ret = rlb_err_set(err, RLB_EPARSE,
 					  "weights '%s': invalid JSON at line %d, column %d (byte %d): %s",
-					  path, jerr.line, jerr.column,
-					  jerr.position, jerr.text);
+					  path, line, column, byte, jerr.text);
 		goto out;
 	}
 	ret = rlb_eplb_weights_from_json(root, path, weight, num_layers,

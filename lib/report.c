@@ -543,12 +543,15 @@ int rlb_report_add_file(struct rlb_report *r, const char *path,
 					  "'%s' is a relibra %s, not a result: give the JSON of plan --summary or train-step -o%s",
 					  path, kind, !strcmp(kind, "trace") ?
 					  ", or the trace as --trace" : "");
-		else
+		else {
+			int line, col, byte;
+
+			rlb_json_error_where(&je, &line, &col, &byte);
 			ret = rlb_err_set(err, RLB_EPARSE,
 					  "'%s': invalid JSON at line %d, column %d (byte %d): %s",
-					  path, je.line + lines,
-					  je.line == 1 ? je.column + column : je.column,
-					  je.position + skipped, je.text);
+					  path, line + lines, line == 1 ? col + column : col,
+					  byte + skipped, je.text);
+		}
 		goto out;
 	}
 	ret = rlb_report_add_json(r, j, path, NULL, err);

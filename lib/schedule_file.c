@@ -196,23 +196,15 @@ int rlb_schedule_file_load(struct rlb_schedule_file **out, const char *path,
 	}
 	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		int column = jerr.column, position = jerr.position;
+		int line, column, byte;
 
-		/*
-		 * jansson stops before a byte it cannot decode, so its
-		 * position is that of the byte before: name the byte itself.
-		 */
-		if (json_error_code(&jerr) == json_error_invalid_utf8) {
-			column++;
-			position++;
-		}
+		rlb_json_error_where(&jerr, &line, &column, &byte);
 		if (ferror(fp))
 			ret = rlb_err_errno(err, RLB_EIO, "cannot read schedule '%s'", path);
 		else
 			ret = rlb_err_set(err, RLB_EPARSE,
 					  "schedule '%s': invalid JSON at line %d, column %d (byte %d): %s",
-					  path, jerr.line, column, position,
-					  jerr.text);
+					  path, line, column, byte, jerr.text);
 		goto out;
 	}
 	ret = load_root(f, root, err);

@@ -412,6 +412,16 @@ json_t *rlb_json_real_or_null(double v)
 	return isfinite(v) ? json_real(v) : json_null();
 }
 
+void rlb_json_error_where(const struct json_error_t *je, int *line, int *column,
+			  int *byte)
+{
+	int next = json_error_code(je) == json_error_invalid_utf8;
+
+	*line = je->line;
+	*column = je->column + next;
+	*byte = je->position + next;
+}
+
 json_t *rlb_json_text(const char *s)
 {
 	size_t n, len = strlen(s), k = 0;

@@ -122,6 +122,14 @@ struct json_t *rlb_json_text(const char *s);
  * infinity).  NULL when out of memory.
  */
 struct json_t *rlb_json_real_or_null(double v);
+/*
+ * Where jansson's parse error JE is: line, column and byte, counting from
+ * 1, of the byte it could not take (for a byte that is no UTF-8, jansson
+ * counts the byte before).
+ */
+struct json_error_t;
+void rlb_json_error_where(const struct json_error_t *je, int *line, int *column,
+			  int *byte);
 
 /* Monotonic and thread CPU clocks in nanoseconds. */
 uint64_t rlb_now_ns(void);

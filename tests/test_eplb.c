@@ -441,6 +441,9 @@ START_TEST(test_json_errors)
 
 	expect_load_error("bad-syntax.json", RLB_EPARSE,
 			  "invalid JSON at line 2, column 8 (byte 17): unexpected token near ']'");
+	/* the byte that is no UTF-8 itself, not the one before */
+	expect_load_error("bad-utf8.json", RLB_EPARSE,
+			  "invalid JSON at line 1, column 7 (byte 7): unable to decode byte 0xff near '\"'");
 	expect_load_error("zero-bytes.json", RLB_EPARSE,
 			  "invalid JSON at line 1, column 0 (byte 0): '[' or '{' expected near end of file");
 	expect_load_error("object.json", RLB_EPARSE,
