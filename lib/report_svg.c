@@ -139,6 +139,39 @@ void rlb_svg_axis_titles(FILE *fp, double x0, double y0, double x1, double y1,
 	}
 }
 
+/*
+ * The label of tick V on an axis of ticks STEP apart: FMT's, unless its 3
+ * significant figures lose what tells V from its neighbours (1.025 as
+ * "1.02" on a 0.025 step, 1.005 as "1" next to 1): then V with as many
+ * decimals as the step has.
+ */
+static const char *tick_label(rlb_svg_tick_fmt fmt, double v, double step,
+			      char *buf, size_t size)
+{
+	static const char prefix[] = "kMGT";
+	const char *p;
+	char *end;
+	double back;
+	int d;
+
+	fmt(v, buf, size);
+	back = strtod(buf, &end);
+	if (end != buf && *end && !end[1] && (p = strchr(prefix, *end)))
+		back *= pow(1000, (double)(p - prefix + 1));
+	else if (end == buf || *end)
+		return buf;
+	if (fabs(back - v) <= step * 1e-3)
+		return buf;
+	for (d = 0; d < 15; d++) {
+		double s = step * pow(10, d);
+
+		if (fabs(s - round(s)) <= s * 1e-6)
+			break;
+	}
+	snprintf(buf, size, "%.*f", d, v);
+	return rlb_svg_strip_zeros(buf);
+}
+
 /* Horizontal grid lines and labels of a Y axis, the plot frame. */
 void rlb_svg_y_axis(FILE *fp, const struct rlb_svg_axis *a, double x0, double y0,
 		   double x1, double y1, double scale, rlb_svg_tick_fmt fmt)
@@ -155,7 +188,8 @@ void rlb_svg_y_axis(FILE *fp, const struct rlb_svg_axis *a, double x0, double y0
 		fprintf(fp, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 			"stroke=\"#dddddd\"/>\n", x0, y, x1, y);
 		rlb_svg_text(fp, x0 - 6, y + 4, "end", NULL,
-		     fmt(fabs(v) < a->step * 1e-6 ? 0 : v * scale, buf, sizeof(buf)));
+		     tick_label(fmt, fabs(v) < a->step * 1e-6 ? 0 : v * scale,
+				a->step * scale, buf, sizeof(buf)));
 	}
 	fprintf(fp, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 		"fill=\"none\" stroke=\"#888888\"/>\n</g>\n", x0, y0, x1 - x0, y1 - y0);

@@ -548,6 +548,99 @@ START_TEST(test_steps_chart)
 }
 END_TEST
 
+/* Chart C of group 0 as SVG text, to free. */
+static char *chart_text(const struct rlb_report *r, enum rlb_report_chart c,
+			const struct rlb_report_chart_opts *o)
+{
+	struct rlb_err err = {0};
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *fp = open_memstream(&buf, &n);
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_msg(rlb_report_chart_svg(r, c, 0, o, fp, &err) == 0, "%s", err.msg);
+	fclose(fp);
+	return buf;
+}
+
+/*
+ * The Y axis labels of an SVG chart (the first axis group's end-anchored
+ * texts) read back: as many ticks as labels, each its own value, evenly
+ * spaced upwards.
+ */
+static void check_y_ticks(const char *svg)
+{
+	const char *p = strstr(svg, "<g class=\"axis\""), *end;
+	double v[64];
+	size_t n = 0, i;
+
+	ck_assert_ptr_nonnull(p);
+	end = strstr(p, "</g>");
+	while ((p = strstr(p, "text-anchor=\"end\">")) && p < end && n < 64) {
+		char *e;
+
+		p += strlen("text-anchor=\"end\">");
+		v[n] = strtod(p, &e);
+		if (*e && strchr("kMGT", *e))	/* an SI prefix */
+			v[n] *= pow(1000, (double)(strchr("kMGT", *e++) - "kMGT" + 1));
+		ck_assert_msg(*e == '<', "tick label '%.12s'", p);
+		n++;
+	}
+	ck_assert_uint_ge(n, 2);
+	for (i = 1; i < n; i++)
+		ck_assert_msg(fabs((v[i] - v[i - 1]) - (v[1] - v[0])) <= 1e-9 * fabs(v[n - 1]) &&
+			      v[i] > v[i - 1], "ticks %g, %g after %g, %g: %s",
+			      v[i - 1], v[i], v[0], v[1], svg);
+}
+
+/* Tick labels say their ticks, however close the ticks are. */
+START_TEST(test_tick_labels)
+{
+	struct rlb_report_chart_opts o = { .layer = -1 };
+	struct rlb_report_series *s;
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	char *svg;
+	size_t i;
+
+	/* fractions of ideal 0.885 to 1: ticks 0.875 to 1.025 */
+	rlb_report_init(&r);
+	add_ok(&r, result("plan", "static", "h1", 0.5 / 0.885), "t", "a");
+	add_ok(&r, result("plan", "relibra", "h1", 0.5), "t", "a");
+	r.sweep_key = strdup("cluster.name");
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	svg = chart_text(&r, RLB_CHART_SWEEP_IDEAL, &o);
+	ck_assert_ptr_nonnull(strstr(svg, ">1.025</text>"));
+	check_y_ticks(svg);
+	free(svg);
+	rlb_report_release(&r);
+
+	/* a busiest GPU 1.002 times the mean: ticks 1, 1.005, ... */
+	rlb_report_init(&r);
+	add_ok(&r, result("plan", "static", "h1", 1.0), "s.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	s = series(2, 1, 4, 0, 10);
+	for (i = 0; i < 8; i++)
+		s->rows[i] = i % 4 == 0 ? 1002 : i % 4 == 1 ? 1000 : 999;
+	rlb_report_set_series(&r, 0, s);
+	svg = chart_text(&r, RLB_CHART_MICROBATCH, &o);
+	ck_assert_ptr_nonnull(strstr(svg, ">1.005</text>"));
+	check_y_ticks(svg);
+	free(svg);
+	/* the other charts' axes too */
+	for (i = 0; i < 3; i++) {
+		static const enum rlb_report_chart c[3] = {
+			RLB_CHART_TOKENS, RLB_CHART_BREAKDOWN, RLB_CHART_MICROBATCH
+		};
+
+		svg = chart_text(&r, c[i], &o);
+		check_y_ticks(svg);
+		free(svg);
+	}
+	rlb_report_release(&r);
+}
+END_TEST
+
 START_TEST(test_sweep_chart)
 {
 	static const char *const vals[] = { "0", "1", "2", "4" };
@@ -592,6 +685,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_series_from_plan);
 	tcase_add_test(tc, test_charts);
 	tcase_add_test(tc, test_sweep_chart);
+	tcase_add_test(tc, test_tick_labels);
 	suite_add_tcase(s, tc);
 	return s;
 }
