@@ -354,7 +354,7 @@ static int chart_heatmap(const struct rlb_report *r, size_t g, FILE *fp,
 					d = fmax(d, fabs(log2(v)));
 			}
 	d = fmin(d, 1);		/* saturate beyond half and twice the mean */
-	cw = fmax(3, fmin(32, 260.0 / ranks));
+	cw = fmin(32, 260.0 / ranks);	/* two panels fit the width */
 	ch = fmax(3, fmin(14, 380.0 / layers));
 	pw = cw * ranks;
 	h = y0 + ch * layers + 90;

@@ -641,6 +641,47 @@ START_TEST(test_tick_labels)
 }
 END_TEST
 
+/* Every rect and text of an SVG chart ends within its 760 px width. */
+static void check_within_width(const char *svg)
+{
+	const char *p;
+
+	for (p = svg; (p = strstr(p, " x=\"")); p++) {
+		double x = strtod(p + 4, NULL), w = 0;
+		const char *wp = strstr(p, " width=\""), *gt = strchr(p, '>');
+
+		if (wp && wp < gt)
+			w = strtod(wp + 8, NULL);
+		ck_assert_msg(x >= 0 && x + w <= 760, "x %g, width %g: %.80s", x, w, p);
+	}
+}
+
+/* The heatmap's two panels fit the chart however many GPUs there are. */
+START_TEST(test_heatmap_many_gpus)
+{
+	struct rlb_report_chart_opts o = { .layer = -1 };
+	static const uint32_t ranks[] = { 4, 64, 128, 1024 };
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	char *svg;
+	size_t i;
+
+	for (i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
+		rlb_report_init(&r);
+		add_ok(&r, result("plan", "static", "h1", 1.0), "s.json", NULL);
+		add_ok(&r, result("plan", "relibra", "h1", 0.9), "r.json", NULL);
+		ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+		rlb_report_set_series(&r, 0, series(2, 3, ranks[i], 1, 40));
+		rlb_report_set_series(&r, 1, series(2, 3, ranks[i], 1, 20));
+		svg = chart_text(&r, RLB_CHART_HEATMAP, &o);
+		ck_assert_ptr_nonnull(strstr(svg, "data-label=\"relibra\""));
+		check_within_width(svg);
+		free(svg);
+		rlb_report_release(&r);
+	}
+}
+END_TEST
+
 START_TEST(test_sweep_chart)
 {
 	static const char *const vals[] = { "0", "1", "2", "4" };
@@ -686,6 +727,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_charts);
 	tcase_add_test(tc, test_sweep_chart);
 	tcase_add_test(tc, test_tick_labels);
+	tcase_add_test(tc, test_heatmap_many_gpus);
 	suite_add_tcase(s, tc);
 	return s;
 }
