@@ -414,13 +414,14 @@ static int chart_heatmap(const struct rlb_report *r, size_t g, FILE *fp,
 	{
 		double lx = 90, ly = h - 34, lw = 240;
 
-		fprintf(fp, "<defs><linearGradient id=\"heat-scale\">"
+		/* an id of its own: a page holds a heatmap per group */
+		fprintf(fp, "<defs><linearGradient id=\"heat-scale-%zu\">"
 			"<stop offset=\"0\" stop-color=\"#2166ac\"/>"
 			"<stop offset=\"0.5\" stop-color=\"#ffffff\"/>"
 			"<stop offset=\"1\" stop-color=\"#b2182b\"/></linearGradient></defs>\n"
 			"<g class=\"legend\" font-size=\"11\">\n"
-			"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\" fill=\"url(#heat-scale)\" stroke=\"#888888\"/>\n",
-			lx, ly, lw);
+			"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\" fill=\"url(#heat-scale-%zu)\" stroke=\"#888888\"/>\n",
+			g + 1, lx, ly, lw, g + 1);
 		rlb_svg_text(fp, lx, ly + 23, "middle", NULL,
 		     rlb_svg_strip_zeros((char *)rlb_report_fmt3(exp2(-d), buf, sizeof(buf))));
 		rlb_svg_text(fp, lx + lw / 2, ly + 23, "middle", NULL, "1");

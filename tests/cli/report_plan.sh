@@ -172,6 +172,9 @@ xmllint --noout sweep.html scharts/*.svg || fail "sweep charts are not well-form
 [ "$(series scharts/sweep-ideal.svg)" = 3 ] || fail "sweep-ideal.svg: expected 3 series"
 [ "$(series scharts/sweep-step.svg)" = 3 ] || fail "sweep-step.svg: expected 3 series"
 [ -e scharts/tokens-g3.svg ] || fail "per-group charts of a sweep are numbered"
+# one page, a heatmap per group: every id in it is its own
+dup=$(xmllint --xpath '//@id' sweep.html | tr ' ' '\n' | grep '^id=' | sort | uniq -d)
+[ -z "$dup" ] || fail "sweep.html repeats ids: $dup"
 # swept values are the user's text: escaped in the charts' tooltips
 run report -c "$cfg" --trace tiny.rrt --policies static \
 	--sweep 'cluster.name=a<b,c&"d' --svg xcharts --html xsweep.html
