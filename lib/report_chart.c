@@ -221,7 +221,7 @@ static int chart_microbatch(const struct rlb_report *r, size_t g,
 	y1 = y0 + 260;
 	h = y1 + 50;
 	rlb_svg_open(fp, h, title);
-	rlb_svg_legend(fp, x0, 44, labels, colours, nl + 1, 1);
+	rlb_svg_legend(fp, x0, 44, labels, colours, nl + 1, 2);
 	rlb_svg_axis_nice(&ya, 1.0, top * 1.02);
 	rlb_svg_axis_nice(&xa, 0, m > 1 ? m - 1 : 1);
 	if (m <= 16) {
@@ -524,7 +524,7 @@ static int chart_steps(const struct rlb_report *r, size_t g, FILE *fp,
 	y1 = y0 + 260;
 	h = y1 + 50;
 	rlb_svg_open(fp, h, "Step time per planned step");
-	rlb_svg_legend(fp, x0, 44, labels, colours, nl + 1, 1);
+	rlb_svg_legend(fp, x0, 44, labels, colours, nl + 1, 2);
 	rlb_svg_y_axis(fp, &ya, x0, y0, x1, y1, scale, rlb_svg_fmt_plain);
 	fputs("<g class=\"axis\" font-size=\"11\" fill=\"#333333\">\n", fp);
 	for (k = 0, tick = xa.lo; tick <= xa.hi + 1e-9 && k < 60; tick = xa.lo + ++k * xa.step)

@@ -106,7 +106,10 @@ void rlb_svg_axis_titles(FILE *fp, double x0, double y0, double x1, double y1,
 void rlb_svg_y_axis(FILE *fp, const struct rlb_svg_axis *a, double x0,
 		    double y0, double x1, double y1, double scale,
 		    rlb_svg_tick_fmt fmt);
-/* Swatches in rows from (x, y), wrapping at the chart's width; the height. */
+/*
+ * Swatches in rows from (x, y), wrapping at the chart's width; LINE: line
+ * swatches (2: the last dashed), else squares.  Returns the height.
+ */
 double rlb_svg_legend(FILE *fp, double x, double y, const char *const *labels,
 		      const char *const *colours, size_t n, int line);
 double rlb_svg_legend_height(double x, const char *const *labels, size_t n);

@@ -197,7 +197,8 @@ void rlb_svg_y_axis(FILE *fp, const struct rlb_svg_axis *a, double x0, double y0
 
 /*
  * A legend of N swatches in rows from (x, y), wrapping at the chart's
- * width; LINE draws line swatches, else squares.  Returns the height.
+ * width; LINE draws line swatches (2: the last one dashed, for the
+ * reference line a chart draws dashed), else squares.  Returns the height.
  */
 /* Height of rlb_svg_legend() for these labels, without drawing. */
 double rlb_svg_legend_height(double x, const char *const *labels, size_t n)
@@ -233,8 +234,9 @@ double rlb_svg_legend(FILE *fp, double x, double y, const char *const *labels,
 		}
 		if (line)
 			fprintf(fp, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-				"stroke=\"%s\" stroke-width=\"3\"/>\n", cx, cy - 4,
-				cx + 16, cy - 4, colours[i]);
+				"stroke=\"%s\" stroke-width=\"3\"%s/>\n", cx, cy - 4,
+				cx + 16, cy - 4, colours[i],
+				line == 2 && i + 1 == n ? " stroke-dasharray=\"6 4\"" : "");
 		else
 			fprintf(fp, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
 				"fill=\"%s\"/>\n", cx + 2, cy - 10, colours[i]);

@@ -479,6 +479,8 @@ START_TEST(test_charts)
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_MICROBATCH, &o, "class=\"series\""), 3);
 	/* one point per micro-batch and line */
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_MICROBATCH, &o, "<circle"), 9);
+	/* the ideal at 1: a dashed line, and so in the legend */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_MICROBATCH, &o, "stroke-dasharray"), 2);
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_HEATMAP, &o, "class=\"series\""), 2);
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_HEATMAP, &o, "<rect x"), 2 * 16 + 2 + 1);
 	rlb_report_release(&r);
@@ -528,6 +530,8 @@ START_TEST(test_steps_chart)
 	/* the ideal: one dashed line of 3 points */
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, "class=\"reference\""), 1);
 	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, " L"), 2 + 2 * 2);
+	/* dashed in the legend too */
+	ck_assert_int_eq(count_in_chart(&r, RLB_CHART_STEPS, NULL, "stroke-dasharray"), 2);
 	rlb_report_release(&r);
 
 	/* malformed per_step */
