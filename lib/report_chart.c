@@ -343,9 +343,15 @@ static int chart_heatmap(const struct rlb_report *r, size_t g, FILE *fp,
 			step = panel[p]->series->step;
 			np++;
 		}
-	if (np == 0)
+	if (np == 0) {
+		/* planned in process, only without those policies: no hint */
+		for (i = 0; i < r->nrows; i++)
+			if (r->rows[i].group == g && r->rows[i].series)
+				return rlb_err_set(err, RLB_ENOTFOUND,
+						   "no static or relibra result among the plans");
 		return rlb_err_set(err, RLB_ENOTFOUND,
 				   "no static or relibra result with per-micro-batch loads (plan in process with -c CONFIG --trace TRACE)");
+	}
 	for (p = 0; p < 2; p++)
 		for (l = 0; panel[p] && l < layers; l++)
 			for (k = 0; k < ranks; k++) {

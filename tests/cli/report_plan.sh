@@ -155,6 +155,11 @@ expect_status 0
 xmllint --noout files.html || fail "files.html is not well-formed"
 grep -q 'microbatch chart not drawn: no per-micro-batch loads' files.html || fail "missing chart not explained"
 [ ! -e fcharts/heatmap.svg ] || fail "heatmap.svg written without data"
+# planned in process without static or relibra: no hint to do just that
+run report -c "$cfg" --trace tiny.rrt --policies eplb,replicate --html nohm.html
+expect_status 0
+grep -q 'heatmap chart not drawn: no static or relibra result among the plans\.' nohm.html ||
+	fail "nohm.html: $(grep -o 'heatmap chart not drawn[^<]*' nohm.html)"
 # plan summaries carry their steps
 [ "$(series fcharts/steps.svg)" = 2 ] || fail "steps.svg from summaries: expected 2 series"
 # a chart's name taken by a directory: no chart, page or report written
