@@ -302,33 +302,69 @@ const char *rlb_svg_display_name(const struct rlb_report_row *w, char *buf,
 	return buf;
 }
 
-/* Labels under bars: straight when they fit the slot, else slanted. */
+/*
+ * Labels under bars: straight when they fit the slot, else slanted, and
+ * then cut to the characters that fit left of the bar (the whole label in
+ * a tooltip).  Characters are about 6.5 px wide, slanted 35 degrees (cos
+ * 0.819, sin 0.574); bar i is centred at x0 + (i + 0.5) slot.
+ */
+static size_t label_chars(const char *s)
+{
+	size_t n = 0, len;
+
+	for (; *s; s += len ? len : 1, n++)
+		len = rlb_utf8_len(s);
+	return n;
+}
+
+static size_t slant_room(double cx)
+{
+	return cx > 16 ? (size_t)((cx - 8) / (6.5 * 0.819)) : 1;
+}
+
 static double bar_labels_height(const struct rlb_report *r, const size_t *idx,
-				size_t n, double slot, int *slant)
+				size_t n, double x0, double slot, int *slant)
 {
 	char name[256];
-	size_t i, longest = 0;
+	size_t i, longest = 0, shown = 0;
 
 	for (i = 0; i < n; i++) {
-		size_t l = strlen(rlb_svg_display_name(&r->rows[idx[i]], name, sizeof(name)));
+		size_t l = label_chars(rlb_svg_display_name(&r->rows[idx[i]], name, sizeof(name)));
+		size_t room = slant_room(x0 + slot * (i + 0.5));
 
-		if (l > longest)
-			longest = l;
+		longest = l > longest ? l : longest;
+		l = l < room ? l : room;
+		shown = l > shown ? l : shown;
 	}
 	*slant = longest * 6.5 > slot - 4;
-	return *slant ? 10 + longest * 6.5 * 0.6 : 22;
+	return *slant ? 10 + shown * 6.5 * 0.574 : 22;
 }
 
 static void bar_label(FILE *fp, double x, double y, int slant, const char *s)
 {
-	char rot[96];
+	char head[256];
+	size_t room = slant_room(x), k, len, cut = 0;
 
 	if (!slant) {
 		rlb_svg_text(fp, x, y + 16, "middle", NULL, s);
 		return;
 	}
-	snprintf(rot, sizeof(rot), "transform=\"rotate(-35 %.1f %.1f)\"", x, y + 12);
-	rlb_svg_text(fp, x, y + 12, "end", rot, s);
+	fprintf(fp, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+		"transform=\"rotate(-35 %.1f %.1f)\">", x, y + 12, x, y + 12);
+	if (label_chars(s) <= room) {
+		rlb_xml_escape(fp, s);
+		fputs("</text>\n", fp);
+		return;
+	}
+	/* ROOM - 1 characters and an ellipsis */
+	for (k = 0; k + 1 < room && cut + 4 < sizeof(head); k++, cut += len ? len : 1)
+		len = rlb_utf8_len(s + cut);
+	memcpy(head, s, cut);
+	head[cut] = '\0';
+	rlb_xml_escape(fp, head);
+	fputs("\xe2\x80\xa6<title>", fp);
+	rlb_xml_escape(fp, s);
+	fputs("</title></text>\n", fp);
 }
 
 /* ------------------------------------------------------------------ */
@@ -367,7 +403,7 @@ int rlb_svg_chart_tokens(const struct rlb_report *r, size_t g, FILE *fp,
 		top = fmax(top, ideal);
 	rlb_svg_axis_nice(&a, 0, top * 1.08);
 	slot = (x1 - x0) / n;
-	lab = bar_labels_height(r, idx, n, slot, &slant);
+	lab = bar_labels_height(r, idx, n, x0, slot, &slant);
 	y0 = 44;
 	y1 = y0 + 260;
 	h = y1 + lab + 30;
@@ -539,7 +575,7 @@ int rlb_svg_chart_breakdown(const struct rlb_report *r, size_t g, FILE *fp,
 	a.hi /= scale;
 	a.step /= scale;
 	slot = (x1 - x0) / n;
-	lab = bar_labels_height(r, idx, n, slot, &slant);
+	lab = bar_labels_height(r, idx, n, x0, slot, &slant);
 	y0 = 44 + rlb_svg_legend_height(x0, name_of, nseg);
 	y1 = y0 + 260;
 	h = y1 + lab + 30;

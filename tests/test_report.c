@@ -686,6 +686,55 @@ START_TEST(test_heatmap_many_gpus)
 }
 END_TEST
 
+/*
+ * Slanted bar labels that would run past the chart's left edge are cut,
+ * with an ellipsis, and the whole label goes in a tooltip.
+ */
+START_TEST(test_long_bar_labels)
+{
+	static const enum rlb_report_chart c[] = { RLB_CHART_TOKENS, RLB_CHART_BREAKDOWN };
+	struct rlb_report_chart_opts o = { .layer = -1 };
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	char src[128], *svg;
+	const char *p;
+	size_t i, cut;
+
+	rlb_report_init(&r);
+	add_ok(&r, result("plan", "static", "h1", 1.0), "static.json", NULL);
+	for (i = 0; i < 7; i++) {
+		snprintf(src, sizeof(src), "runs/relibra-with-a-long-name-for-the-sweep-point-%zu/summary.json", i);
+		add_ok(&r, result("plan", "relibra", "h1", 0.9 - 0.01 * i), src, NULL);
+	}
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	for (i = 0; i < 2; i++) {
+		svg = chart_text(&r, c[i], &o);
+		cut = 0;
+		for (p = svg; (p = strstr(p, "transform=\"rotate(-35 ")); p++) {
+			const char *x = strstr(p - 80, "<text x=\""), *gt = strchr(p, '>');
+			const char *end = strstr(gt, "</text>"), *title = strstr(gt, "<title>");
+			size_t chars = 0;
+			const char *q;
+
+			ck_assert_ptr_nonnull(x);
+			if (title && title < end) {
+				end = title;
+				cut++;
+			}
+			for (q = gt + 1; q < end; q++)
+				chars += ((unsigned char)*q & 0xc0) != 0x80;
+			ck_assert_msg(strtod(x + 9, NULL) - chars * 6.5 * 0.819 >= 0,
+				      "label runs past the left edge: %.*s", (int)(end - x), x);
+		}
+		ck_assert_uint_gt(cut, 0);
+		ck_assert_ptr_nonnull(strstr(svg, "\xe2\x80\xa6<title>"));
+		check_within_width(svg);
+		free(svg);
+	}
+	rlb_report_release(&r);
+}
+END_TEST
+
 START_TEST(test_sweep_chart)
 {
 	static const char *const vals[] = { "0", "1", "2", "4" };
@@ -732,6 +781,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_sweep_chart);
 	tcase_add_test(tc, test_tick_labels);
 	tcase_add_test(tc, test_heatmap_many_gpus);
+	tcase_add_test(tc, test_long_bar_labels);
 	suite_add_tcase(s, tc);
 	return s;
 }
