@@ -764,7 +764,14 @@ int cmd_inspect(int argc, char **argv)
 		cmd_config_release(&o.cfg);
 		return ret < 0 ? EXIT_OK : ret;
 	}
-	if (rlb_plan_probe(o.path, &err) == 1) {
+	ret = rlb_plan_probe(o.path, &err);
+	if (ret < 0) {
+		/* neither a trace nor a plan: the file cannot be read */
+		cmd_error(NAME, &err);
+		cmd_config_release(&o.cfg);
+		return EXIT_FAIL;
+	}
+	if (ret == 1) {
 		if (o.stats || o.cfg.path || o.cfg.nsets || o.have_pack) {
 			cmd_config_release(&o.cfg);
 			return cmd_usage_error(NAME, usage, "--stats, -c, --set and --pack are for traces, '%s' is a plan", o.path);

@@ -154,8 +154,12 @@ expect_status 2
 
 run inspect missing.rrt
 expect_status 1
-expect_err "relibra inspect: cannot open trace 'missing.rrt': No such file or directory"
+expect_err "relibra inspect: cannot open 'missing.rrt': No such file or directory"
 expect_empty out
+# a missing plan is not called a trace
+run inspect missing.rlp
+expect_status 1
+expect_err "relibra inspect: cannot open 'missing.rlp': No such file or directory"
 
 # A cut file: what was complete is printed, then "truncated"; exit 1.
 # Data frame 0 follows the 164-byte header; entry 1 of the 4-entry seek
