@@ -5,6 +5,7 @@
  * the simulator and train-step share.
  * The rules are documented in docs/schedule.md.
  */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,8 +642,9 @@ int rlb_schedule_from_chunks(struct rlb_schedule *s, uint32_t step,
 		if (ch->start > seq_tokens[seq] ||
 		    ch->tokens > seq_tokens[seq] - ch->start) {
 			ret = rlb_err_set(err, RLB_EINVAL,
-					  "schedule: step %u: sequence %u: chunk %u+%u is outside its %u tokens",
-					  step, seq, ch->start, ch->tokens, seq_tokens[seq]);
+					  "schedule: step %u: sequence %u: chunk %u+%u (tokens %u..%" PRIu64 ") runs past the sequence's %u tokens",
+					  step, seq, ch->start, ch->tokens, ch->start,
+					  (uint64_t)ch->start + ch->tokens - 1, seq_tokens[seq]);
 			goto out;
 		}
 		if (ch->start != next) {

@@ -625,7 +625,7 @@ START_TEST(test_from_chunks)
 		{ { { 0, 0, 2, 0, 0 }, { 0, 3, 2, 0, 1 }, { 2, 0, 3, 0, 0 } }, 3,
 		  "schedule: step 7: sequence 0: token 2 is in no chunk" },
 		{ { { 0, 0, 6, 0, 0 }, { 2, 0, 3, 0, 0 } }, 2,
-		  "schedule: step 7: sequence 0: chunk 0+6 is outside its 5 tokens" },
+		  "schedule: step 7: sequence 0: chunk 0+6 (tokens 0..5) runs past the sequence's 5 tokens" },
 		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 2, 3, 0, 0, 1 } }, 3,
 		  "schedule: step 7: sequence 2: chunk 3+0 holds no tokens" },
 		{ { { 0, 0, 5, 0, 0 }, { 2, 0, 3, 0, 0 }, { 3, 0, 3, 0, 0 } }, 3,
