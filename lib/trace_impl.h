@@ -1,7 +1,9 @@
 /*
  * trace_impl.h - internals of the trace format shared by trace.c (header,
- * checksums, verify), trace_write.c and trace_read.c.  The byte layout
- * they implement is trace_format/SPEC.md; keep the two in step.
+ * checksums, verify), trace_write.c and the reader (trace_read.c,
+ * trace_frames.c, trace_readahead.c; its own internals are in
+ * trace_read_impl.h).  The byte layout they implement is
+ * trace_format/SPEC.md; keep the two in step.
  */
 #ifndef RLB_TRACE_IMPL_H
 #define RLB_TRACE_IMPL_H
