@@ -335,9 +335,10 @@ cat "$work/tests.log"
 unit=$(sed -n 's/^unit: \(.*\)$/\1/p' "$work/tests.log" | tail -n 1)
 cli=$(grep -E '^(PASS|FAIL|SKIP): gpu' "$work/tests.log" | head -n 1)
 wdiff=$(sed -n 's/.*max relative weight difference \([^,]*\),.*/\1/p' "$work/tests.log" | head -n 1)
-# The suite has 4 plain tests and 6 GPU test runs, added only where the runtime sees a device.
+# The suite has 4 plain tests and 7 GPU test runs, added only where the runtime sees a device.
+gpu_runs=11
 nrun=$(echo "$unit" | sed -n 's/^\([0-9]*\) run.*/\1/p')
-if [ "${nrun:-0}" -lt 10 ]; then
+if [ "${nrun:-0}" -lt $gpu_runs ]; then
 	unit="${unit:-no result}: the GPU case did not run"
 	# the log goes with the failure of tests/run.sh when there is one
 	[ $tests_rc = 0 ] && t_log="$work/tests.log" || t_log=""
@@ -351,25 +352,38 @@ fi
 if step 120 "$work/loop.log" env CK_RUN_SUITE=cuda RLB_CUDA_GEMM=loop \
 	RLB_TEST_SRCDIR="$top/tests" RLB_TEST_TMPDIR="$work" "$build/tests/check_relibra"; then
 	unit_loop=$(sed -n 's/^unit: \(.*\)$/\1/p' "$work/loop.log" | tail -n 1)
+	nrun=$(echo "$unit_loop" | sed -n 's/^\([0-9]*\) run.*/\1/p')
+	if [ "${nrun:-0}" -lt $gpu_runs ]; then
+		unit_loop="${unit_loop:-no result}: the GPU case did not run"
+		fail "GPU unit tests (RLB_CUDA_GEMM=loop)" "the GPU case did not run" "$work/loop.log"
+	fi
 else
 	unit_loop="failed"
 	fail "GPU unit tests (RLB_CUDA_GEMM=loop)" "$(why)" "$work/loop.log"
 fi
 
-say "cuda against cpu on tiny-2x2 (train-step, 4 virtual ranks)"
+# An EPLB plan: its replicas stay on their GPUs from one micro-batch to the
+# next, so their gradients accumulate there and go home once per run;
+# --verify compares the final weights with the static plan's (bf16
+# tolerance), which the losses alone would not tell.
+say "cuda against cpu on tiny-2x2 (train-step, 4 virtual ranks, eplb plan)"
 tcfg=configs/tiny-2x2.yaml
 tset="--set workload.steps=2 --set workload.prompts_per_step=4"
 if step 60 "$work/tiny.log" "$bin" capture -c $tcfg $tset --synthetic --seed 3 -o "$work/t.rrt" &&
-   step 60 "$work/tiny.log" "$bin" plan -c $tcfg $tset --policy relibra -o "$work/t.rlp" "$work/t.rrt"; then
+   step 60 "$work/tiny.log" "$bin" plan -c $tcfg $tset --policy eplb -o "$work/t.rlp" "$work/t.rrt"; then
 	for b in cpu cuda; do
 		if step 90 "$work/tiny.$b.log" "$bin" train-step -c $tcfg $tset --trace "$work/t.rrt" \
-			--plan "$work/t.rlp" --backend $b --virtual-ranks 4 -o "$work/tiny.$b.json"; then
+			--plan "$work/t.rlp" --backend $b --virtual-ranks 4 --verify -o "$work/tiny.$b.json"; then
 			cat "$work/tiny.$b.log"
 			losses "$work/tiny.$b.json" > "$work/tiny.$b.loss"
 		else
-			fail "tiny-2x2 train-step ($b)" "$(why)" "$work/tiny.$b.log"
+			fail "tiny-2x2 train-step ($b, --verify)" "$(why)" "$work/tiny.$b.log"
 		fi
 	done
+	if ! step 90 "$work/tiny.loop.log" env RLB_CUDA_GEMM=loop "$bin" train-step -c $tcfg $tset \
+		--trace "$work/t.rrt" --plan "$work/t.rlp" --backend cuda --virtual-ranks 4 --verify; then
+		fail "tiny-2x2 train-step (cuda, RLB_CUDA_GEMM=loop, --verify)" "$(why)" "$work/tiny.loop.log"
+	fi
 	if [ -s "$work/tiny.cpu.loss" ] && [ -s "$work/tiny.cuda.loss" ]; then
 		ldiff=$(paste "$work/tiny.cpu.loss" "$work/tiny.cuda.loss" | awk '
 			{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
@@ -440,12 +454,13 @@ else
 fi
 
 say "expert GEMM strategies (bench/cuda_gemm_bench)"
-if [ -x "$build/bench/cuda_gemm_bench" ] &&
-   step 90 "$work/gemm.txt" "$build/bench/cuda_gemm_bench"; then
+if [ ! -x "$build/bench/cuda_gemm_bench" ]; then
+	fail "cuda_gemm_bench" "not built ($build/bench/cuda_gemm_bench)"
+elif step 90 "$work/gemm.txt" "$build/bench/cuda_gemm_bench"; then
 	cat "$work/gemm.txt"
 	gemm_ok=1
 else
-	[ -f "$work/gemm.txt" ] && cat "$work/gemm.txt"
+	cat "$work/gemm.txt"
 	fail "cuda_gemm_bench" "$(why)" "$work/gemm.txt"
 fi
 

@@ -432,9 +432,9 @@ START_TEST(gpu_hold)
 	ck_assert_msg(el.wall_ns >= 90000000u && el.wall_ns < 2000000000u,
 		      "lapsed after %.1f ms", el.wall_ns / 1e6);
 	ck_assert_int_eq(g.be->ops->queue_release(g.be, g.q, &err), 0);
-	/* and the queue holds no more */
+	/* and the queue holds no more: queue_hold says so (backend.h) */
 	ck_assert_int_eq(g.be->ops->event_record(g.be, before, g.q, &err), 0);
-	ck_assert_int_eq(g.be->ops->queue_hold(g.be, g.q, &err), 0);
+	ck_assert_int_eq(g.be->ops->queue_hold(g.be, g.q, &err), 1);
 	ck_assert_int_eq(g.be->ops->event_record(g.be, after, g.q, &err), 0);
 	usleep(50000);
 	ck_assert_int_eq(g.be->ops->queue_release(g.be, g.q, &err), 0);
@@ -604,7 +604,8 @@ static void tiny_config(struct rlb_config *cfg)
 	ck_assert_msg(rlb_config_load(cfg, path, sets, 3, &err) == 0, "%s", err.msg);
 }
 
-static void tiny_inputs(const struct rlb_config *cfg, const char *trace, const char *plan)
+static void tiny_inputs(const struct rlb_config *cfg, const char *trace, const char *plan,
+			enum rlb_policy policy)
 {
 	struct rlb_trace_header h;
 	struct rlb_trace_writer *tw;
@@ -626,7 +627,7 @@ static void tiny_inputs(const struct rlb_config *cfg, const char *trace, const c
 	ck_assert_int_eq(rlb_trace_reader_open(&r, trace, &err), 0);
 	ck_assert_int_eq(rlb_trace_reader_steps(r, &steps, &n, &err), 0);
 	rlb_balance_opts_from_config(&pol.opts, cfg);
-	pol.opts.policy = RLB_POLICY_RELIBRA;
+	pol.opts.policy = policy;
 	po.pack = cfg->parallel.pack;
 	po.last_step = UINT32_MAX;
 	rlb_plan_header_init(&ph, cfg, &pol.opts, po.pack, rlb_trace_reader_header(r), steps, n);
@@ -635,6 +636,40 @@ static void tiny_inputs(const struct rlb_config *cfg, const char *trace, const c
 	ck_assert_msg(rlb_plan_writer_close(pol.writer, &err) == 0, "%s", err.msg);
 	rlb_planner_policy_release(&pol);
 	rlb_trace_reader_free(r);
+}
+
+/*
+ * Replicas that a GPU keeps from one micro-batch to the next (the same
+ * expert's replica on the same GPU in micro-batches m and m + 1), over
+ * every step and layer of PLAN: their gradients go home once per run.
+ */
+static size_t kept_replicas(const char *plan)
+{
+	struct rlb_plan_reader *r;
+	struct rlb_step_plan p;
+	struct rlb_err err = { 0, "" };
+	uint32_t m, L, e, a, b, na, nb;
+	size_t kept = 0;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	if (rlb_plan_reader_open(&r, plan, &err) != 0)
+		return 0;
+	while ((ret = rlb_plan_reader_next(r, &p, &err)) > 0) {
+		for (m = 0; m + 1 < p.micro_batches; m++)
+			for (L = 0; L < p.layers; L++)
+				for (e = 0; e < p.experts; e++) {
+					const struct rlb_plan_instance *x = rlb_step_plan_cell(&p, m, L, e, &na);
+					const struct rlb_plan_instance *y = rlb_step_plan_cell(&p, m + 1, L, e, &nb);
+
+					for (a = 1; a < na; a++)
+						for (b = 1; b < nb; b++)
+							kept += x[a].gpu == y[b].gpu;
+				}
+	}
+	rlb_step_plan_release(&p);
+	rlb_plan_reader_free(r);
+	return kept;
 }
 
 /* Final weights of every expert and the losses of one run. */
@@ -674,8 +709,15 @@ static void tiny_run(const struct rlb_config *cfg, const char *trace, const char
 	rlb_world_free(w);
 }
 
+/*
+ * The same training on the cuda backend as on the cpu one: relibra's plan,
+ * and EPLB's, whose replicas stay on their GPUs from one micro-batch to
+ * the next (their gradients accumulate there and go home once per run).
+ */
 START_TEST(gpu_train_step_vs_cpu)
 {
+	static const enum rlb_policy policies[] = { RLB_POLICY_RELIBRA, RLB_POLICY_EPLB };
+	enum rlb_policy policy = policies[_i];
 	struct rlb_config cfg;
 	char trace[512], plan[512];
 	size_t np, n, c;
@@ -689,7 +731,9 @@ START_TEST(gpu_train_step_vs_cpu)
 	tiny_config(&cfg);
 	snprintf(trace, sizeof(trace), "%s/cuda-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
 	snprintf(plan, sizeof(plan), "%s/cuda-%ld.rlp", rlb_test_tmpdir(), (long)getpid());
-	tiny_inputs(&cfg, trace, plan);
+	tiny_inputs(&cfg, trace, plan, policy);
+	if (policy == RLB_POLICY_EPLB)
+		ck_assert_uint_gt(kept_replicas(plan), 0);
 	np = 3 * (size_t)cfg.model.hidden * cfg.model.expert_ffn;
 	n = (size_t)cfg.model.moe_layers * cfg.model.experts;
 	wc = malloc(n * np * sizeof(float));
@@ -710,9 +754,9 @@ START_TEST(gpu_train_step_vs_cpu)
 			outliers = td.outliers;
 		bad += !td.ok;
 	}
-	printf("cuda vs cpu on tiny-2x2: max relative weight difference %.3g, "
+	printf("cuda vs cpu on tiny-2x2, %s plan: max relative weight difference %.3g, "
 	       "%.3g%% of a tensor's elements beyond 1e-2, loss %.6g vs %.6g\n",
-	       worst, 100 * outliers, lg[1], lc[1]);
+	       rlb_policy_name(policy), worst, 100 * outliers, lg[1], lc[1]);
 	fflush(stdout);	/* the figures reach the log even when an assertion fails */
 	ck_assert_msg(bad == 0, "%zu tensors differ (max relative difference %g, %g of the elements beyond 1e-2)",
 		      bad, worst, outliers);
@@ -763,7 +807,7 @@ Suite *rlb_suite_cuda(void)
 		tcase_add_test(gpu, gpu_hold);
 		tcase_add_test(gpu, gpu_rows_and_adam);
 		tcase_add_test(gpu, gpu_virtual_transfers);
-		tcase_add_test(gpu, gpu_train_step_vs_cpu);
+		tcase_add_loop_test(gpu, gpu_train_step_vs_cpu, 0, 2);
 		suite_add_tcase(s, gpu);
 	}
 	return s;
