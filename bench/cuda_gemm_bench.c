@@ -175,6 +175,10 @@ static int measure(struct bench *b, int backward, int reps, double out[3],
 
 			if (held)
 				ret = be->ops->queue_hold(be, b->q, err);
+			if (ret > 0)	/* backend.h: a hold lapsed, the queue holds no more */
+				ret = rlb_err_set(err, RLB_ECUDA,
+						  "%s: a hold lapsed (a call waited for the GPU while the queue was held)",
+						  backward ? "backward" : "forward");
 			if (ret == 0)
 				ret = be->ops->event_record(be, b->e0, b->q, err);
 			t0 = rlb_now_ns();
