@@ -241,6 +241,12 @@ int rlb_exec_adam(struct rlb_exec *ex, uint32_t t, struct rlb_err *err)
 		struct rlb_backend *be = rk->be;
 		uint64_t t0 = rlb_now_ns();
 
+		/*
+		 * The homes' weights went out to their replicas on the copy
+		 * queue: backend.h lets a send buffer change only once its
+		 * queue is synchronised.
+		 */
+		ret = be->ops->queue_sync(be, rk->cq, err);
 		for (c = 0; ret == 0 && c < n; c++) {
 			struct exec_home *h = rk->home[c];
 
