@@ -28,7 +28,8 @@ static const char usage[] =
 	"      --gates          keep gate weights (sglang, jsonl: every record must have them)\n"
 	"      --step N         step id of every record (default: the input's, else 0)\n"
 	"      --group N        prompt group of every record (default: the input's)\n"
-	"      --group-size N   number groups in order, N samples each (with --group: from N)\n"
+	"      --group-size N   number groups in order, N samples each, the first\n"
+	"                       one --group's (default 0)\n"
 	"      --level N        zstd compression level, 1-22 (default 3)\n"
 	"  -h, --help           show this help\n";
 
