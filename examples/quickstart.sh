@@ -1,8 +1,9 @@
 #!/bin/sh
 # quickstart.sh - the relibra quickstart (`make demo`): capture a synthetic RL
 # routing trace for Qwen3-30B-A3B on one 8-GPU H100 node, check it, print its
-# load statistics under both packing rules, plan it, and compare every policy
-# in a table and an HTML report with charts.
+# load statistics under the in-order and ffd packing rules, plan it (also with
+# data control and on dynamic batching), and compare every policy in a table
+# and an HTML report with charts.
 # usage: quickstart.sh [RELIBRA_BINARY]   (outputs in $RLB_DEMO_DIR, default out/demo;
 # RELIBRA_TRAIN=1 also runs a small train-step at the end)
 set -eu
