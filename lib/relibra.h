@@ -5,7 +5,7 @@
 #ifndef RELIBRA_H
 #define RELIBRA_H
 
-#define RLB_VERSION "0.4.1"
+#define RLB_VERSION "0.5.0"
 
 #include "err.h"
 #include "util.h"
