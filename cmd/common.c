@@ -127,6 +127,31 @@ void cmd_warn_truncated(const char *name, struct rlb_trace_reader *r,
 			lo > steps[0] ? lo : steps[0], steps[n - 2]);
 }
 
+/*
+ * The error of getopt_long's '?'.  An unknown long option, or an
+ * ambiguous abbreviation, sets optopt to 0, and optind is past it.  A
+ * short one sets optopt to its letter, but inside a group of letters
+ * ("-xh") optind stays on the group, so argv[optind - 1] is the argument
+ * before it: name the letter.  A long option that takes no value, given
+ * one ("--json=1"), sets optopt to its value too.
+ */
+static void unknown_opt(char **argv, struct rlb_err *err)
+{
+	const char *prev = argv[optind - 1], *cur = argv[optind];
+	int in_group = cur && cur[0] == '-' && cur[1] && cur[1] != '-' &&
+		       optopt > 0 && optopt < 256 && strchr(cur + 1, optopt);
+
+	if (optopt == 0 && !strncmp(prev, "--", 2))
+		rlb_err_set(err, RLB_EINVAL, "unknown option '%s'", prev);
+	else if (!in_group && !strncmp(prev, "--", 2) && strchr(prev, '='))
+		rlb_err_set(err, RLB_EINVAL, "option '%.*s' takes no value",
+			    (int)(strchr(prev, '=') - prev), prev);
+	else if (optopt > 0 && optopt < 256)
+		rlb_err_set(err, RLB_EINVAL, "unknown option '-%c'", optopt);
+	else
+		rlb_err_set(err, RLB_EINVAL, "unknown option '%s'", prev);
+}
+
 int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
 		   struct cmd_config_opts *o, struct rlb_err *defer)
 {
@@ -155,7 +180,7 @@ int cmd_common_opt(const char *name, const char *usage, int c, char **argv,
 		rlb_err_set(&err, RLB_EINVAL, "option '%s' needs a value", argv[optind - 1]);
 		break;
 	default:
-		rlb_err_set(&err, RLB_EINVAL, "unknown option '%s'", argv[optind - 1]);
+		unknown_opt(argv, &err);
 		break;
 	}
 	if (defer)
