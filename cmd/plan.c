@@ -75,6 +75,8 @@ struct opts {
 	const char *pack;
 	const char *schedule;
 	const char *trace;
+	enum rlb_policy policy_kind;		/* with policy */
+	enum rlb_pack pack_rule;		/* with pack */
 	int json, no_timing, no_reorder, no_replicate, data_control, colocate, no_colocate;
 	int64_t replica_slots, eplb_window;	/* -1: from the config */
 	uint32_t step_lo, step_hi;
@@ -146,6 +148,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 		switch (c) {
 		case OPT_POLICY:
+			if (rlb_policy_from_name(optarg, &o->policy_kind, &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->policy = optarg;
 			break;
 		case 'o':
@@ -181,6 +185,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			break;
 		case OPT_PACK:
+			if (rlb_pack_from_name(optarg, &o->pack_rule, &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->pack = optarg;
 			break;
 		case OPT_SCHEDULE:
@@ -491,10 +497,8 @@ int cmd_plan(int argc, char **argv)
 	if (cmd_config_load(NAME, &o.cfg, &cfg) != 0)
 		goto done;
 	rlb_balance_opts_from_config(&pol.opts, &cfg);
-	if (o.policy && rlb_policy_from_name(o.policy, &pol.opts.policy, &err)) {
-		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
-		goto done;
-	}
+	if (o.policy)
+		pol.opts.policy = o.policy_kind;
 	if (pol.opts.policy != RLB_POLICY_RELIBRA &&
 	    (o.no_reorder || o.no_replicate || o.colocate || o.no_colocate ||
 	     o.data_control)) {
@@ -524,11 +528,7 @@ int cmd_plan(int argc, char **argv)
 		pol.opts.data_control = 0;
 		pol.opts.colocate = 0;
 	}
-	po.pack = cfg.parallel.pack;
-	if (o.pack && rlb_pack_from_name(o.pack, &po.pack, &err)) {
-		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
-		goto done;
-	}
+	po.pack = o.pack ? o.pack_rule : cfg.parallel.pack;
 	if (o.schedule && (o.pack || pol.opts.data_control)) {
 		ret = cmd_usage_error(NAME, usage, "--schedule excludes %s",
 				      o.pack ? "--pack" : o.data_control ? "--data-control" :

@@ -51,6 +51,7 @@ struct opts {
 	struct cmd_config_opts cfg;
 	const char *trace, *policies, *sweep, *pack, *out, *html, *svg;
 	enum rlb_report_format format;
+	enum rlb_pack pack_rule;	/* with pack */
 	char polbuf[256];		/* --policies, split at the commas */
 	const char *pol[32];
 	size_t npol;
@@ -168,6 +169,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->have_steps = 1;
 			break;
 		case OPT_PACK:
+			if (rlb_pack_from_name(optarg, &o->pack_rule, &err))
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
 			o->pack = optarg;
 			break;
 		case OPT_FORMAT:
@@ -337,11 +340,7 @@ static int plan_in_process(const struct opts *o, struct rlb_trace_reader *tr,
 	ro.trace_path = o->trace;
 	ro.policies = o->pol;
 	ro.npolicies = o->npol;
-	ro.planner.pack = cfg.parallel.pack;
-	if (o->pack && rlb_pack_from_name(o->pack, &ro.planner.pack, &err)) {
-		ret = cmd_usage_error(NAME, usage, "%s", err.msg);
-		goto out;
-	}
+	ro.planner.pack = o->pack ? o->pack_rule : cfg.parallel.pack;
 	ro.planner.first_step = o->step_lo;
 	ro.planner.last_step = o->step_hi;
 	ro.planner.progress = cmd_progress;

@@ -24,4 +24,22 @@ run plan --bogus
 expect_status 2
 expect_err "relibra plan: unknown option '--bogus'"
 
+# --pack and --policy are usage errors before any work: the same for
+# inspect, plan and report, before the config is read.
+run inspect --stats -c nosuch.yaml --pack bogus x.rrt
+expect_status 2
+expect_err "relibra inspect: unknown packing rule 'bogus' (expected in-order, ffd or dynamic)"
+run plan -c nosuch.yaml --pack bogus x.rrt
+expect_status 2
+expect_err "relibra plan: unknown packing rule 'bogus' (expected in-order, ffd or dynamic)"
+run report -c nosuch.yaml --trace x.rrt --pack bogus
+expect_status 2
+expect_err "relibra report: unknown packing rule 'bogus' (expected in-order, ffd or dynamic)"
+run plan -c nosuch.yaml --policy bogus x.rrt
+expect_status 2
+expect_err "relibra plan: unknown policy 'bogus'"
+run report -c nosuch.yaml --trace x.rrt --policies bogus
+expect_status 2
+expect_err "relibra report: --policies: unknown policy 'bogus'"
+
 exit 0
