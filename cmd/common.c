@@ -224,7 +224,7 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 		    struct rlb_err *err)
 {
 	const char *colon = strchr(s, ':');
-	char buf[64];
+	char buf[64], what[80];
 	uint64_t v;
 
 	*lo = 0;
@@ -235,17 +235,18 @@ int cmd_parse_steps(const char *s, uint32_t *lo, uint32_t *hi,
 	if (strlen(s) >= sizeof(buf))
 		return rlb_err_set(err, RLB_EPARSE, "bad --steps '%s'", s);
 	strcpy(buf, s);
+	snprintf(what, sizeof(what), "--steps '%s'", s);
 	if (colon)
 		buf[colon - s] = '\0';
 	if (buf[0]) {
-		if (rlb_parse_u64(buf, 0, UINT32_MAX, &v, "--steps", err) != 0)
+		if (rlb_parse_u64(buf, 0, UINT32_MAX, &v, what, err) != 0)
 			return err ? err->code : RLB_EPARSE;
 		*lo = (uint32_t)v;
 	}
 	if (!colon)
 		*hi = *lo;
 	else if (colon[1]) {
-		if (rlb_parse_u64(colon + 1, 0, UINT32_MAX, &v, "--steps", err) != 0)
+		if (rlb_parse_u64(colon + 1, 0, UINT32_MAX, &v, what, err) != 0)
 			return err ? err->code : RLB_EPARSE;
 		*hi = (uint32_t)v;
 	}

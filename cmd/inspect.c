@@ -105,8 +105,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (optind != argc - 1)
-		return cmd_usage_error(NAME, usage, optind >= argc ?
-				       "no trace given" : "more than one trace given");
+		return optind >= argc ? cmd_usage_error(NAME, usage, "no trace given") :
+			cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind + 1]);
 	o->path = argv[optind];
 	if (o->schedule && (o->stats || o->json || o->dump))
 		return cmd_usage_error(NAME, usage, "--schedule excludes --stats, --json and --dump");
@@ -128,18 +128,22 @@ static const char *flag_text(uint32_t f)
 	return "engine order, no gates";
 }
 
-/* The error of a --steps range that selects nothing from steps first..last. */
-static void no_step(const struct opts *o, uint32_t first, uint32_t last, size_t n)
+/*
+ * The error of a --steps range that selects nothing from the steps
+ * first..last of a plan, worded as the other commands word it for a
+ * trace (rlb_trace_no_step_err).
+ */
+static void no_plan_step(const struct opts *o, uint32_t first, uint32_t last, size_t n)
 {
 	char hi[16] = "";
 
 	if (o->step_hi != UINT32_MAX)
 		snprintf(hi, sizeof(hi), "%" PRIu32, o->step_hi);
 	if (n == 0)
-		cmd_errorf(NAME, "'%s' holds no step", o->path);
+		cmd_errorf(NAME, "plan '%s' holds no step", o->path);
 	else
-		cmd_errorf(NAME, "no step of '%s' in %" PRIu32 ":%s (it has steps %" PRIu32 "..%" PRIu32 ")",
-			   o->path, o->step_lo, hi, first, last);
+		cmd_errorf(NAME, "no step of the plan in %" PRIu32 ":%s (plan '%s' has steps %" PRIu32 "..%" PRIu32 ")",
+			   o->step_lo, hi, o->path, first, last);
 }
 
 /* Whether --steps selects a step of the trace; reports why not. */
@@ -156,7 +160,8 @@ static int trace_selects(const struct opts *o, struct rlb_trace_reader *r)
 	for (i = 0; i < n; i++)
 		if (steps[i] >= o->step_lo && steps[i] <= o->step_hi)
 			return 1;
-	no_step(o, n ? steps[0] : 0, n ? steps[n - 1] : 0, n);
+	rlb_trace_no_step_err(r, steps, n, o->step_lo, o->step_hi, &err);
+	cmd_error(NAME, &err);
 	return 0;
 }
 
@@ -708,7 +713,7 @@ static int inspect_plan(const struct opts *o)
 		for (i = 0; i < n && (info[i].step < o->step_lo || info[i].step > o->step_hi); i++)
 			;
 		if (i == n) {
-			no_step(o, n ? info[0].step : 0, n ? info[n - 1].step : 0, n);
+			no_plan_step(o, n ? info[0].step : 0, n ? info[n - 1].step : 0, n);
 			rlb_plan_reader_free(pr);
 			return EXIT_FAIL;
 		}

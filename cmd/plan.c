@@ -257,9 +257,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				       "--slots, --groups, --nodes and --gpus go with --eplb-weights");
 	if (!o->cfg.path)
 		return cmd_usage_error(NAME, usage, "-c CONFIG is required");
+	if (optind == argc)
+		return cmd_usage_error(NAME, usage, "no trace given");
 	if (optind + 1 != argc)
-		return cmd_usage_error(NAME, usage, optind == argc ?
-				       "a trace is required" : "one trace only");
+		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind + 1]);
 	o->trace = argv[optind];
 	return 0;
 }

@@ -93,11 +93,11 @@ expect_out "stats:          pack in-order, EP 4 (2 nodes), 1 token per GPU per m
 
 run inspect --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 5:9 "$tiny"
 expect_status 1
-expect_err "relibra inspect: no step of '$tiny' in 5:9 (it has steps 0..1)"
+expect_err "relibra inspect: no step of the trace in 5:9 (trace '$tiny' has steps 0..1)"
 expect_empty out
 run inspect --json --dump --steps 3: "$tiny"
 expect_status 1
-expect_err "relibra inspect: no step of '$tiny' in 3: (it has steps 0..1)"
+expect_err "relibra inspect: no step of the trace in 3: (trace '$tiny' has steps 0..1)"
 
 # The header's seed is a u64: --json gives one past 2^63-1 as a string,
 # not as a wrapped negative number.

@@ -42,4 +42,66 @@ run report -c nosuch.yaml --trace x.rrt --policies bogus
 expect_status 2
 expect_err "relibra report: --policies: unknown policy 'bogus'"
 
+# --steps: the same forms, the same selection and the same error for a
+# range the trace (or plan) lacks, in every command.
+run capture -c "$tiny" --set workload.steps=3 --synthetic -o t.rrt
+expect_status 0
+run plan -c "$tiny" --policy relibra --no-timing -o p.rlp t.rrt
+expect_status 0
+for s in 1 1: :1 0x1; do
+	run inspect --steps "$s" t.rrt
+	expect_status 0
+	run plan -c "$tiny" --no-timing --steps "$s" t.rrt
+	expect_status 0
+	run report -c "$tiny" --trace t.rrt --policies static --steps "$s"
+	expect_status 0
+done
+run inspect --steps 1: t.rrt
+expect_out "selected:       2 steps in 1..:"
+run plan -c "$tiny" --no-timing --steps 1: --json t.rrt
+expect_out '"first_step": 1'
+expect_out '"last_step": 2'
+for s in 5 3:9 5:; do
+	hi=${s#*:}
+	[ "$s" = 5 ] && hi=5
+	for c in inspect plan report train-step; do
+		case $c in
+		inspect) run inspect --steps "$s" t.rrt ;;
+		plan) run plan -c "$tiny" --steps "$s" t.rrt ;;
+		report) run report -c "$tiny" --trace t.rrt --steps "$s" ;;
+		train-step) run train-step -c "$tiny" --trace t.rrt --plan p.rlp --virtual-ranks 4 --steps "$s" ;;
+		esac
+		expect_status 1
+		expect_err "relibra $c: no step of the trace in ${s%%:*}:$hi (trace 't.rrt' has steps 0..2)"
+		expect_empty out
+	done
+	run inspect --steps "$s" p.rlp
+	expect_status 1
+	expect_err "relibra inspect: no step of the plan in ${s%%:*}:$hi (plan 'p.rlp' has steps 0..2)"
+done
+for c in inspect plan report train-step; do
+	for s in 2:1 : x; do
+		run "$c" --steps "$s"
+		expect_status 2
+		expect_err "relibra $c: --steps '$s'"
+	done
+done
+
+# A missing or extra operand is worded alike.
+run inspect
+expect_status 2
+expect_err "relibra inspect: no trace given"
+run plan -c "$tiny"
+expect_status 2
+expect_err "relibra plan: no trace given"
+run inspect t.rrt extra
+expect_status 2
+expect_err "relibra inspect: unexpected argument 'extra'"
+run plan -c "$tiny" t.rrt extra
+expect_status 2
+expect_err "relibra plan: unexpected argument 'extra'"
+run config extra
+expect_status 2
+expect_err "relibra config: unexpected argument 'extra'"
+
 exit 0

@@ -357,7 +357,7 @@ expect_err "slots (12) must be a positive multiple of gpus (8)"
 # Usage errors and bad inputs.
 run plan -c "$cfg"
 expect_status 2
-expect_err "a trace is required"
+expect_err "relibra plan: no trace given"
 run plan -c "$cfg" --policy fastest t.rrt
 expect_status 2
 expect_err "unknown policy 'fastest'"

@@ -132,7 +132,7 @@ OPTS2=--steps=x
 export OPTS2
 mpi 4 -x OPTS2 sh opts-rank2.sh
 [ "$status" -eq 2 ] || { cat err; fail "--steps=x on rank 2: status $status (124: hung)"; }
-n=$(grep -c "^relibra train-step: rank 2: --steps: expected a non-negative integer, got 'x'" err)
+n=$(grep -c "^relibra train-step: rank 2: --steps 'x': expected a non-negative integer, got 'x'" err)
 [ "$n" -eq 1 ] || { cat err; fail "--steps=x: expected one message naming rank 2, got $n"; }
 OPTS2=-h
 mpi 4 -x OPTS2 sh opts-rank2.sh
