@@ -134,6 +134,11 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return EXIT_USAGE;
 		}
+		if (argc > 3) {
+			fprintf(stderr, "relibra: help takes one command (got '%s')\n", argv[3]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
 		hargv[0] = argv[2];
 		return finish(c->name, c->fn(2, hargv));
 	}

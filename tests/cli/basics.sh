@@ -19,6 +19,11 @@ run --help capture
 expect_status 2
 expect_err "relibra: --help takes no argument (got 'capture')"
 
+run help plan extra
+expect_status 2
+expect_err "relibra: help takes one command (got 'extra')"
+expect_empty out
+
 run frobnicate
 expect_status 2
 expect_err "unknown command 'frobnicate'"
