@@ -104,4 +104,19 @@ run config extra
 expect_status 2
 expect_err "relibra config: unexpected argument 'extra'"
 
+# relibra(1): --set applies after the file wherever -c stands, the last
+# of two for one key counts, and the value keeps its own '='; a long
+# option may be a unique prefix, given as --opt=value; -- ends options.
+run config --set parallel.micro_batch_tokens=2048 -c tiny-2x2 \
+	--set parallel.micro_batch_tokens=1024 --set model.name=a=b
+expect_status 0
+expect_out "micro_batch_tokens: 1024"
+expect_out 'name: "a=b"'
+run plan --conf=tiny-2x2 --pol=static --no-t --steps=1 -- t.rrt
+expect_status 0
+expect_out "relibra plan: static on tiny"
+run plan -c tiny-2x2 --s 1 t.rrt
+expect_status 2
+expect_err "relibra plan: unknown option '--s'"
+
 exit 0
