@@ -113,7 +113,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->stats && !o->cfg.path)
 		return cmd_usage_error(NAME, usage, "--stats needs -c CONFIG");
 	if (!o->stats && !o->schedule && (o->cfg.path || o->cfg.nsets || o->have_pack))
-		return cmd_usage_error(NAME, usage, "-c, --set and --pack go with --stats or --schedule");
+		return cmd_usage_error(NAME, usage, "%s goes with --stats or --schedule",
+				       o->cfg.path ? "-c" : o->cfg.nsets ? "--set" : "--pack");
 	return 0;
 }
 

@@ -62,7 +62,7 @@ expect_status 2
 expect_err "relibra inspect: --stats needs -c CONFIG"
 run inspect -c "$CONFIGS/tiny-2x2.yaml" "$tiny"
 expect_status 2
-expect_err "-c, --set and --pack go with --stats"
+expect_err "relibra inspect: -c goes with --stats or --schedule"
 run inspect --stats -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" "$tiny"
 expect_status 1
 expect_err "relibra inspect: the config does not match the trace: 'model.experts' is 128 in the config, 16 in the trace (config '$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml', trace '$tiny')"

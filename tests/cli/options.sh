@@ -119,4 +119,15 @@ run plan -c tiny-2x2 --s 1 t.rrt
 expect_status 2
 expect_err "relibra plan: unknown option '--s'"
 
+# An option that needs another names itself, in inspect as in report.
+run inspect --set parallel.pack=ffd t.rrt
+expect_status 2
+expect_err "relibra inspect: --set goes with --stats or --schedule"
+run inspect --pack ffd t.rrt
+expect_status 2
+expect_err "relibra inspect: --pack goes with --stats or --schedule"
+run report --set parallel.pack=ffd x.json
+expect_status 2
+expect_err "relibra report: --set goes with --trace"
+
 exit 0
