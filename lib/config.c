@@ -658,6 +658,14 @@ static int builtin_config(struct loader *ld, const char *name)
 	}
 	while (names[n])
 		n++;
+	if (!strcmp(name, "-") && ld->err) {
+		/* '-' is no file name here: a pipe is read as /dev/stdin */
+		size_t len = strlen(ld->err->msg);
+
+		snprintf(ld->err->msg + len, sizeof(ld->err->msg) - len,
+			 " (standard input is -c /dev/stdin)");
+		return RLB_ENOTFOUND;
+	}
 	sug = strchr(name, '/') ? NULL : rlb_cfg_suggest(name, names, n);
 	if (sug && ld->err) {
 		size_t len = strlen(ld->err->msg);

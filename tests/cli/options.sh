@@ -130,4 +130,18 @@ run report --set parallel.pack=ffd x.json
 expect_status 2
 expect_err "relibra report: --set goes with --trace"
 
+# -c - is not standard input in any command; the message says what is.
+for c in inspect plan config; do
+	case $c in
+	inspect) run inspect --stats -c - t.rrt ;;
+	plan) run plan -c - t.rrt ;;
+	config) run config -c - ;;
+	esac
+	expect_status 1
+	expect_err "relibra $c: cannot open config '-': No such file or directory (standard input is -c /dev/stdin)"
+done
+run config -c /dev/stdin < "$tiny"
+expect_status 0
+expect_out "micro_batch_tokens"
+
 exit 0
