@@ -1028,6 +1028,19 @@ static void rewrite_header(const char *src, const char *dst, uint16_t major,
 	free(o);
 }
 
+/* Copy SRC to DST with N bytes at header field offset OFF replaced, the header CRC kept right. */
+static void patch_header(const char *src, const char *dst, size_t off,
+			 const uint8_t *bytes, size_t n)
+{
+	size_t len;
+	uint8_t *b = slurp(src, &len);
+
+	memcpy(b + 8 + off, bytes, n);
+	rlb_put_u32(b + 8 + RRT_H_END, rlb_rrt_crc32c(b + 8, RRT_H_END));
+	spit(dst, b, len);
+	free(b);
+}
+
 START_TEST(test_versions_and_flags)
 {
 	static const uint32_t lens[] = { 9, 140 };
@@ -1060,30 +1073,13 @@ START_TEST(test_versions_and_flags)
 	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_EUNSUPPORTED);
 	ck_assert_msg(strstr(err.msg, "unknown flags 0x00000080") != NULL, "%s", err.msg);
 	/* A model name that is not UTF-8 (with a correct header CRC). */
-	{
-		size_t n;
-		uint8_t *b = slurp(path, &n);
-
-		b[8 + RRT_H_MODEL] = 0xff;
-		rlb_put_u32(b + 8 + RRT_H_END, rlb_rrt_crc32c(b + 8, RRT_H_END));
-		spit(alt, b, n);
-		free(b);
-	}
+	patch_header(path, alt, RRT_H_MODEL, (const uint8_t *)"\xff", 1);
 	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
 	snprintf(msg, sizeof(msg), "trace '%s': header at offset %d: model name is not UTF-8",
 		 alt, 8 + RRT_H_MODEL);
 	ck_assert_str_eq(err.msg, msg);
 	/* The same for the source, named at its field. */
-	{
-		size_t n;
-		uint8_t *b = slurp(path, &n);
-
-		b[8 + RRT_H_SOURCE] = 0xc3;
-		b[8 + RRT_H_SOURCE + 1] = 0x28;
-		rlb_put_u32(b + 8 + RRT_H_END, rlb_rrt_crc32c(b + 8, RRT_H_END));
-		spit(alt, b, n);
-		free(b);
-	}
+	patch_header(path, alt, RRT_H_SOURCE, (const uint8_t *)"\xc3\x28", 2);
 	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
 	snprintf(msg, sizeof(msg), "trace '%s': header at offset %d: source is not UTF-8",
 		 alt, 8 + RRT_H_SOURCE);
