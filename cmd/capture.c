@@ -13,7 +13,7 @@
 static const char usage[] =
 	"usage: relibra capture [-h] -c CONFIG [--set KEY=VALUE]... -o TRACE "
 	"(--synthetic [--seed N] [--uniform] | --from FORMAT INPUT) [--sorted] "
-	"[--gates] [--step N] [--group N] [--group-size N] [--level N]\n"
+	"[--gates] [--step N] [--group N] [--group-size N] [--keep-repeats] [--level N]\n"
 	"\n"
 	"  -c, --config CONFIG  YAML config: the model's shape (and the workload for --synthetic)\n"
 	"      --set KEY=VALUE  override one key, e.g. workload.steps=2\n"
@@ -30,6 +30,8 @@ static const char usage[] =
 	"      --group N        prompt group of every record (default: the input's)\n"
 	"      --group-size N   number groups in order, N samples each, the first\n"
 	"                       one --group's (default 0)\n"
+	"      --keep-repeats   megatron: keep records that repeat a written sequence's\n"
+	"                       routing (default: dropped as activation recompute)\n"
 	"      --level N        zstd compression level, 1-22 (default 3)\n"
 	"  -h, --help           show this help\n";
 
@@ -49,7 +51,8 @@ int cmd_capture(int argc, char **argv)
 {
 	enum {
 		OPT_SYNTH = CMD_OPT_SET + 1, OPT_SEED, OPT_UNIFORM, OPT_FROM, OPT_SORTED,
-		OPT_GATES, OPT_STEP, OPT_GROUP, OPT_GROUP_SIZE, OPT_LEVEL,
+		OPT_GATES, OPT_STEP, OPT_GROUP, OPT_GROUP_SIZE, OPT_KEEP_REPEATS,
+		OPT_LEVEL,
 	};
 	static const struct option longopts[] = {
 		CMD_COMMON_LONGOPTS,
@@ -63,11 +66,13 @@ int cmd_capture(int argc, char **argv)
 		{ "step", required_argument, NULL, OPT_STEP },
 		{ "group", required_argument, NULL, OPT_GROUP },
 		{ "group-size", required_argument, NULL, OPT_GROUP_SIZE },
+		{ "keep-repeats", no_argument, NULL, OPT_KEEP_REPEATS },
 		{ "level", required_argument, NULL, OPT_LEVEL },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cmd_config_opts o = { NULL, NULL, 0 };
-	struct rlb_import_opts io = { RLB_IMPORT_JSONL, -1, -1, 0, 0 };
+	struct rlb_import_stats stats = { 0, 0, 0, 0 };
+	struct rlb_import_opts io = { RLB_IMPORT_JSONL, -1, -1, 0, 0, 0, &stats };
 	struct rlb_trace_writer_opts wo;
 	struct rlb_trace_writer *w = NULL;
 	struct rlb_trace_header h;
@@ -134,6 +139,9 @@ int cmd_capture(int argc, char **argv)
 			}
 			io.group_size = (uint32_t)v;
 			break;
+		case OPT_KEEP_REPEATS:
+			io.keep_repeats = 1;
+			break;
 		case OPT_LEVEL:
 			if (parse_num("--level", optarg, 1, 22, &v) < 0) {
 				rc = EXIT_USAGE;
@@ -189,6 +197,10 @@ int cmd_capture(int argc, char **argv)
 	}
 	if (from && rlb_import_format_from_name(from, &io.format, &err) != 0) {
 		rc = cmd_usage_error("capture", usage, "--from: %s", err.msg);
+		goto out;
+	}
+	if (io.keep_repeats && (synth || io.format != RLB_IMPORT_MEGATRON)) {
+		rc = cmd_usage_error("capture", usage, "--keep-repeats applies to --from megatron only");
 		goto out;
 	}
 	if (strlen(out) > RLB_PATH_MAX) {
@@ -254,6 +266,12 @@ int cmd_capture(int argc, char **argv)
 	printf("%s: %" PRIu64 " step%s, %" PRIu64 " sequence%s, %" PRIu64 " token%s, %"
 	       PRIu64 " bytes\n", out, info.steps, cmd_s(info.steps), info.sequences,
 	       cmd_s(info.sequences), info.tokens, cmd_s(info.tokens), info.file_bytes);
+	if (stats.recomputed)
+		cmd_errorf("capture", "note: %" PRIu64 " record%s of '%s' repeated the routing of "
+			   "a sequence already written in its step and %s dropped as "
+			   "activation recompute (--keep-repeats keeps them)",
+			   stats.recomputed, cmd_s(stats.recomputed), input,
+			   stats.recomputed == 1 ? "was" : "were");
 	rc = EXIT_OK;
 out:
 	if (w)

@@ -74,12 +74,22 @@ enum rlb_import_format {
 int rlb_import_format_from_name(const char *name, enum rlb_import_format *f,
 				struct rlb_err *err);
 
+/* What an import read and wrote. */
+struct rlb_import_stats {
+	uint64_t records;	/* input records read */
+	uint64_t sequences;	/* sequences written */
+	uint64_t tokens;	/* their tokens */
+	uint64_t recomputed;	/* megatron records dropped as activation recompute */
+};
+
 struct rlb_import_opts {
 	enum rlb_import_format format;
 	int64_t step;		/* >= 0: step id for every record; -1: from the input */
 	int64_t group;		/* >= 0: prompt group for every record; -1: from the input */
 	uint32_t group_size;	/* samples per group when ids are assigned in order (0: 1) */
 	int gates;		/* 1: keep gate weights; the writer's header must have RLB_TRACE_F_GATES */
+	int keep_repeats;	/* megatron: 1 keeps what looks like a recompute's repeat */
+	struct rlb_import_stats *stats;	/* when set, filled in on success */
 };
 
 /*

@@ -803,6 +803,12 @@ int rlb_import_to_sink(const struct rlb_import_opts *opts, const char *path,
 				  "'%s' holds no routing of the model's layers "
 				  "(%" PRIu64 " record%s read)", name, im.records,
 				  im.records == 1 ? "" : "s");
+	if (ret == 0 && opts->stats) {
+		opts->stats->records = im.records;
+		opts->stats->sequences = im.sequences;
+		opts->stats->tokens = im.tokens;
+		opts->stats->recomputed = im.recomputed;
+	}
 	rlb_importer_release(&im);
 	return ret;
 }

@@ -47,6 +47,7 @@ struct rlb_importer {
 	uint64_t records;
 	uint64_t sequences;
 	uint64_t tokens;
+	uint64_t recomputed;		/* megatron: records dropped as recompute */
 
 	/* scratch for layer-major sequences */
 	uint16_t *ids;

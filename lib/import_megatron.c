@@ -5,13 +5,16 @@
  * records of one (step, stage, block, rank) are joined across MoE layers
  * into one sequence (one rank's tokens of one forward pass), emitted as
  * soon as every MoE layer has arrived.  A directory of per-rank files is
- * merged by step.  Rules: docs/jsonl-format.md.
+ * merged by step.  A record that repeats, layer for layer, the routing
+ * of a sequence already written in its step is the router firing again
+ * in activation recompute and is dropped.  Rules: docs/jsonl-format.md.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "import_internal.h"
+#include "util.h"
 
 struct mg_pending {
 	int64_t step;			/* the record's own step */
@@ -24,10 +27,24 @@ struct mg_pending {
 	uint16_t *ids;			/* layer-major [moe_layers][tokens][topk] */
 };
 
+/* A sequence written in the current step, kept to recognise a recompute. */
+struct mg_written {
+	char *stage, *block;
+	int64_t rank;
+	uint32_t tokens;
+	uint64_t *hash;			/* [moe_layers]: each layer's ids */
+	uint8_t *repeated;		/* [moe_layers]: its repeat was dropped */
+};
+
 struct mg_state {
 	struct rlb_importer *im;
 	struct mg_pending *pend;
 	size_t npend, cap;
+	struct mg_written *done;
+	size_t ndone, done_cap;
+	int64_t done_step;		/* the step of the written sequences */
+	uint16_t *row;			/* the record's ids [tokens][topk] */
+	size_t row_cap;
 	int numbering;			/* 0: undecided, else 1 + layer offset */
 };
 
@@ -44,6 +61,85 @@ static void pending_remove(struct mg_state *s, size_t i)
 	pending_free(&s->pend[i]);
 	memmove(s->pend + i, s->pend + i + 1, (s->npend - i - 1) * sizeof(*s->pend));
 	s->npend--;
+}
+
+static void written_clear(struct mg_state *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->ndone; i++) {
+		free(s->done[i].stage);
+		free(s->done[i].block);
+		free(s->done[i].hash);
+		free(s->done[i].repeated);
+	}
+	s->ndone = 0;
+}
+
+static uint64_t ids_hash(const uint16_t *ids, size_t n)
+{
+	return rlb_fnv1a(RLB_FNV1A_INIT, ids, n * sizeof(*ids));
+}
+
+/*
+ * Keep the written sequence p's key and per-layer hashes, taking its
+ * stage and block strings.  Returns 0 or RLB_ENOMEM.
+ */
+static int written_add(struct mg_state *s, struct mg_pending *p, struct rlb_err *err)
+{
+	uint32_t L = s->im->moe_layers, K = s->im->topk, l;
+	size_t per = (size_t)p->tokens * K;
+	struct mg_written *w;
+
+	if (s->ndone == s->done_cap) {
+		size_t cap = s->done_cap ? s->done_cap * 2 : 8;
+		struct mg_written *nd = realloc(s->done, cap * sizeof(*nd));
+
+		if (!nd)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		s->done = nd;
+		s->done_cap = cap;
+	}
+	w = &s->done[s->ndone];
+	w->hash = malloc(L * sizeof(*w->hash));
+	w->repeated = calloc(L, 1);
+	if (!w->hash || !w->repeated) {
+		free(w->hash);
+		free(w->repeated);
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	for (l = 0; l < L; l++)
+		w->hash[l] = ids_hash(p->ids + l * per, per);
+	w->stage = p->stage;
+	w->block = p->block;
+	p->stage = p->block = NULL;
+	w->rank = p->rank;
+	w->tokens = p->tokens;
+	s->ndone++;
+	return 0;
+}
+
+/*
+ * Whether layer ml's ids repeat, unrepeated so far, those of a sequence
+ * with the same key written in this step: activation recompute runs the
+ * router again in the backward pass.  Marks the layer repeated.
+ */
+static int recomputed(struct mg_state *s, int64_t rank, const char *stage,
+		      const char *block, uint32_t ml, uint32_t tokens, uint64_t h)
+{
+	size_t i;
+
+	for (i = 0; i < s->ndone; i++) {
+		struct mg_written *w = &s->done[i];
+
+		if (w->rank == rank && w->tokens == tokens && !w->repeated[ml] &&
+		    w->hash[ml] == h && strcmp(w->stage, stage) == 0 &&
+		    strcmp(w->block, block) == 0) {
+			w->repeated[ml] = 1;
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* "step 3, rank 1 (stage "x", block "decoder")" */
@@ -96,6 +192,98 @@ static int req_int(json_t *rec, const char *key, int64_t max, int64_t *out,
 	return rlb_json_opt_uint(rec, key, key, max, out, err);
 }
 
+/* The record's top_indices into s->row: [tokens][topk] ids, checked. */
+static int read_rows(struct mg_state *s, json_t *ti, uint32_t tokens,
+		     struct rlb_err *err)
+{
+	uint32_t K = s->im->topk, t, k;
+	size_t need = (size_t)tokens * K;
+
+	if (json_array_size(ti) != tokens)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "top_indices: %zu tokens, num_tokens is %" PRIu32,
+				   json_array_size(ti), tokens);
+	if (need > s->row_cap) {
+		uint16_t *nr = realloc(s->row, need * sizeof(*nr));
+
+		if (!nr)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		s->row = nr;
+		s->row_cap = need;
+	}
+	for (t = 0; t < tokens; t++) {
+		json_t *row = json_array_get(ti, t);
+
+		if (!json_is_array(row) || json_array_size(row) != K)
+			return rlb_err_set(err, RLB_EMISMATCH,
+					   "top_indices[%" PRIu32 "]: expected an array of topk %"
+					   PRIu32 " ids", t, K);
+		for (k = 0; k < K; k++) {
+			json_t *v = json_array_get(row, k);
+			json_int_t id;
+
+			if (!json_is_integer(v))
+				return rlb_err_set(err, RLB_EPARSE,
+						   "top_indices[%" PRIu32 "][%" PRIu32
+						   "]: expected an integer", t, k);
+			id = json_integer_value(v);
+			if (id < 0 || id >= (json_int_t)s->im->experts)
+				return rlb_err_set(err, RLB_ERANGE,
+						   "top_indices[%" PRIu32 "][%" PRIu32 "]: value %"
+						   JSON_INTEGER_FORMAT " is not an expert id in [0, %"
+						   PRIu32 ")", t, k, id, s->im->experts);
+			s->row[(size_t)t * K + k] = (uint16_t)id;
+		}
+	}
+	return 0;
+}
+
+/* The pending sequence of (step, rank, stage, block), or a new one. */
+static int pending_get(struct mg_state *s, int64_t step, uint32_t out_step,
+		       int64_t rank, char **stage, char **block, uint32_t tokens,
+		       struct mg_pending **out, struct rlb_err *err)
+{
+	uint32_t L = s->im->moe_layers;
+	struct mg_pending *p;
+	size_t i;
+
+	for (i = 0; i < s->npend; i++) {
+		p = &s->pend[i];
+		if (p->step == step && p->rank == rank && strcmp(p->stage, *stage) == 0 &&
+		    strcmp(p->block, *block) == 0) {
+			*out = p;
+			return 0;
+		}
+	}
+	if (s->npend == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct mg_pending *np = realloc(s->pend, cap * sizeof(*np));
+
+		if (!np)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		s->pend = np;
+		s->cap = cap;
+	}
+	p = &s->pend[s->npend];
+	memset(p, 0, sizeof(*p));
+	p->have = calloc(L, 1);
+	p->ids = malloc((size_t)L * tokens * s->im->topk * sizeof(*p->ids) + 1);
+	if (!p->have || !p->ids) {
+		pending_free(p);
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	}
+	p->step = step;
+	p->out_step = out_step;
+	p->rank = rank;
+	p->tokens = tokens;
+	p->stage = *stage;
+	p->block = *block;
+	*stage = *block = NULL;
+	s->npend++;
+	*out = p;
+	return 0;
+}
+
 static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 {
 	struct rlb_importer *im = s->im;
@@ -103,8 +291,10 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 	uint32_t K = im->topk, L = im->moe_layers, out_step, ml;
 	char *stage = NULL, *block = NULL;
 	struct mg_pending *p = NULL;
+	size_t per;
 	json_t *ti, *bl;
-	size_t i, t, k;
+	uint64_t h;
+	size_t i;
 	int ret;
 
 	if (!json_is_object(rec))
@@ -133,6 +323,10 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 			return incomplete(s, &s->pend[i], when, err);
 		}
 	}
+	if (step != s->done_step) {
+		written_clear(s);
+		s->done_step = step;
+	}
 	if (!s->numbering) {
 		if (im->dense_layers == 0 || layer == 0)
 			s->numbering = 1;
@@ -157,106 +351,49 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 	if (!json_is_array(ti))
 		return rlb_err_set(err, RLB_EPARSE, "top_indices: %s",
 				   ti ? "expected an array of tokens" : "missing");
-	if (json_array_size(ti) != (size_t)ntok)
-		return rlb_err_set(err, RLB_EMISMATCH,
-				   "top_indices: %zu tokens, num_tokens is %" PRId64,
-				   json_array_size(ti), ntok);
-	/* Rows first: a new sequence below is sized for all its layers. */
-	for (t = 0; t < (size_t)ntok; t++) {
-		json_t *row = json_array_get(ti, t);
-
-		if (!json_is_array(row) || json_array_size(row) != K)
-			return rlb_err_set(err, RLB_EMISMATCH,
-					   "top_indices[%zu]: expected an array of topk %" PRIu32 " ids",
-					   t, K);
-	}
+	ret = read_rows(s, ti, (uint32_t)ntok, err);
+	if (ret != 0)
+		return ret;
+	per = (size_t)ntok * K;
+	h = ids_hash(s->row, per);
 	stage = scalar_key(json_object_get(rec, "stage"));
 	block = scalar_key(bl);
 	if (!stage || !block) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (i = 0; i < s->npend; i++) {
-		p = &s->pend[i];
-		if (p->step == step && p->rank == rank && strcmp(p->stage, stage) == 0 &&
-		    strcmp(p->block, block) == 0)
-			break;
+	if (!im->opts->keep_repeats &&
+	    recomputed(s, rank, stage, block, ml, (uint32_t)ntok, h)) {
+		im->recomputed++;
+		goto out;
 	}
-	if (i < s->npend) {
-		if (p->have[ml]) {
-			char when[64];
+	ret = pending_get(s, step, out_step, rank, &stage, &block, (uint32_t)ntok, &p, err);
+	if (ret != 0)
+		goto out;
+	if (p->have[ml]) {
+		char when[64];
 
-			snprintf(when, sizeof(when), "when its layer %" PRId64 " repeats", layer);
-			ret = incomplete(s, p, when, err);
-			goto out;
-		}
-		if (p->tokens != (uint32_t)ntok) {
-			ret = rlb_err_set(err, RLB_EMISMATCH,
-					  "num_tokens: %" PRId64 ", earlier layers of this sequence have %" PRIu32,
-					  ntok, p->tokens);
-			goto out;
-		}
-	} else {
-		if (s->npend == s->cap) {
-			size_t cap = s->cap ? s->cap * 2 : 8;
-			struct mg_pending *np = realloc(s->pend, cap * sizeof(*np));
-
-			if (!np) {
-				ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-				goto out;
-			}
-			s->pend = np;
-			s->cap = cap;
-		}
-		p = &s->pend[s->npend];
-		memset(p, 0, sizeof(*p));
-		p->have = calloc(L, 1);
-		p->ids = malloc((size_t)L * (size_t)ntok * K * sizeof(*p->ids) + 1);
-		if (!p->have || !p->ids) {
-			pending_free(p);
-			ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-			goto out;
-		}
-		p->step = step;
-		p->out_step = out_step;
-		p->rank = rank;
-		p->tokens = (uint32_t)ntok;
-		p->stage = stage;
-		p->block = block;
-		stage = block = NULL;
-		s->npend++;
+		snprintf(when, sizeof(when), "when its layer %" PRId64 " repeats", layer);
+		ret = incomplete(s, p, when, err);
+		goto out;
 	}
-	for (t = 0; t < (size_t)ntok; t++) {
-		json_t *row = json_array_get(ti, t);
-
-		for (k = 0; k < K; k++) {
-			json_t *v = json_array_get(row, k);
-			json_int_t id;
-
-			if (!json_is_integer(v)) {
-				ret = rlb_err_set(err, RLB_EPARSE,
-						  "top_indices[%zu][%zu]: expected an integer", t, k);
-				goto out;
-			}
-			id = json_integer_value(v);
-			if (id < 0 || id >= (json_int_t)im->experts) {
-				ret = rlb_err_set(err, RLB_ERANGE,
-						  "top_indices[%zu][%zu]: value %" JSON_INTEGER_FORMAT
-						  " is not an expert id in [0, %" PRIu32 ")",
-						  t, k, id, im->experts);
-				goto out;
-			}
-			p->ids[((size_t)ml * p->tokens + t) * K + k] = (uint16_t)id;
-		}
+	if (p->tokens != (uint32_t)ntok) {
+		ret = rlb_err_set(err, RLB_EMISMATCH,
+				  "num_tokens: %" PRId64 ", earlier layers of this sequence have %" PRIu32,
+				  ntok, p->tokens);
+		goto out;
 	}
+	if (per)
+		memcpy(p->ids + (size_t)ml * per, s->row, per * sizeof(*s->row));
 	p->have[ml] = 1;
 	p->nlayers++;
 	if (p->nlayers == L) {
 		struct rlb_import_ids in = { p->step, -1, -1 };
 
-		i = (size_t)(p - s->pend);
 		ret = rlb_importer_emit(im, p->out_step, &in, p->tokens, p->ids, NULL, err);
-		pending_remove(s, i);
+		if (ret == 0)
+			ret = written_add(s, p, err);
+		pending_remove(s, (size_t)(p - s->pend));
 	}
 out:
 	free(stage);
@@ -336,6 +473,9 @@ out:
 	for (i = 0; i < s.npend; i++)
 		pending_free(&s.pend[i]);
 	free(s.pend);
+	written_clear(&s);
+	free(s.done);
+	free(s.row);
 	for (i = 0; i < nfiles; i++) {
 		json_decref(in[i].doc);
 		rlb_line_release(&in[i].r);

@@ -1267,6 +1267,86 @@ START_TEST(test_megatron_directory_merge)
 }
 END_TEST
 
+/* The router firing again in activation recompute: repeats are dropped. */
+static char *mg_pass(char *text, unsigned step, unsigned rank, unsigned s,
+		     unsigned tokens, unsigned from, unsigned to, int down)
+{
+	unsigned i;
+
+	for (i = from; i < to; i++) {
+		unsigned l = down ? to - 1 - (i - from) : i;
+
+		text = cat(text, mg_line(step, l, l, rank, s, tokens, NULL));
+	}
+	return text;
+}
+
+START_TEST(test_megatron_recompute)
+{
+	struct rlb_import_opts o = opts_of(RLB_IMPORT_MEGATRON);
+	struct rlb_import_stats st = { 0, 0, 0, 0 };
+	struct rlb_err err = { 0, "" };
+	struct collector c = { 0 };
+	struct rlb_config cfg;
+	char *text = NULL;
+
+	tiny_config(&cfg, 0);
+	o.stats = &st;
+	/*
+	 * Step 0, rank 0: micro-batch A, then its backward recomputing every
+	 * layer in reverse; micro-batch B, recomputing layers 0 and 1 only;
+	 * rank 1 routing exactly as A did (another key: kept).  Step 1:
+	 * A's routing again (a new step: kept), then its recompute.
+	 */
+	text = mg_pass(text, 0, 0, 0, 3, 0, L, 0);
+	text = mg_pass(text, 0, 0, 0, 3, 0, L, 1);
+	text = mg_pass(text, 0, 0, 1, 2, 0, L, 0);
+	text = mg_pass(text, 0, 0, 1, 2, 0, 2, 1);
+	text = mg_pass(text, 0, 1, 0, 3, 0, L, 0);
+	text = mg_pass(text, 1, 0, 0, 3, 0, L, 0);
+	text = mg_pass(text, 1, 0, 0, 3, 0, L, 1);
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "m.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 4);
+	check_ids(&c.v[0], 0, 3);
+	check_ids(&c.v[1], 1, 2);
+	check_ids(&c.v[2], 0, 3);
+	check_ids(&c.v[3], 0, 3);
+	ck_assert_uint_eq(c.v[2].s.step, 0);
+	ck_assert_uint_eq(c.v[3].s.step, 1);
+	ck_assert_uint_eq(st.records, 6 * L + 2);
+	ck_assert_uint_eq(st.recomputed, 2 * L + 2);
+	ck_assert_uint_eq(st.sequences, 4);
+	ck_assert_uint_eq(st.tokens, 3 + 2 + 3 + 3);
+	collector_free(&c);
+	free(text);
+
+	/* Kept on request: the whole recompute is a second sequence. */
+	text = mg_pass(NULL, 0, 0, 0, 3, 0, L, 0);
+	text = mg_pass(text, 0, 0, 0, 3, 0, L, 1);
+	o.keep_repeats = 1;
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "m.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 2);
+	ck_assert_uint_eq(st.recomputed, 0);
+	collector_free(&c);
+	o.keep_repeats = 0;
+
+	/* A layer repeated a second time, or other ids, are no recompute. */
+	text = cat(text, mg_line(0, 0, 0, 0, 0, 3, NULL));
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "m.jsonl"), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "m.jsonl: sequence of step 0, rank 0 (stage \"pre_dispatch\", "
+			 "block \"decoder\") lacks MoE layers 1, 2, 3 at the end of the input");
+	collector_free(&c);
+	free(text);
+	text = mg_pass(NULL, 0, 0, 0, 3, 0, L, 0);
+	text = mg_pass(text, 0, 0, 5, 3, 0, 1, 0);
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "m.jsonl"), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "m.jsonl: sequence of step 0, rank 0 (stage \"pre_dispatch\", "
+			 "block \"decoder\") lacks MoE layers 1, 2, 3 at the end of the input");
+	collector_free(&c);
+	free(text);
+}
+END_TEST
+
 START_TEST(test_megatron_errors)
 {
 	struct rlb_import_opts o = opts_of(RLB_IMPORT_MEGATRON);
@@ -1745,6 +1825,7 @@ Suite *rlb_suite_import(void)
 	tcase_add_test(tc, test_sglang_rows_hint);
 	tcase_add_test(tc, test_megatron_assembly);
 	tcase_add_test(tc, test_megatron_directory_merge);
+	tcase_add_test(tc, test_megatron_recompute);
 	tcase_add_test(tc, test_megatron_errors);
 	tcase_add_test(tc, test_jsonl_records);
 	tcase_add_test(tc, test_jsonl_errors);

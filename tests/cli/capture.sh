@@ -62,6 +62,23 @@ run capture -c "$tiny" -o md.rrt --from megatron "$F/megatron"
 check_trace md.rrt 2 4 10 megatron
 # Both ways of reading the same records give the same trace.
 cmp -s m.rrt md.rrt || fail "megatron file and directory traces differ"
+# Activation recompute runs the router again in the backward pass: each
+# step's records again, last layer first.  They are dropped, and said so.
+for s in 0 1; do
+	grep "\"step\": $s," "$F/megatron.jsonl"
+	grep "\"step\": $s," "$F/megatron.jsonl" | grep '"decoder"' | sed -n '1!G;h;$p'
+done > recompute.jsonl
+run capture -c "$tiny" -o rc.rrt --from megatron recompute.jsonl
+expect_status 0
+expect_out "rc.rrt: 2 steps, 4 sequences, 10 tokens, "
+expect_err "relibra capture: note: 16 records of 'recompute.jsonl' repeated the routing of a sequence already written in its step and were dropped as activation recompute (--keep-repeats keeps them)"
+cmp -s m.rrt rc.rrt || fail "the trace with recompute differs from the one without"
+run capture -c "$tiny" -o rck.rrt --from megatron recompute.jsonl --keep-repeats
+check_trace rck.rrt 2 8 20 megatron
+run capture -c "$tiny" -o x.rrt --from sglang "$F/sglang.jsonl" --keep-repeats
+expect_status 2
+expect_err "relibra capture: --keep-repeats applies to --from megatron only"
+[ ! -e x.rrt ] || fail "a usage error left x.rrt"
 
 run capture -c "$tiny" -o j.rrt --from jsonl "$F/routing.jsonl"
 check_trace j.rrt 2 3 9 jsonl

@@ -198,7 +198,7 @@ usage_fails "option '-o' needs a value"
 run capture -h
 expect_status 0
 expect_empty err
-head -n 1 out | grep -qxF 'usage: relibra capture [-h] -c CONFIG [--set KEY=VALUE]... -o TRACE (--synthetic [--seed N] [--uniform] | --from FORMAT INPUT) [--sorted] [--gates] [--step N] [--group N] [--group-size N] [--level N]' ||
+head -n 1 out | grep -qxF 'usage: relibra capture [-h] -c CONFIG [--set KEY=VALUE]... -o TRACE (--synthetic [--seed N] [--uniform] | --from FORMAT INPUT) [--sorted] [--gates] [--step N] [--group N] [--group-size N] [--keep-repeats] [--level N]' ||
 	{ cat out; fail "wrong usage line"; }
 # The output is checked before the work: not stdout, not the input, not a
 # directory, in a directory that exists.
