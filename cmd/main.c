@@ -38,7 +38,7 @@ static void usage(FILE *fp)
 
 static void version(void)
 {
-	printf("relibra %s\n", RLB_VERSION);
+	printf("relibra %s\n", rlb_version());
 	printf("backends: cpu%s\n", RLB_BUILD_CUDA ? " cuda" : "");
 	printf("trace format: %d.%d\n", RLB_TRACE_VERSION_MAJOR,
 	       RLB_TRACE_VERSION_MINOR);

@@ -5,7 +5,7 @@
 #ifndef RELIBRA_H
 #define RELIBRA_H
 
-#define RLB_VERSION "0.5.0"
+#define RLB_VERSION "0.6.0"
 
 #include "err.h"
 #include "util.h"
@@ -25,5 +25,20 @@
 #include "pool.h"
 #include "planner.h"
 #include "report.h"
+
+/*
+ * The release of the library in use, "MAJOR.MINOR.PATCH": RLB_VERSION as
+ * the library was built, which a program compares with the RLB_VERSION
+ * of the headers it was built with.
+ */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const char *rlb_version(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -107,6 +107,25 @@ if [ $shared = 1 ]; then
 		"$(pkg-config --static --cflags --libs relibra | sed "s|-lrelibra|$prefix/lib/librelibra.a|")"
 fi
 
+# The library in use says its release, the one the headers name.
+cat > version.c <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <relibra/relibra.h>
+
+int main(void)
+{
+	printf("%s\n", rlb_version());
+	return strcmp(rlb_version(), RLB_VERSION) != 0;
+}
+EOF
+# shellcheck disable=SC2086
+"$CC" -std=c11 -Wall -Wextra -Werror $san -o version version.c $flags 2> cc.log ||
+	{ cat cc.log; fail "a program calling rlb_version does not build"; }
+./version > out || fail "rlb_version differs from the headers' RLB_VERSION"
+grep -qx "$(sed -n 's/^#define RLB_VERSION "\(.*\)"/\1/p' "$RLB_TOP/lib/relibra.h")" out ||
+	{ cat out; fail "rlb_version is not lib/relibra.h's RLB_VERSION"; }
+
 cfg="$prefix/share/relibra/configs/tiny-2x2.yaml"
 ./plan_online "$cfg" api.rrt api.rlp > out 2> err || { cat out err; fail "plan_online failed"; }
 cp out plan_online.out
