@@ -91,15 +91,8 @@ static int written_add(struct mg_state *s, struct mg_pending *p, struct rlb_err 
 	size_t per = (size_t)p->tokens * K;
 	struct mg_written *w;
 
-	if (s->ndone == s->done_cap) {
-		size_t cap = s->done_cap ? s->done_cap * 2 : 8;
-		struct mg_written *nd = realloc(s->done, cap * sizeof(*nd));
-
-		if (!nd)
-			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		s->done = nd;
-		s->done_cap = cap;
-	}
+	if (rlb_grow(&s->done, &s->done_cap, s->ndone + 1, sizeof(*s->done)))
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	w = &s->done[s->ndone];
 	w->hash = malloc(L * sizeof(*w->hash));
 	w->repeated = calloc(L, 1);
@@ -203,14 +196,8 @@ static int read_rows(struct mg_state *s, json_t *ti, uint32_t tokens,
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "top_indices: %zu tokens, num_tokens is %" PRIu32,
 				   json_array_size(ti), tokens);
-	if (need > s->row_cap) {
-		uint16_t *nr = realloc(s->row, need * sizeof(*nr));
-
-		if (!nr)
-			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		s->row = nr;
-		s->row_cap = need;
-	}
+	if (rlb_grow(&s->row, &s->row_cap, need, sizeof(*s->row)))
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	for (t = 0; t < tokens; t++) {
 		json_t *row = json_array_get(ti, t);
 
@@ -255,15 +242,8 @@ static int pending_get(struct mg_state *s, int64_t step, uint32_t out_step,
 			return 0;
 		}
 	}
-	if (s->npend == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		struct mg_pending *np = realloc(s->pend, cap * sizeof(*np));
-
-		if (!np)
-			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
-		s->pend = np;
-		s->cap = cap;
-	}
+	if (rlb_grow(&s->pend, &s->cap, s->npend + 1, sizeof(*s->pend)))
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	p = &s->pend[s->npend];
 	memset(p, 0, sizeof(*p));
 	p->have = calloc(L, 1);
