@@ -35,25 +35,58 @@ static const char usage[] =
 	"      --level N        zstd compression level, 1-22 (default 3)\n"
 	"  -h, --help           show this help\n";
 
+#define NAME "capture"
+
+enum {
+	OPT_SYNTH = CMD_OPT_SET + 1, OPT_SEED, OPT_UNIFORM, OPT_FROM, OPT_SORTED,
+	OPT_GATES, OPT_STEP, OPT_GROUP, OPT_GROUP_SIZE, OPT_KEEP_REPEATS, OPT_LEVEL,
+};
+
+struct opts {
+	struct cmd_config_opts cfg;
+	const char *out, *from, *input;
+	int synth, uniform, sorted, have_seed;
+	uint64_t seed;
+	struct rlb_import_opts io;
+	int level;
+};
+
 static int parse_num(const char *opt, const char *s, int64_t min, int64_t max,
 		     int64_t *out)
 {
 	struct rlb_err err = { 0, "" };
 
-	if (rlb_parse_i64(s, min, max, out, opt, &err) != 0) {
-		cmd_usage_error("capture", usage, "%s", err.msg);
-		return -1;
-	}
+	if (rlb_parse_i64(s, min, max, out, opt, &err) != 0)
+		return cmd_usage_error(NAME, usage, "%s", err.msg);
 	return 0;
 }
 
-int cmd_capture(int argc, char **argv)
+/* The options that go with one source only, checked against the source. */
+static int check_source(const struct opts *o)
 {
-	enum {
-		OPT_SYNTH = CMD_OPT_SET + 1, OPT_SEED, OPT_UNIFORM, OPT_FROM, OPT_SORTED,
-		OPT_GATES, OPT_STEP, OPT_GROUP, OPT_GROUP_SIZE, OPT_KEEP_REPEATS,
-		OPT_LEVEL,
-	};
+	const struct rlb_import_opts *io = &o->io;
+
+	if (o->synth == !!o->from)
+		return cmd_usage_error(NAME, usage, o->synth ?
+				       "--synthetic and --from are exclusive" :
+				       "give --synthetic or --from FORMAT INPUT");
+	if (o->from && !o->input)
+		return cmd_usage_error(NAME, usage,
+				       "--from %s needs an INPUT (a path, or - for stdin)",
+				       o->from);
+	if (o->from && (o->have_seed || o->uniform))
+		return cmd_usage_error(NAME, usage, "%s applies to --synthetic only",
+				       o->have_seed ? "--seed" : "--uniform");
+	if (o->synth && (io->step >= 0 || io->group >= 0 || io->group_size > 0 || io->gates))
+		return cmd_usage_error(NAME, usage, "%s applies to --from only",
+				       io->step >= 0 ? "--step" : io->group >= 0 ? "--group" :
+				       io->group_size > 0 ? "--group-size" : "--gates");
+	return 0;
+}
+
+/* 0; -1 after -h; or EXIT_USAGE after a usage error. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
 	static const struct option longopts[] = {
 		CMD_COMMON_LONGOPTS,
 		{ "output", required_argument, NULL, 'o' },
@@ -70,213 +103,176 @@ int cmd_capture(int argc, char **argv)
 		{ "level", required_argument, NULL, OPT_LEVEL },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct cmd_config_opts o = { NULL, NULL, 0 };
+	struct rlb_import_opts *io = &o->io;
+	struct rlb_err err = { 0, "" };
+	int64_t v;
+	int c, ret;
+
+	memset(o, 0, sizeof(*o));
+	o->seed = 1;
+	o->level = 3;
+	io->format = RLB_IMPORT_JSONL;
+	io->step = -1;
+	io->group = -1;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
+		ret = 0;
+		switch (c) {
+		case 'o':
+			o->out = optarg;
+			break;
+		case OPT_SYNTH:
+			o->synth = 1;
+			break;
+		case OPT_SEED:
+			if (rlb_parse_u64(optarg, 0, UINT64_MAX, &o->seed, "--seed", &err) != 0)
+				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->have_seed = 1;
+			break;
+		case OPT_UNIFORM:
+			o->uniform = 1;
+			break;
+		case OPT_FROM:
+			o->from = optarg;
+			break;
+		case OPT_SORTED:
+			o->sorted = 1;
+			break;
+		case OPT_GATES:
+			io->gates = 1;
+			break;
+		case OPT_STEP:
+			ret = parse_num("--step", optarg, 0, UINT32_MAX, &io->step);
+			break;
+		case OPT_GROUP:
+			ret = parse_num("--group", optarg, 0, UINT32_MAX, &io->group);
+			break;
+		case OPT_GROUP_SIZE:
+			ret = parse_num("--group-size", optarg, 1, UINT32_MAX, &v);
+			io->group_size = (uint32_t)v;
+			break;
+		case OPT_KEEP_REPEATS:
+			io->keep_repeats = 1;
+			break;
+		case OPT_LEVEL:
+			ret = parse_num("--level", optarg, 1, 22, &v);
+			o->level = (int)v;
+			break;
+		default:
+			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, NULL);
+			break;
+		}
+		if (ret)
+			return ret;
+	}
+	if (o->from && optind < argc)
+		o->input = argv[optind++];
+	if (optind < argc)
+		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind]);
+	if (!o->cfg.path)
+		return cmd_usage_error(NAME, usage, "-c CONFIG is required");
+	if (!o->out)
+		return cmd_usage_error(NAME, usage, "missing -o TRACE");
+	ret = check_source(o);
+	if (ret)
+		return ret;
+	if (o->from && rlb_import_format_from_name(o->from, &io->format, &err) != 0)
+		return cmd_usage_error(NAME, usage, "--from: %s", err.msg);
+	if (io->keep_repeats && (o->synth || io->format != RLB_IMPORT_MEGATRON))
+		return cmd_usage_error(NAME, usage, "--keep-repeats applies to --from megatron only");
+	return 0;
+}
+
+/* Generate or import into the writer's trace at o->out; closes w. */
+static int fill_trace(const struct opts *o, const struct rlb_config *cfg,
+		      struct rlb_trace_writer *w, struct rlb_err *err)
+{
+	int ret;
+
+	if (o->synth)
+		ret = rlb_synth_generate(cfg, o->seed, o->uniform, w, cmd_progress, NAME, err);
+	else
+		ret = rlb_import(&o->io, o->input, cfg, w, cmd_progress, NAME, err);
+	if (ret != 0) {
+		rlb_trace_writer_abort(w);
+		return ret;
+	}
+	return rlb_trace_writer_close(w, err);
+}
+
+int cmd_capture(int argc, char **argv)
+{
 	struct rlb_import_stats stats = { 0, 0, 0, 0 };
-	struct rlb_import_opts io = { RLB_IMPORT_JSONL, -1, -1, 0, 0, 0, &stats };
 	struct rlb_trace_writer_opts wo;
 	struct rlb_trace_writer *w = NULL;
 	struct rlb_trace_header h;
 	struct rlb_trace_info info;
 	struct rlb_config cfg;
 	struct rlb_err err = { 0, "" };
-	const char *out = NULL, *from = NULL, *input = NULL;
-	int c, ret, synth = 0, uniform = 0, sorted = 0, have_seed = 0, rc = EXIT_FAIL;
-	int64_t v, seed = 1;
+	struct opts o;
+	int rc;
 
-	memset(&wo, 0, sizeof(wo));
-	wo.level = 3;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			out = optarg;
-			break;
-		case OPT_SYNTH:
-			synth = 1;
-			break;
-		case OPT_SEED:
-			/* Seeds are unsigned 64-bit; parse through the u64 helper. */
-			{
-				uint64_t u;
-
-				if (rlb_parse_u64(optarg, 0, UINT64_MAX, &u, "--seed", &err) != 0) {
-					rc = cmd_usage_error("capture", usage, "%s", err.msg);
-					goto out;
-				}
-				seed = (int64_t)u;
-			}
-			have_seed = 1;
-			break;
-		case OPT_UNIFORM:
-			uniform = 1;
-			break;
-		case OPT_FROM:
-			from = optarg;
-			break;
-		case OPT_SORTED:
-			sorted = 1;
-			break;
-		case OPT_GATES:
-			io.gates = 1;
-			break;
-		case OPT_STEP:
-			if (parse_num("--step", optarg, 0, UINT32_MAX, &io.step) < 0) {
-				rc = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case OPT_GROUP:
-			if (parse_num("--group", optarg, 0, UINT32_MAX, &io.group) < 0) {
-				rc = EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case OPT_GROUP_SIZE:
-			if (parse_num("--group-size", optarg, 1, UINT32_MAX, &v) < 0) {
-				rc = EXIT_USAGE;
-				goto out;
-			}
-			io.group_size = (uint32_t)v;
-			break;
-		case OPT_KEEP_REPEATS:
-			io.keep_repeats = 1;
-			break;
-		case OPT_LEVEL:
-			if (parse_num("--level", optarg, 1, 22, &v) < 0) {
-				rc = EXIT_USAGE;
-				goto out;
-			}
-			wo.level = (int)v;
-			break;
-		default:
-			ret = cmd_common_opt("capture", usage, c, argv, &o, NULL);
-			if (ret) {
-				rc = ret < 0 ? EXIT_OK : ret;
-				goto out;
-			}
-			break;
-		}
+	rc = parse_args(argc, argv, &o);
+	if (rc) {
+		rc = rc < 0 ? EXIT_OK : rc;
+		goto done;
 	}
-	if (from && optind < argc)
-		input = argv[optind++];
-	if (optind < argc) {
-		rc = cmd_usage_error("capture", usage, "unexpected argument '%s'",
-				     argv[optind]);
-		goto out;
-	}
-	if (!o.path) {
-		rc = cmd_usage_error("capture", usage, "-c CONFIG is required");
-		goto out;
-	}
-	if (!out) {
-		rc = cmd_usage_error("capture", usage, "missing -o TRACE");
-		goto out;
-	}
-	if (synth == !!from) {
-		rc = cmd_usage_error("capture", usage, synth ?
-				     "--synthetic and --from are exclusive" :
-				     "give --synthetic or --from FORMAT INPUT");
-		goto out;
-	}
-	if (from && !input) {
-		rc = cmd_usage_error("capture", usage, "--from %s needs an INPUT (a path, or - for stdin)",
-				     from);
-		goto out;
-	}
-	if (from && (have_seed || uniform)) {
-		rc = cmd_usage_error("capture", usage, "%s applies to --synthetic only",
-				     have_seed ? "--seed" : "--uniform");
-		goto out;
-	}
-	if (synth && (io.step >= 0 || io.group >= 0 || io.group_size > 0 || io.gates)) {
-		rc = cmd_usage_error("capture", usage, "%s applies to --from only",
-				     io.step >= 0 ? "--step" : io.group >= 0 ? "--group" :
-				     io.group_size > 0 ? "--group-size" : "--gates");
-		goto out;
-	}
-	if (from && rlb_import_format_from_name(from, &io.format, &err) != 0) {
-		rc = cmd_usage_error("capture", usage, "--from: %s", err.msg);
-		goto out;
-	}
-	if (io.keep_repeats && (synth || io.format != RLB_IMPORT_MEGATRON)) {
-		rc = cmd_usage_error("capture", usage, "--keep-repeats applies to --from megatron only");
-		goto out;
-	}
-	if (strlen(out) > RLB_PATH_MAX) {
-		cmd_errorf("capture", "output path is too long");
-		goto out;
+	o.io.stats = &stats;
+	rc = EXIT_FAIL;
+	if (strlen(o.out) > RLB_PATH_MAX) {
+		cmd_errorf(NAME, "output path is too long");
+		goto done;
 	}
 	{
 		/* the trace is verified after writing: a file, not stdout */
 		const struct cmd_path in[] = {
-			{ "the input", input && strcmp(input, "-") ? input : NULL, 0 },
-			{ "the config", o.path, 0 },
+			{ "the input", o.input && strcmp(o.input, "-") ? o.input : NULL, 0 },
+			{ "the config", o.cfg.path, 0 },
 		};
-		const struct cmd_path outp[] = { { "-o", out, CMD_OUT_REGULAR } };
+		const struct cmd_path outp[] = { { "-o", o.out, CMD_OUT_REGULAR } };
 
-		rc = cmd_check_outputs("capture", usage, in, 2, outp, 1, 0);
+		rc = cmd_check_outputs(NAME, usage, in, 2, outp, 1, 0);
 		if (rc)
-			goto out;
+			goto done;
 		rc = EXIT_FAIL;
 	}
-	if (cmd_config_load("capture", &o, &cfg) < 0)
-		goto out;
+	if (cmd_config_load(NAME, &o.cfg, &cfg) < 0)
+		goto done;
 
 	rlb_trace_header_from_config(&h, &cfg);
-	if (sorted)
+	if (o.sorted)
 		h.flags |= RLB_TRACE_F_SORTED;
-	if (io.gates)
+	if (o.io.gates)
 		h.flags |= RLB_TRACE_F_GATES;
-	if (synth) {
-		snprintf(h.source, sizeof(h.source), "synthetic");
-		h.seed = (uint64_t)seed;
-	} else {
-		snprintf(h.source, sizeof(h.source), "%s", from);
-		h.seed = 0;
-	}
-	if (rlb_trace_writer_open(&w, out, &h, &wo, &err) != 0) {
-		cmd_error("capture", &err);
-		goto out;
-	}
-	if (synth)
-		c = rlb_synth_generate(&cfg, (uint64_t)seed, uniform, w, cmd_progress,
-				       "capture", &err);
-	else
-		c = rlb_import(&io, input, &cfg, w, cmd_progress, "capture", &err);
-	if (c != 0) {
-		rlb_trace_writer_abort(w);
-		w = NULL;
-		cmd_error("capture", &err);
-		goto out;
-	}
-	c = rlb_trace_writer_close(w, &err);
-	w = NULL;
-	if (c != 0) {
-		cmd_error("capture", &err);
-		goto out;
+	snprintf(h.source, sizeof(h.source), "%s", o.synth ? "synthetic" : o.from);
+	h.seed = o.synth ? o.seed : 0;
+	memset(&wo, 0, sizeof(wo));
+	wo.level = o.level;
+	if (rlb_trace_writer_open(&w, o.out, &h, &wo, &err) != 0 ||
+	    fill_trace(&o, &cfg, w, &err) != 0) {
+		cmd_error(NAME, &err);
+		goto done;
 	}
 	cmd_progress_done();
-	if (rlb_trace_verify_threads(out, rlb_pool_threads_for(0), &info, &err) != 0) {
-		unlink(out);
-		rlb_err_prefix(&err, "the new trace '%s' does not verify", out);
-		cmd_error("capture", &err);
-		goto out;
+	if (rlb_trace_verify_threads(o.out, rlb_pool_threads_for(0), &info, &err) != 0) {
+		unlink(o.out);
+		rlb_err_prefix(&err, "the new trace '%s' does not verify", o.out);
+		cmd_error(NAME, &err);
+		goto done;
 	}
 	printf("%s: %" PRIu64 " step%s, %" PRIu64 " sequence%s, %" PRIu64 " token%s, %"
-	       PRIu64 " bytes\n", out, info.steps, cmd_s(info.steps), info.sequences,
+	       PRIu64 " bytes\n", o.out, info.steps, cmd_s(info.steps), info.sequences,
 	       cmd_s(info.sequences), info.tokens, cmd_s(info.tokens), info.file_bytes);
 	if (stats.recomputed)
-		cmd_errorf("capture", "note: %" PRIu64 " record%s of '%s' repeated the routing of "
+		cmd_errorf(NAME, "note: %" PRIu64 " record%s of '%s' repeated the routing of "
 			   "a sequence already written in its step and %s dropped as "
 			   "activation recompute (--keep-repeats keeps them)",
-			   stats.recomputed, cmd_s(stats.recomputed), input,
+			   stats.recomputed, cmd_s(stats.recomputed), o.input,
 			   stats.recomputed == 1 ? "was" : "were");
 	rc = EXIT_OK;
-out:
-	if (w)
-		rlb_trace_writer_abort(w);
+done:
 	cmd_progress_done();
-	cmd_config_release(&o);
+	cmd_config_release(&o.cfg);
 	return rc;
 }
