@@ -453,6 +453,66 @@ static void print_table(const struct rlb_config *cfg,
 		print_gap(s, plan_pack(po, p), ms);
 }
 
+/* --eplb-export: the steps' placements in their document, into af. */
+static int write_export(struct rlb_atomic_file *af, json_t *steps)
+{
+	struct rlb_err err = {0};
+	json_t *doc = json_pack("{s:s, s:s, s:O}", "schema", "relibra.eplb-export/1",
+				"log2phy_order", "replica", "steps", steps);
+	int ret;
+
+	if (!doc) {
+		cmd_errorf(NAME, "out of memory");
+		return -1;
+	}
+	ret = cmd_json_sync(af, doc, &err);
+	if (ret != 0)
+		cmd_error(NAME, &err);
+	json_decref(doc);
+	return ret;
+}
+
+/*
+ * The policy and its options: the config's balancer section, overridden by
+ * the command line.  0, or EXIT_USAGE for an option of relibra's given to
+ * another policy.
+ */
+static int policy_opts(const struct opts *o, const struct rlb_config *cfg,
+		       struct rlb_balance_opts *b)
+{
+	rlb_balance_opts_from_config(b, cfg);
+	if (o->policy)
+		b->policy = o->policy_kind;
+	if (b->policy != RLB_POLICY_RELIBRA &&
+	    (o->no_reorder || o->no_replicate || o->colocate || o->no_colocate ||
+	     o->data_control))
+		return cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
+				       o->no_reorder ? "no-reorder" :
+				       o->no_replicate ? "no-replicate" :
+				       o->colocate ? "colocate" :
+				       o->no_colocate ? "no-colocate" : "data-control");
+	if (o->replica_slots >= 0)
+		b->replica_slots = (uint32_t)o->replica_slots;
+	if (o->eplb_window >= 0)
+		b->eplb_window = (uint32_t)o->eplb_window;
+	if (o->no_reorder)
+		b->reorder = 0;
+	if (o->no_replicate)
+		b->replicate = 0;
+	if (o->data_control)
+		b->data_control = 1;
+	if (o->colocate)
+		b->colocate = 1;
+	if (o->no_colocate)
+		b->colocate = 0;
+	if (b->policy != RLB_POLICY_RELIBRA) {
+		/* balancer.data_control and balancer.colocate are relibra's */
+		b->data_control = 0;
+		b->colocate = 0;
+	}
+	return 0;
+}
+
 int cmd_plan(int argc, char **argv)
 {
 	struct opts o;
@@ -497,38 +557,10 @@ int cmd_plan(int argc, char **argv)
 	memset(&po, 0, sizeof(po));
 	if (cmd_config_load(NAME, &o.cfg, &cfg) != 0)
 		goto done;
-	rlb_balance_opts_from_config(&pol.opts, &cfg);
-	if (o.policy)
-		pol.opts.policy = o.policy_kind;
-	if (pol.opts.policy != RLB_POLICY_RELIBRA &&
-	    (o.no_reorder || o.no_replicate || o.colocate || o.no_colocate ||
-	     o.data_control)) {
-		ret = cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
-				      o.no_reorder ? "no-reorder" :
-				      o.no_replicate ? "no-replicate" :
-				      o.colocate ? "colocate" :
-				      o.no_colocate ? "no-colocate" : "data-control");
+	ret = policy_opts(&o, &cfg, &pol.opts);
+	if (ret)
 		goto done;
-	}
-	if (o.replica_slots >= 0)
-		pol.opts.replica_slots = (uint32_t)o.replica_slots;
-	if (o.eplb_window >= 0)
-		pol.opts.eplb_window = (uint32_t)o.eplb_window;
-	if (o.no_reorder)
-		pol.opts.reorder = 0;
-	if (o.no_replicate)
-		pol.opts.replicate = 0;
-	if (o.data_control)
-		pol.opts.data_control = 1;
-	if (o.colocate)
-		pol.opts.colocate = 1;
-	if (o.no_colocate)
-		pol.opts.colocate = 0;
-	if (pol.opts.policy != RLB_POLICY_RELIBRA) {
-		/* balancer.data_control and balancer.colocate are relibra's */
-		pol.opts.data_control = 0;
-		pol.opts.colocate = 0;
-	}
+	ret = EXIT_FAIL;
 	po.pack = o.pack ? o.pack_rule : cfg.parallel.pack;
 	if (o.schedule && (o.pack || pol.opts.data_control)) {
 		ret = cmd_usage_error(NAME, usage, "--schedule excludes %s",
@@ -597,21 +629,8 @@ int cmd_plan(int argc, char **argv)
 		cmd_error(NAME, &err);
 		goto done;
 	}
-	if (exported) {
-		json_t *doc = json_pack("{s:s, s:s, s:O}", "schema", "relibra.eplb-export/1",
-					"log2phy_order", "replica", "steps", exported);
-
-		if (!doc) {
-			cmd_errorf(NAME, "out of memory");
-			goto done;
-		}
-		if (cmd_json_sync(&export_af, doc, &err) != 0) {
-			json_decref(doc);
-			cmd_error(NAME, &err);
-			goto done;
-		}
-		json_decref(doc);
-	}
+	if (exported && write_export(&export_af, exported) != 0)
+		goto done;
 	memset(&src, 0, sizeof(src));
 	src.config_path = o.cfg.path;
 	src.trace_path = o.trace;
