@@ -249,6 +249,18 @@ static int check_gates(const struct rlb_importer *im, const float *gates,
 	return 0;
 }
 
+/*
+ * A streamed chunk of a request that has not finished: SGLang collects the
+ * routed experts when a request finishes, so only the last chunk of a
+ * stream carries them; the others have meta_info.finish_reason null.
+ */
+static int unfinished_chunk(json_t *meta)
+{
+	json_t *fr = json_object_get(meta, "finish_reason");
+
+	return fr && json_is_null(fr);
+}
+
 /* One response object; messages start with the field (fp prefixes it). */
 static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 			 struct rlb_err *err)
@@ -277,6 +289,9 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: missing", fp);
 	if (!json_is_object(meta))
 		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: expected an object", fp);
+	re = json_object_get(meta, "routed_experts");
+	if ((!re || json_is_null(re)) && unfinished_chunk(meta))
+		return 0;
 	if ((ret = opt_uint(rec, "step", fp, UINT32_MAX, &in.step, err)) ||
 	    (ret = opt_uint(rec, "group", fp, UINT32_MAX, &in.group, err)) ||
 	    (ret = opt_uint(rec, "sample", fp, UINT32_MAX, &in.sample, err)))
@@ -294,7 +309,6 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 	if (ret != 0)
 		goto out;
 
-	re = json_object_get(meta, "routed_experts");
 	if (!re || json_is_null(re)) {
 		ret = rlb_err_set(err, RLB_EPARSE,
 				  "%smeta_info.routed_experts: missing (send requests with return_routed_experts)",

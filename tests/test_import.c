@@ -1117,6 +1117,45 @@ START_TEST(test_sglang_errors)
 }
 END_TEST
 
+/*
+ * A streamed request: SGLang attaches the routed experts to the last chunk
+ * only (when the request finishes); the chunks before it have
+ * meta_info.finish_reason null and no routing, and are skipped.
+ */
+START_TEST(test_sglang_stream_chunks)
+{
+	static const char chunk[] =
+		"{\"text\": \"x\", \"meta_info\": {\"id\": \"r0\", \"finish_reason\": null, "
+		"\"prompt_tokens\": 3, \"completion_tokens\": 1}}\n";
+	struct rlb_import_opts o = opts_of(RLB_IMPORT_SGLANG);
+	struct rlb_err err = { 0, "" };
+	struct collector c = { 0 };
+	struct rlb_config cfg;
+	char *text;
+
+	tiny_config(&cfg, 1);
+	text = cat(strdup(chunk), strdup(chunk));
+	text = cat(text, sg_line(0, 0, 4, 1, 0, NULL, NULL,
+				 ", \"finish_reason\": {\"type\": \"length\"}"));
+	text = cat(text, strdup(chunk));
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	check_ids(&c.v[0], 0, 4);
+	collector_free(&c);
+	free(text);
+	/* Only unfinished chunks: no routing at all. */
+	ck_assert_int_eq(import_text(chunk, &o, &cfg, &c, &err, "s.jsonl"), RLB_EINVAL);
+	ck_assert_msg(strstr(err.msg, "holds no routing of the model's layers (1 record read)"),
+		      "%s", err.msg);
+	/* A finished response without routing is still an error. */
+	ck_assert_int_eq(import_text("{\"meta_info\": {\"finish_reason\": {\"type\": \"stop\"}}}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: meta_info.routed_experts: missing "
+			 "(send requests with return_routed_experts)");
+	collector_free(&c);
+}
+END_TEST
+
 /* The prompt/completion token counts settle a row count both layer counts divide. */
 START_TEST(test_sglang_rows_hint)
 {
@@ -1823,6 +1862,7 @@ Suite *rlb_suite_import(void)
 	tcase_add_test(tc, test_sglang_bad_gates);
 	tcase_add_test(tc, test_sglang_errors);
 	tcase_add_test(tc, test_sglang_rows_hint);
+	tcase_add_test(tc, test_sglang_stream_chunks);
 	tcase_add_test(tc, test_megatron_assembly);
 	tcase_add_test(tc, test_megatron_directory_merge);
 	tcase_add_test(tc, test_megatron_recompute);
