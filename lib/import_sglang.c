@@ -1,9 +1,10 @@
 /*
- * import_sglang.c - SGLang generate responses saved as JSON lines: each
- * record's meta_info.routed_experts is base64 of a flat row-major
- * [T-1, hidden layers, topk] array (int32, or routed_experts_dtype).
- * Incremental returns (routed_experts_start_len) are joined by sequence
- * id; the exact rules are in docs/jsonl-format.md.
+ * import_sglang.c - SGLang responses saved as JSON lines: a /generate
+ * response's meta_info.routed_experts (or an OpenAI-compatible response's
+ * sglext.routed_experts) is base64 of a flat row-major [T-1, hidden
+ * layers, topk] array (int32, or routed_experts_dtype).  Chunks with
+ * routed_experts_start_len are joined by sequence id; the exact rules are
+ * in docs/jsonl-format.md.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -71,30 +72,130 @@ static int flush_before(struct sg_state *s, uint32_t step, int all,
 	return 0;
 }
 
-static int get_key(json_t *rec, json_t *meta, const char *fp, char **key,
-		   struct rlb_err *err)
+/*
+ * Where one record keeps its routing: a native /generate response has
+ * everything in meta_info; an OpenAI-compatible one (/v1/completions,
+ * /v1/chat/completions) has it in sglext, the token counts in usage and
+ * the request id at the top.  The names are field prefixes for messages,
+ * the record's own prefix (fp) included.
+ */
+struct sg_src {
+	json_t *re;			/* object with routed_experts and its kin */
+	json_t *counts;			/* object with the token counts, or NULL */
+	json_t *id;			/* the request id, or NULL */
+	char re_name[64];		/* "meta_info.", "sglext." */
+	char counts_name[64];		/* "meta_info.", "usage." */
+	char id_name[64];		/* "meta_info.id", "id" */
+};
+
+static void src_names(struct sg_src *src, const char *fp, const char *re,
+		      const char *counts, const char *id)
+{
+	snprintf(src->re_name, sizeof(src->re_name), "%s%s", fp, re);
+	snprintf(src->counts_name, sizeof(src->counts_name), "%s%s", fp, counts);
+	snprintf(src->id_name, sizeof(src->id_name), "%s%s", fp, id);
+}
+
+/*
+ * A streamed chunk of a request that has not finished: SGLang collects the
+ * routed experts when a request finishes, so only the last chunk of a
+ * stream carries them; the others have meta_info.finish_reason null.
+ */
+static int unfinished_chunk(json_t *meta)
+{
+	json_t *fr = json_object_get(meta, "finish_reason");
+
+	return fr && json_is_null(fr);
+}
+
+static int has_routing(json_t *obj)
+{
+	json_t *re = json_object_get(obj, "routed_experts");
+
+	return re && !json_is_null(re);
+}
+
+/*
+ * An OpenAI-compatible response: routing in sglext.routed_experts (SGLang
+ * puts the first choice's there, once per response).  The usage counts
+ * cover every choice, so they hint at the rows only for a single choice.
+ * A streamed chunk (object "*.chunk") without sglext is skipped.
+ */
+static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
+			 int *skip, struct rlb_err *err)
+{
+	json_t *ext = json_object_get(rec, "sglext");
+	json_t *choices = json_object_get(rec, "choices");
+	const char *obj = json_string_value(json_object_get(rec, "object"));
+	size_t n = obj ? strlen(obj) : 0;
+
+	if (ext && !json_is_object(ext))
+		return rlb_err_set(err, RLB_EPARSE, "%ssglext: expected an object", fp);
+	if (!has_routing(ext) && n >= 6 && strcmp(obj + n - 6, ".chunk") == 0) {
+		*skip = 1;
+		return 0;
+	}
+	src->re = ext;
+	if (!json_is_array(choices) || json_array_size(choices) <= 1)
+		src->counts = json_object_get(rec, "usage");
+	if (!json_is_object(src->counts))
+		src->counts = NULL;
+	src->id = json_object_get(rec, "id");
+	src_names(src, fp, "sglext.", "usage.", "id");
+	return 0;
+}
+
+/*
+ * Find where record REC keeps its routing.  *skip is set for a streamed
+ * chunk that carries none (a request not finished yet).
+ */
+static int find_source(json_t *rec, const char *fp, struct sg_src *src,
+		       int *skip, struct rlb_err *err)
+{
+	json_t *meta = json_object_get(rec, "meta_info");
+
+	memset(src, 0, sizeof(*src));
+	*skip = 0;
+	if (!meta && (json_object_get(rec, "sglext") || json_object_get(rec, "choices")))
+		return openai_source(rec, fp, src, skip, err);
+	if (!meta)
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%smeta_info: missing (expected a /generate response, "
+				   "or an OpenAI-compatible one with sglext.routed_experts)", fp);
+	if (!json_is_object(meta))
+		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: expected an object", fp);
+	*skip = !has_routing(meta) && unfinished_chunk(meta);
+	src->re = meta;
+	src->counts = meta;
+	src->id = json_object_get(meta, "id");
+	src_names(src, fp, "meta_info.", "meta_info.", "meta_info.id");
+	return 0;
+}
+
+static int get_key(json_t *rec, const struct sg_src *src, const char *fp,
+		   char **key, struct rlb_err *err)
 {
 	json_t *v = json_object_get(rec, "sequence_id");
-	const char *field = "sequence_id";
-	char buf[32];
+	char field[96], buf[32];
 
 	*key = NULL;
+	snprintf(field, sizeof(field), "%ssequence_id", fp);
 	if (!v || json_is_null(v)) {
-		v = json_object_get(meta, "id");
-		field = "meta_info.id";
+		v = src->id;
+		snprintf(field, sizeof(field), "%s", src->id_name);
 	}
 	if (!v || json_is_null(v))
 		return rlb_err_set(err, RLB_EPARSE,
-				   "%smeta_info.id: missing (needed to join routed_experts_start_len chunks)",
-				   fp);
+				   "%s: missing (needed to join routed_experts_start_len chunks)",
+				   src->id_name);
 	if (json_is_string(v)) {
 		*key = strdup(json_string_value(v));
 	} else if (json_is_integer(v)) {
 		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 		*key = strdup(buf);
 	} else {
-		return rlb_err_set(err, RLB_EPARSE, "%s%s: expected a string or an integer",
-				   fp, field);
+		return rlb_err_set(err, RLB_EPARSE, "%s: expected a string or an integer",
+				   field);
 	}
 	if (!*key)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
@@ -136,23 +237,20 @@ static int pending_append(struct sg_pending *p, const struct rlb_importer *im,
 	return 0;
 }
 
-/* rlb_json_opt_uint with the field named as PREFIX + [meta_info.]KEY. */
-static int opt_uint(json_t *obj, const char *key, const char *fp, int64_t max,
-		    int64_t *out, struct rlb_err *err)
+/* rlb_json_opt_uint with the field named PREFIX KEY (PREFIX ends in "."). */
+static int field_uint(json_t *obj, const char *prefix, const char *key,
+		      int64_t max, int64_t *out, struct rlb_err *err)
 {
-	char field[128];
-	int in_meta = strncmp(key, "routed_", 7) == 0 ||
-		      strcmp(key, "prompt_tokens") == 0 ||
-		      strcmp(key, "completion_tokens") == 0;
+	char field[160];
 
-	snprintf(field, sizeof(field), "%s%s%s", fp, in_meta ? "meta_info." : "", key);
+	snprintf(field, sizeof(field), "%s%s", prefix, key);
 	return rlb_json_opt_uint(obj, key, field, max, out, err);
 }
 
-static int parse_dtype(json_t *meta, const char *fp, enum rlb_import_dtype *dt,
+static int parse_dtype(json_t *obj, const char *rp, enum rlb_import_dtype *dt,
 		       struct rlb_err *err)
 {
-	json_t *v = json_object_get(meta, "routed_experts_dtype");
+	json_t *v = json_object_get(obj, "routed_experts_dtype");
 	const char *s;
 
 	*dt = RLB_DT_I32;
@@ -167,8 +265,8 @@ static int parse_dtype(json_t *meta, const char *fp, enum rlb_import_dtype *dt,
 		*dt = RLB_DT_U8;
 	else
 		return rlb_err_set(err, RLB_EPARSE,
-				   "%smeta_info.routed_experts_dtype: expected \"int32\", \"uint16\" or \"uint8\"",
-				   fp);
+				   "%srouted_experts_dtype: expected \"int32\", \"uint16\" or \"uint8\"",
+				   rp);
 	return 0;
 }
 
@@ -178,7 +276,7 @@ static int parse_dtype(json_t *meta, const char *fp, enum rlb_import_dtype *dt,
  * -1) settles the case where both divide.
  */
 static int shape_rows(const struct rlb_importer *im, uint64_t values, int64_t hint,
-		      uint64_t *rows, uint64_t *layers, const char *fp,
+		      uint64_t *rows, uint64_t *layers, const char *rp,
 		      struct rlb_err *err)
 {
 	uint64_t hidden = (uint64_t)im->dense_layers + im->moe_layers;
@@ -201,14 +299,14 @@ static int shape_rows(const struct rlb_importer *im, uint64_t values, int64_t hi
 	}
 	if (im->dense_layers == 0)
 		return rlb_err_set(err, RLB_EMISMATCH,
-				   "%smeta_info.routed_experts: %" PRIu64
+				   "%srouted_experts: %" PRIu64
 				   " values is not a multiple of %" PRIu64 " layers x %" PRIu32 " (topk)",
-				   fp, values, hidden, im->topk);
+				   rp, values, hidden, im->topk);
 	return rlb_err_set(err, RLB_EMISMATCH,
-			   "%smeta_info.routed_experts: %" PRIu64
+			   "%srouted_experts: %" PRIu64
 			   " values is not a multiple of %" PRIu64 " layers x %" PRIu32
 			   " (topk) nor of %" PRIu32 " MoE layers x %" PRIu32,
-			   fp, values, hidden, im->topk, im->moe_layers, im->topk);
+			   rp, values, hidden, im->topk, im->moe_layers, im->topk);
 }
 
 static int grow_vals(struct sg_state *s, size_t n, struct rlb_err *err)
@@ -231,7 +329,7 @@ static int grow_vals(struct sg_state *s, size_t n, struct rlb_err *err)
  * message names row, layer and column as rlb_import_convert does.
  */
 static int check_gates(const struct rlb_importer *im, const float *gates,
-		       uint64_t rows, uint64_t layers, const char *fp,
+		       uint64_t rows, uint64_t layers, const char *rp,
 		       struct rlb_err *err)
 {
 	uint64_t i, n = rows * im->moe_layers * im->topk;
@@ -240,25 +338,183 @@ static int check_gates(const struct rlb_importer *im, const float *gates,
 	for (i = 0; i < n; i++) {
 		if (!rlb_trace_gate_ok(gates[i]))
 			return rlb_err_set(err, RLB_ERANGE,
-					   "%smeta_info.routed_experts_gates: value %.9g at row %" PRIu64
+					   "%srouted_experts_gates: value %.9g at row %" PRIu64
 					   ", layer %" PRIu64 ", column %" PRIu64
 					   " is not a finite non-negative float32",
-					   fp, (double)gates[i], i / (L * K),
+					   rp, (double)gates[i], i / (L * K),
 					   layers - L + i / K % L, i % K);
 	}
 	return 0;
 }
 
 /*
- * A streamed chunk of a request that has not finished: SGLang collects the
- * routed experts when a request finishes, so only the last chunk of a
- * stream carries them; the others have meta_info.finish_reason null.
+ * Decode record SRC's routing into s->ids (and s->gates): *rows rows,
+ * token-major, MoE layers only.  HINT: rows the token counts give, or -1.
  */
-static int unfinished_chunk(json_t *meta)
+static int decode_routing(struct sg_state *s, const struct sg_src *src,
+			  int64_t hint, uint64_t *rows, struct rlb_err *err)
 {
-	json_t *fr = json_object_get(meta, "finish_reason");
+	struct rlb_importer *im = s->im;
+	const char *rp = src->re_name;
+	json_t *re = json_object_get(src->re, "routed_experts"), *ge;
+	uint8_t *bytes = NULL, *gbytes = NULL;
+	size_t nbytes = 0, ngbytes = 0, esz;
+	enum rlb_import_dtype dt;
+	uint64_t layers = 0, values;
+	struct rlb_import_raw raw;
+	int ret;
 
-	return fr && json_is_null(fr);
+	if (!re || json_is_null(re))
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%srouted_experts: missing (send requests with return_routed_experts)",
+				   rp);
+	if (!json_is_string(re))
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%srouted_experts: expected a base64 string", rp);
+	ret = parse_dtype(src->re, rp, &dt, err);
+	if (ret != 0)
+		return ret;
+	ret = rlb_base64_decode(json_string_value(re), json_string_length(re),
+				&bytes, &nbytes, err);
+	if (ret != 0) {
+		rlb_err_prefix(err, "%srouted_experts", rp);
+		goto out;
+	}
+	esz = rlb_import_dtype_bytes(dt);
+	if (nbytes % esz != 0) {
+		ret = rlb_err_set(err, RLB_EPARSE,
+				  "%srouted_experts: %zu bytes is not a multiple of %zu (the dtype's size)",
+				  rp, nbytes, esz);
+		goto out;
+	}
+	values = nbytes / esz;
+	ret = shape_rows(im, values, hint, rows, &layers, rp, err);
+	if (ret != 0)
+		goto out;
+	if (im->gates) {
+		ge = json_object_get(src->re, "routed_experts_gates");
+		if (!json_is_string(ge)) {
+			ret = rlb_err_set(err, RLB_EPARSE,
+					  "%srouted_experts_gates: missing (--gates needs gate weights in every record)",
+					  rp);
+			goto out;
+		}
+		ret = rlb_base64_decode(json_string_value(ge), json_string_length(ge),
+					&gbytes, &ngbytes, err);
+		if (ret != 0) {
+			rlb_err_prefix(err, "%srouted_experts_gates", rp);
+			goto out;
+		}
+		if (ngbytes != values * 4) {
+			ret = rlb_err_set(err, RLB_EMISMATCH,
+					  "%srouted_experts_gates: %zu bytes, expected %" PRIu64
+					  " (float32, the shape of routed_experts)",
+					  rp, ngbytes, values * 4);
+			goto out;
+		}
+	}
+	if (*rows > RLB_TRACE_MAX_SEQ_TOKENS) {
+		ret = rlb_err_set(err, RLB_ERANGE,
+				  "%srouted_experts: %" PRIu64 " rows is above the limit of %u",
+				  rp, *rows, RLB_TRACE_MAX_SEQ_TOKENS);
+		goto out;
+	}
+	ret = grow_vals(s, (size_t)(*rows * im->moe_layers * im->topk) + 1, err);
+	if (ret != 0)
+		goto out;
+	memset(&raw, 0, sizeof(raw));
+	raw.data = bytes;
+	raw.dtype = dt;
+	raw.rows = *rows;
+	raw.layers = layers;
+	raw.topk = im->topk;
+	raw.gates = gbytes;
+	raw.byte_base = -1;
+	ret = rlb_import_convert(im, &raw, s->ids, im->gates ? s->gates : NULL, err);
+	if (ret != 0) {
+		rlb_err_prefix(err, "%srouted_experts", rp);
+		goto out;
+	}
+	if (im->gates)
+		ret = check_gates(im, s->gates, *rows, layers, rp, err);
+out:
+	free(bytes);
+	free(gbytes);
+	return ret;
+}
+
+/* The pending sequence KEY of a record whose chunk starts at row 0 (new). */
+static int pending_start(struct sg_state *s, char **key, uint32_t step,
+			 const struct rlb_import_ids *in, size_t *at,
+			 struct rlb_err *err)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < s->npend; i++) {
+		if (strcmp(s->pend[i].key, *key) == 0) {
+			ret = pending_emit(s, i, err);
+			if (ret != 0)
+				return ret;
+			break;
+		}
+	}
+	if (s->npend == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct sg_pending *np = realloc(s->pend, cap * sizeof(*np));
+
+		if (!np)
+			return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		s->pend = np;
+		s->cap = cap;
+	}
+	i = s->npend++;
+	memset(&s->pend[i], 0, sizeof(s->pend[i]));
+	s->pend[i].key = *key;
+	*key = NULL;
+	s->pend[i].step = step;
+	s->pend[i].in = *in;
+	*at = i;
+	return 0;
+}
+
+/*
+ * Place ROWS decoded rows (in s->ids) starting at row START of the
+ * sequence KEY (taken over when a new sequence starts).
+ */
+static int place_chunk(struct sg_state *s, char **key, int64_t start,
+		       uint64_t rows, uint32_t step, const struct rlb_import_ids *in,
+		       const struct sg_src *src, struct rlb_err *err)
+{
+	const char *rp = src->re_name;
+	size_t i = 0;
+	int ret;
+
+	if (start == 0) {
+		ret = pending_start(s, key, step, in, &i, err);
+		if (ret != 0)
+			return ret;
+	} else {
+		for (i = 0; i < s->npend; i++)
+			if (strcmp(s->pend[i].key, *key) == 0)
+				break;
+		if (i == s->npend)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "%srouted_experts_start_len: %" PRId64
+					   " but no earlier record of sequence '%s' in step %" PRIu32,
+					   rp, start, *key, step);
+		if ((uint64_t)start > s->pend[i].rows)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "%srouted_experts_start_len: %" PRId64
+					   " is past the %" PRIu64 " rows of sequence '%s' received so far",
+					   rp, start, s->pend[i].rows, *key);
+	}
+	if ((uint64_t)start + rows > RLB_TRACE_MAX_SEQ_TOKENS)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%srouted_experts: sequence '%s' grows above %u rows",
+				   rp, s->pend[i].key, RLB_TRACE_MAX_SEQ_TOKENS);
+	return pending_append(&s->pend[i], s->im, (uint64_t)start, s->ids, s->gates,
+			      rows, err);
 }
 
 /* One response object; messages start with the field (fp prefixes it). */
@@ -267,16 +523,12 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 {
 	struct rlb_importer *im = s->im;
 	struct rlb_import_ids in = { -1, -1, -1 };
-	json_t *meta, *re, *ge, *sl;
-	uint8_t *bytes = NULL, *gbytes = NULL;
-	size_t nbytes = 0, ngbytes = 0, esz, i;
-	enum rlb_import_dtype dt;
-	int64_t start = -1, hint = -1, pt, ct;
-	uint64_t rows = 0, layers = 0, values;
-	struct rlb_import_raw raw;
+	int64_t start = -1, hint = -1, pt = -1, ct = -1;
+	struct sg_src src;
+	uint64_t rows = 0;
 	char *key = NULL;
 	uint32_t step;
-	int ret;
+	int ret, skip;
 
 	if (!json_is_object(rec)) {
 		if (fp[0])
@@ -284,185 +536,53 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 					   (int)strlen(fp) - 1, fp);
 		return rlb_err_set(err, RLB_EPARSE, "expected a JSON object");
 	}
-	meta = json_object_get(rec, "meta_info");
-	if (!meta)
-		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: missing", fp);
-	if (!json_is_object(meta))
-		return rlb_err_set(err, RLB_EPARSE, "%smeta_info: expected an object", fp);
-	re = json_object_get(meta, "routed_experts");
-	if ((!re || json_is_null(re)) && unfinished_chunk(meta))
-		return 0;
-	if ((ret = opt_uint(rec, "step", fp, UINT32_MAX, &in.step, err)) ||
-	    (ret = opt_uint(rec, "group", fp, UINT32_MAX, &in.group, err)) ||
-	    (ret = opt_uint(rec, "sample", fp, UINT32_MAX, &in.sample, err)))
-		goto out;
+	ret = find_source(rec, fp, &src, &skip, err);
+	if (ret != 0 || skip)
+		return ret;
+	if ((ret = field_uint(rec, fp, "step", UINT32_MAX, &in.step, err)) ||
+	    (ret = field_uint(rec, fp, "group", UINT32_MAX, &in.group, err)) ||
+	    (ret = field_uint(rec, fp, "sample", UINT32_MAX, &in.sample, err)))
+		return ret;
 	if (in.sample < 0 &&
-	    (ret = opt_uint(rec, "index", fp, UINT32_MAX, &in.sample, err)))
-		goto out;
+	    (ret = field_uint(rec, fp, "index", UINT32_MAX, &in.sample, err)))
+		return ret;
 	ret = rlb_importer_step(im, in.step, &step, err);
 	if (ret != 0) {
 		if (fp[0])
 			rlb_err_prefix(err, "%.*s", (int)strlen(fp) - 1, fp);
-		goto out;
+		return ret;
 	}
 	ret = flush_before(s, step, 0, err);
 	if (ret != 0)
-		goto out;
+		return ret;
 
-	if (!re || json_is_null(re)) {
-		ret = rlb_err_set(err, RLB_EPARSE,
-				  "%smeta_info.routed_experts: missing (send requests with return_routed_experts)",
-				  fp);
-		goto out;
-	}
-	if (!json_is_string(re)) {
-		ret = rlb_err_set(err, RLB_EPARSE,
-				  "%smeta_info.routed_experts: expected a base64 string", fp);
-		goto out;
-	}
-	ret = parse_dtype(meta, fp, &dt, err);
-	if (ret != 0)
-		goto out;
-	sl = json_object_get(meta, "routed_experts_start_len");
-	if (sl && !json_is_null(sl)) {
-		ret = opt_uint(meta, "routed_experts_start_len", fp,
-			       RLB_TRACE_MAX_SEQ_TOKENS, &start, err);
+	if ((ret = field_uint(src.re, src.re_name, "routed_experts_start_len",
+			      RLB_TRACE_MAX_SEQ_TOKENS, &start, err)))
+		return ret;
+	if (start >= 0) {
+		ret = get_key(rec, &src, fp, &key, err);
 		if (ret != 0)
-			goto out;
-		ret = get_key(rec, meta, fp, &key, err);
-		if (ret != 0)
-			goto out;
+			return ret;
 	}
 	/* Bounded, so that their sum cannot overflow. */
-	if ((ret = opt_uint(meta, "prompt_tokens", fp, UINT32_MAX, &pt, err)) ||
-	    (ret = opt_uint(meta, "completion_tokens", fp, UINT32_MAX, &ct, err)))
+	if (src.counts &&
+	    ((ret = field_uint(src.counts, src.counts_name, "prompt_tokens", UINT32_MAX,
+			       &pt, err)) ||
+	     (ret = field_uint(src.counts, src.counts_name, "completion_tokens",
+			       UINT32_MAX, &ct, err))))
 		goto out;
 	if (pt >= 0 && ct >= 0 && pt + ct >= 1 + (start > 0 ? start : 0))
 		hint = pt + ct - 1 - (start > 0 ? start : 0);
-
-	ret = rlb_base64_decode(json_string_value(re), json_string_length(re),
-				&bytes, &nbytes, err);
-	if (ret != 0) {
-		rlb_err_prefix(err, "%smeta_info.routed_experts", fp);
-		goto out;
-	}
-	esz = rlb_import_dtype_bytes(dt);
-	if (nbytes % esz != 0) {
-		ret = rlb_err_set(err, RLB_EPARSE,
-				  "%smeta_info.routed_experts: %zu bytes is not a multiple of %zu (the dtype's size)",
-				  fp, nbytes, esz);
-		goto out;
-	}
-	values = nbytes / esz;
-	ret = shape_rows(im, values, hint, &rows, &layers, fp, err);
+	ret = decode_routing(s, &src, hint, &rows, err);
 	if (ret != 0)
 		goto out;
-	if (im->gates) {
-		ge = json_object_get(meta, "routed_experts_gates");
-		if (!json_is_string(ge)) {
-			ret = rlb_err_set(err, RLB_EPARSE,
-					  "%smeta_info.routed_experts_gates: missing (--gates needs gate weights in every record)",
-					  fp);
-			goto out;
-		}
-		ret = rlb_base64_decode(json_string_value(ge), json_string_length(ge),
-					&gbytes, &ngbytes, err);
-		if (ret != 0) {
-			rlb_err_prefix(err, "%smeta_info.routed_experts_gates", fp);
-			goto out;
-		}
-		if (ngbytes != values * 4) {
-			ret = rlb_err_set(err, RLB_EMISMATCH,
-					  "%smeta_info.routed_experts_gates: %zu bytes, expected %" PRIu64
-					  " (float32, the shape of routed_experts)",
-					  fp, ngbytes, values * 4);
-			goto out;
-		}
-	}
-	if (rows > RLB_TRACE_MAX_SEQ_TOKENS) {
-		ret = rlb_err_set(err, RLB_ERANGE,
-				  "%smeta_info.routed_experts: %" PRIu64 " rows is above the limit of %u",
-				  fp, rows, RLB_TRACE_MAX_SEQ_TOKENS);
-		goto out;
-	}
-	ret = grow_vals(s, (size_t)(rows * im->moe_layers * im->topk) + 1, err);
-	if (ret != 0)
-		goto out;
-	memset(&raw, 0, sizeof(raw));
-	raw.data = bytes;
-	raw.dtype = dt;
-	raw.rows = rows;
-	raw.layers = layers;
-	raw.topk = im->topk;
-	raw.gates = gbytes;
-	raw.byte_base = -1;
-	ret = rlb_import_convert(im, &raw, s->ids, im->gates ? s->gates : NULL, err);
-	if (ret != 0) {
-		rlb_err_prefix(err, "%smeta_info.routed_experts", fp);
-		goto out;
-	}
-	if (im->gates) {
-		ret = check_gates(im, s->gates, rows, layers, fp, err);
-		if (ret != 0)
-			goto out;
-	}
-
-	if (start < 0) {
+	if (start < 0)
 		ret = rlb_importer_emit_token_major(im, step, &in, (uint32_t)rows,
 						    s->ids, s->gates, err);
-		goto out;
-	}
-	for (i = 0; i < s->npend; i++)
-		if (strcmp(s->pend[i].key, key) == 0)
-			break;
-	if (start == 0) {
-		if (i < s->npend) {
-			ret = pending_emit(s, i, err);
-			if (ret != 0)
-				goto out;
-		}
-		if (s->npend == s->cap) {
-			size_t cap = s->cap ? s->cap * 2 : 8;
-			struct sg_pending *np = realloc(s->pend, cap * sizeof(*np));
-
-			if (!np) {
-				ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
-				goto out;
-			}
-			s->pend = np;
-			s->cap = cap;
-		}
-		i = s->npend++;
-		memset(&s->pend[i], 0, sizeof(s->pend[i]));
-		s->pend[i].key = key;
-		key = NULL;
-		s->pend[i].step = step;
-		s->pend[i].in = in;
-	} else if (i == s->npend) {
-		ret = rlb_err_set(err, RLB_EINVAL,
-				  "%smeta_info.routed_experts_start_len: %" PRId64
-				  " but no earlier record of sequence '%s' in step %" PRIu32,
-				  fp, start, key, step);
-		goto out;
-	} else if ((uint64_t)start > s->pend[i].rows) {
-		ret = rlb_err_set(err, RLB_EINVAL,
-				  "%smeta_info.routed_experts_start_len: %" PRId64
-				  " is past the %" PRIu64 " rows of sequence '%s' received so far",
-				  fp, start, s->pend[i].rows, key);
-		goto out;
-	}
-	if ((uint64_t)start + rows > RLB_TRACE_MAX_SEQ_TOKENS) {
-		ret = rlb_err_set(err, RLB_ERANGE,
-				  "%smeta_info.routed_experts: sequence '%s' grows above %u rows",
-				  fp, s->pend[i].key, RLB_TRACE_MAX_SEQ_TOKENS);
-		goto out;
-	}
-	ret = pending_append(&s->pend[i], im, (uint64_t)start, s->ids, s->gates,
-			     rows, err);
+	else
+		ret = place_chunk(s, &key, start, rows, step, &in, &src, err);
 out:
 	free(key);
-	free(bytes);
-	free(gbytes);
 	return ret;
 }
 

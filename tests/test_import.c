@@ -1024,7 +1024,8 @@ START_TEST(test_sglang_errors)
 	static const struct { const char *line, *msg; } v[] = {
 		{ "{\"meta_info\": {}}\n",
 		  "s.jsonl:1: meta_info.routed_experts: missing (send requests with return_routed_experts)" },
-		{ "{\"text\": 1}\n", "s.jsonl:1: meta_info: missing" },
+		{ "{\"text\": 1}\n", "s.jsonl:1: meta_info: missing (expected a /generate "
+		  "response, or an OpenAI-compatible one with sglext.routed_experts)" },
 		{ "{\"meta_info\": 5}\n", "s.jsonl:1: meta_info: expected an object" },
 		{ "{\"meta_info\": {\"routed_experts\": \"AAAA!AAA\"}}\n",
 		  "s.jsonl:1: meta_info.routed_experts: invalid base64 character '!' at byte 4" },
@@ -1152,6 +1153,90 @@ START_TEST(test_sglang_stream_chunks)
 				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
 	ck_assert_str_eq(err.msg, "s.jsonl:1: meta_info.routed_experts: missing "
 			 "(send requests with return_routed_experts)");
+	collector_free(&c);
+}
+END_TEST
+
+/*
+ * An OpenAI-compatible response (/v1/chat/completions) of sequence s, rows
+ * rows of `dense` + L layers: SGLang puts the routing in sglext, the token
+ * counts in usage; CHOICES is the choices array's text.
+ */
+static char *oa_line(unsigned s, unsigned rows, unsigned dense, const char *object,
+		     const char *choices, const char *usage)
+{
+	size_t n;
+	uint8_t *bytes = routing_bytes(s, 0, rows, dense, 0, 4, &n);
+	char *enc = b64(bytes, n), *line;
+
+	ck_assert_int_ge(asprintf(&line, "{\"id\": \"chatcmpl-%u\", \"object\": \"%s\", "
+				  "\"choices\": %s%s%s, \"sglext\": {\"routed_experts\": \"%s\"}}\n",
+				  s, object, choices, usage ? ", \"usage\": " : "",
+				  usage ? usage : "", enc), 0);
+	free(bytes);
+	free(enc);
+	return line;
+}
+
+START_TEST(test_sglang_openai)
+{
+	static const char one[] = "[{\"index\": 0, \"message\": {\"role\": \"assistant\", "
+				  "\"content\": \"x\"}, \"finish_reason\": \"stop\"}]";
+	static const char two[] = "[{\"index\": 0}, {\"index\": 1}]";
+	static const char usage[] = "{\"prompt_tokens\": 4, \"completion_tokens\": 2, "
+				    "\"total_tokens\": 6}";
+	static const char delta[] = "{\"id\": \"chatcmpl-1\", \"object\": "
+				    "\"chat.completion.chunk\", \"choices\": [{\"index\": 0, "
+				    "\"delta\": {\"content\": \"x\"}}]}\n";
+	struct rlb_import_opts o = opts_of(RLB_IMPORT_SGLANG);
+	struct rlb_err err = { 0, "" };
+	struct collector c = { 0 };
+	struct rlb_config cfg;
+	char *text;
+
+	tiny_config(&cfg, 1);
+	/* Non-streamed: all hidden layers, and MoE layers only where only the
+	 * usage counts (4 + 2 - 1 = 5 rows) tell the shapes apart. */
+	text = cat(oa_line(0, 3, 1, "chat.completion", one, usage),
+		   oa_line(1, 5, 0, "text_completion", one, usage));
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 2);
+	check_ids(&c.v[0], 0, 3);
+	check_ids(&c.v[1], 1, 5);
+	collector_free(&c);
+	free(text);
+	/* With n > 1 the usage counts sum the choices: no hint. */
+	text = oa_line(1, 5, 0, "chat.completion", two, usage);
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "s.jsonl"), 0);
+	ck_assert_uint_eq(c.v[0].s.tokens, 4);
+	collector_free(&c);
+	free(text);
+	/* Streamed: delta chunks carry no routing; a chunk of its own does. */
+	text = cat(strdup(delta), strdup(delta));
+	text = cat(text, oa_line(2, 4, 1, "chat.completion.chunk", "[]", NULL));
+	text = cat(text, strdup(delta));
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	check_ids(&c.v[0], 2, 4);
+	collector_free(&c);
+	free(text);
+	/* A response without routing, and a bad sglext. */
+	ck_assert_int_eq(import_text("{\"object\": \"chat.completion\", \"choices\": []}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: sglext.routed_experts: missing "
+			 "(send requests with return_routed_experts)");
+	ck_assert_int_eq(import_text("{\"choices\": [], \"sglext\": 5}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: sglext: expected an object");
+	ck_assert_int_eq(import_text("{\"sglext\": {\"routed_experts\": \"AAAA\"}}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: sglext.routed_experts: 3 bytes is not a "
+			 "multiple of 4 (the dtype's size)");
+	ck_assert_int_eq(import_text("{\"choices\": [], \"usage\": {\"prompt_tokens\": -2}, "
+				     "\"sglext\": {\"routed_experts\": \"\"}}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: usage.prompt_tokens: expected an integer "
+			 "in [0, 4294967295]");
 	collector_free(&c);
 }
 END_TEST
@@ -1863,6 +1948,7 @@ Suite *rlb_suite_import(void)
 	tcase_add_test(tc, test_sglang_errors);
 	tcase_add_test(tc, test_sglang_rows_hint);
 	tcase_add_test(tc, test_sglang_stream_chunks);
+	tcase_add_test(tc, test_sglang_openai);
 	tcase_add_test(tc, test_megatron_assembly);
 	tcase_add_test(tc, test_megatron_directory_merge);
 	tcase_add_test(tc, test_megatron_recompute);
