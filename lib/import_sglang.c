@@ -480,11 +480,14 @@ static int pending_start(struct sg_state *s, char **key, uint32_t step,
 
 /*
  * Place ROWS decoded rows (in s->ids) starting at row START of the
- * sequence KEY (taken over when a new sequence starts).
+ * sequence KEY (taken over when a new sequence starts).  KEYED_BY names
+ * the request-id field the key came from (NULL: sequence_id), for the
+ * hint when a continuation finds no start.
  */
-static int place_chunk(struct sg_state *s, char **key, int64_t start,
-		       uint64_t rows, uint32_t step, const struct rlb_import_ids *in,
-		       const struct sg_src *src, struct rlb_err *err)
+static int place_chunk(struct sg_state *s, char **key, const char *keyed_by,
+		       int64_t start, uint64_t rows, uint32_t step,
+		       const struct rlb_import_ids *in, const struct sg_src *src,
+		       struct rlb_err *err)
 {
 	const char *rp = src->re_name;
 	size_t i = 0;
@@ -501,8 +504,12 @@ static int place_chunk(struct sg_state *s, char **key, int64_t start,
 		if (i == s->npend)
 			return rlb_err_set(err, RLB_EINVAL,
 					   "%srouted_experts_start_len: %" PRId64
-					   " but no earlier record of sequence '%s' in step %" PRIu32,
-					   rp, start, *key, step);
+					   " but no earlier record of sequence '%s' in step %" PRIu32
+					   "%s%s%s",
+					   rp, start, *key, step,
+					   keyed_by ? " (keyed by " : "", keyed_by ? keyed_by : "",
+					   keyed_by ? ", each request's own id: put the same top-level "
+						      "sequence_id on every turn of a sequence)" : "");
 		if ((uint64_t)start > s->pend[i].rows)
 			return rlb_err_set(err, RLB_EINVAL,
 					   "%srouted_experts_start_len: %" PRId64
@@ -524,7 +531,9 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 	struct rlb_importer *im = s->im;
 	struct rlb_import_ids in = { -1, -1, -1 };
 	int64_t start = -1, hint = -1, pt = -1, ct = -1;
+	const char *keyed_by = NULL;
 	struct sg_src src;
+	json_t *sid;
 	uint64_t rows = 0;
 	char *key = NULL;
 	uint32_t step;
@@ -563,6 +572,9 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 		ret = get_key(rec, &src, fp, &key, err);
 		if (ret != 0)
 			return ret;
+		sid = json_object_get(rec, "sequence_id");
+		if (!sid || json_is_null(sid))
+			keyed_by = src.id_name;
 	}
 	/* Bounded, so that their sum cannot overflow. */
 	if (src.counts &&
@@ -580,7 +592,7 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 		ret = rlb_importer_emit_token_major(im, step, &in, (uint32_t)rows,
 						    s->ids, s->gates, err);
 	else
-		ret = place_chunk(s, &key, start, rows, step, &in, &src, err);
+		ret = place_chunk(s, &key, keyed_by, start, rows, step, &in, &src, err);
 out:
 	free(key);
 	return ret;

@@ -902,7 +902,38 @@ START_TEST(test_sglang_incremental)
 	text = sg_line(0, 4, 2, 1, 0, NULL, NULL, ", \"routed_experts_start_len\": 4");
 	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "s.jsonl"), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "s.jsonl:1: meta_info.routed_experts_start_len: 4 but no "
-			 "earlier record of sequence 'r0' in step 0");
+			 "earlier record of sequence 'r0' in step 0 (keyed by meta_info.id, "
+			 "each request's own id: put the same top-level sequence_id on every "
+			 "turn of a sequence)");
+	free(text);
+	/*
+	 * Two turns as SGLang answers them: each request has its own id, so
+	 * only a sequence_id the saver adds joins them.
+	 */
+	text = cat(sg_line(0, 0, 4, 1, 0, NULL, NULL, ", \"routed_experts_start_len\": 0"),
+		   sg_line(0, 4, 3, 1, 0, NULL, NULL, ", \"routed_experts_start_len\": 4"));
+	memcpy(strstr(strstr(text, "\n"), "\"r0\"") + 1, "t2", 2);
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "s.jsonl"), RLB_EINVAL);
+	ck_assert_msg(strstr(err.msg, "s.jsonl:2: meta_info.routed_experts_start_len: 4 but "
+				    "no earlier record of sequence 't2' in step 0 (keyed by"),
+		      "%s", err.msg);
+	free(text);
+	text = cat(sg_line(0, 0, 4, 1, 0, NULL, "\"sequence_id\": 7, ",
+			   ", \"routed_experts_start_len\": 0"),
+		   sg_line(0, 4, 3, 1, 0, NULL, "\"sequence_id\": 7, ",
+			   ", \"routed_experts_start_len\": 4"));
+	memcpy(strstr(strstr(text, "\n"), "\"r0\"") + 1, "t2", 2);
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	check_ids(&c.v[0], 0, 7);
+	collector_free(&c);
+	free(text);
+	/* Keyed by sequence_id, a continuation without its start has no hint. */
+	text = sg_line(0, 4, 2, 1, 0, NULL, "\"sequence_id\": \"a\", ",
+		       ", \"routed_experts_start_len\": 4");
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "s.jsonl"), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: meta_info.routed_experts_start_len: 4 but no "
+			 "earlier record of sequence 'a' in step 0");
 	free(text);
 	text = cat(sg_line(0, 0, 2, 1, 0, NULL, NULL, ", \"routed_experts_start_len\": 0"),
 		   sg_line(0, 3, 2, 1, 0, NULL, NULL, ", \"routed_experts_start_len\": 3"));
