@@ -136,6 +136,11 @@ static int parse_descr(const char *d, size_t at, struct rlb_npy_header *h,
 	long size;
 	char *end;
 
+	if (kind == 'O')
+		return rlb_err_set(err, RLB_EUNSUPPORTED,
+				   "dtype '%s' at byte %zu is an object array (arrays of "
+				   "different lengths saved as one: write one file per sequence)",
+				   d, at);
 	if (!order || !kind || !isdigit((unsigned char)d[2]))
 		return rlb_err_set(err, RLB_EUNSUPPORTED,
 				   "dtype '%s' at byte %zu is not an integer type", d, at);
@@ -170,6 +175,29 @@ static int parse_descr(const char *d, size_t at, struct rlb_npy_header *h,
 	return 0;
 }
 
+/*
+ * What a file that is not a .npy file seems to be, as a parenthetical for
+ * the message: the ways a vLLM user is likely to have saved the arrays
+ * instead (numpy.savez, torch.save, pickle, JSON responses).
+ */
+static const char *foreign_format(const uint8_t *buf, size_t len)
+{
+	size_t i = 0;
+
+	if (len >= 4 && memcmp(buf, "PK\x03\x04", 4) == 0)
+		return " (a zip archive: an .npz from numpy.savez or a torch.save file; "
+		       "write each sequence's array with numpy.save)";
+	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5)
+		return " (a Python pickle, such as a legacy torch.save file; "
+		       "write each sequence's array with numpy.save)";
+	while (i < len && isspace(buf[i]))
+		i++;
+	if (i < len && (buf[i] == '{' || buf[i] == '['))
+		return " (JSON text: convert it to relibra's jsonl format, "
+		       "docs/jsonl-format.md, and use --from jsonl)";
+	return "";
+}
+
 int rlb_npy_parse_header(const uint8_t *buf, size_t len,
 			 struct rlb_npy_header *h, size_t *need,
 			 struct rlb_err *err)
@@ -190,7 +218,8 @@ int rlb_npy_parse_header(const uint8_t *buf, size_t len,
 	}
 	if (memcmp(buf, npy_magic, sizeof(npy_magic)) != 0)
 		return rlb_err_set(err, RLB_EPARSE,
-				   "not a .npy file: bad magic at byte 0");
+				   "not a .npy file: bad magic at byte 0%s",
+				   foreign_format(buf, len));
 	h->version_major = buf[6];
 	h->version_minor = buf[7];
 	if (h->version_major < 1 || h->version_major > 3 || h->version_minor != 0)
@@ -394,8 +423,9 @@ static int import_file(struct rlb_importer *im, const struct npy_file *f,
 	}
 	if (h.ndim != 3) {
 		ret = rlb_err_set(err, RLB_EMISMATCH,
-				  "shape has %u dimensions, expected 3 (tokens, layers, topk)",
-				  h.ndim);
+				  "shape has %u dimensions, expected 3 (tokens, layers, topk)%s",
+				  h.ndim, h.ndim == 4 ? "; a batch of sequences: write one file "
+				  "per sequence, without padding rows" : "");
 		goto out;
 	}
 	esz = rlb_import_dtype_bytes(h.dtype);
@@ -506,6 +536,13 @@ int rlb_import_vllm(struct rlb_importer *im, const char *path,
 		return rlb_err_errno(err, RLB_EIO, "cannot open '%s'", path);
 	if (S_ISDIR(st.st_mode)) {
 		ret = rlb_import_list_dir(path, ".npy", &list, &n, err);
+		if (ret == RLB_ENOTFOUND && err) {
+			size_t len = strlen(err->msg);
+
+			snprintf(err->msg + len, sizeof(err->msg) - len,
+				 " (vllm reads arrays written by numpy.save, one .npy "
+				 "file per sequence)");
+		}
 		if (ret != 0)
 			return ret;
 	} else if (!S_ISREG(st.st_mode)) {

@@ -658,6 +658,8 @@ START_TEST(test_vllm_directory_names)
 	ck_assert_int_eq(rlb_import_to_sink(&o, dir, &cfg, collect, &c, NULL, NULL, &err),
 			 RLB_ENOTFOUND);
 	ck_assert_msg(strstr(err.msg, "no *.npy files in"), "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "' (vllm reads arrays written by numpy.save, one .npy "
+			     "file per sequence)"), "%s", err.msg);
 	rmdir(dir);
 	free(dir);
 }
@@ -762,6 +764,46 @@ START_TEST(test_vllm_errors)
 	ck_assert_int_eq(vllm_err(buf, n, &cfg, &err), RLB_EPARSE);
 	ck_assert_str_eq(err.msg, "x.npy: not a .npy file: bad magic at byte 0");
 	free(buf);
+	/* What vLLM users save instead: the message says what it is. */
+	{
+		static const struct { const char *data, *msg; } v[] = {
+			{ "PK\x03\x04\x14\0\0\0\0\0\0\0\0\0",
+			  "x.npy: not a .npy file: bad magic at byte 0 (a zip archive: an .npz "
+			  "from numpy.savez or a torch.save file; write each sequence's array "
+			  "with numpy.save)" },
+			{ "\x80\x02\x8a\x0a" "lZ\xfc\x9c" "F\xf9 j\xa8",
+			  "x.npy: not a .npy file: bad magic at byte 0 (a Python pickle, such "
+			  "as a legacy torch.save file; write each sequence's array with "
+			  "numpy.save)" },
+			{ "\n {\"choices\": [{\"routed_experts\": [[[1, 2]]]}]}\n",
+			  "x.npy: not a .npy file: bad magic at byte 0 (JSON text: convert it "
+			  "to relibra's jsonl format, docs/jsonl-format.md, and use --from jsonl)" },
+		};
+
+		for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+			ck_assert_int_eq(vllm_err((const uint8_t *)v[i].data, 14, &cfg, &err),
+					 RLB_EPARSE);
+			ck_assert_str_eq(err.msg, v[i].msg);
+		}
+	}
+	/* An object array (ragged sequences in one np.save), a batch of them. */
+	buf = npy_build(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }",
+			"\x80\x02", 2, &n);
+	ck_assert_int_eq(vllm_err(buf, n, &cfg, &err), RLB_EUNSUPPORTED);
+	ck_assert_str_eq(err.msg, "x.npy: dtype '|O' at byte 20 is an object array (arrays "
+			 "of different lengths saved as one: write one file per sequence)");
+	free(buf);
+	{
+		uint8_t zeros[256] = { 0 };
+
+		buf = npy_build(1, "{'descr': '<i2', 'fortran_order': False, "
+				"'shape': (2, 3, 4, 2), }", zeros, 2 * 3 * 4 * 2 * 2, &n);
+		ck_assert_int_eq(vllm_err(buf, n, &cfg, &err), RLB_EMISMATCH);
+		ck_assert_str_eq(err.msg, "x.npy: shape has 4 dimensions, expected 3 (tokens, "
+				 "layers, topk); a batch of sequences: write one file per "
+				 "sequence, without padding rows");
+		free(buf);
+	}
 }
 END_TEST
 
