@@ -480,6 +480,23 @@ int rlb_base64_decode(const char *s, size_t len, uint8_t **out,
 	return 0;
 }
 
+/* ---- foreign files ------------------------------------------------------ */
+
+enum rlb_import_sniff rlb_import_sniff(const uint8_t *buf, size_t len)
+{
+	size_t i = 0;
+
+	if (len >= 4 && memcmp(buf, "PK\x03\x04", 4) == 0)
+		return RLB_SNIFF_ZIP;
+	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5)
+		return RLB_SNIFF_PICKLE;
+	while (i < len && isspace(buf[i]))
+		i++;
+	if (i < len && (buf[i] == '{' || buf[i] == '['))
+		return RLB_SNIFF_JSON;
+	return RLB_SNIFF_UNKNOWN;
+}
+
 /* ---- directories ------------------------------------------------------- */
 
 int rlb_natural_cmp(const char *a, const char *b)
@@ -615,6 +632,26 @@ out:
 
 /* ---- lines and JSON ---------------------------------------------------- */
 
+/*
+ * For a NUL byte in the first line: what the binary file seems to be
+ * (a torch.save, numpy.savez or pickle file given to a JSON-lines format).
+ */
+static const char *binary_advice(const struct rlb_line_reader *r, size_t n)
+{
+	if (r->offset != 0)
+		return "";
+	switch (rlb_import_sniff((const uint8_t *)r->line, n)) {
+	case RLB_SNIFF_ZIP:
+		return " (a zip archive, such as a torch.save or numpy.savez file: "
+		       "docs/jsonl-format.md says how to convert one)";
+	case RLB_SNIFF_PICKLE:
+		return " (a Python pickle, such as a legacy torch.save file: "
+		       "docs/jsonl-format.md says how to convert one)";
+	default:
+		return "";
+	}
+}
+
 int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 {
 	for (;;) {
@@ -638,9 +675,11 @@ int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 		nul = memchr(r->line, '\0', (size_t)n);
 		if (nul)
 			return rlb_err_set(err, RLB_EPARSE,
-					   "%s:%" PRIu64 ":%zu: a NUL byte at byte offset %" PRIu64 ", expected JSON text",
+					   "%s:%" PRIu64 ":%zu: a NUL byte at byte offset %" PRIu64
+					   ", expected JSON text%s",
 					   r->name, r->lineno, (size_t)(nul - r->line) + 1,
-					   r->offset + (uint64_t)(nul - r->line));
+					   r->offset + (uint64_t)(nul - r->line),
+					   binary_advice(r, (size_t)n));
 		while (n > 0 && isspace((unsigned char)r->line[n - 1]))
 			n--;
 		r->line[n] = '\0';

@@ -175,27 +175,22 @@ static int parse_descr(const char *d, size_t at, struct rlb_npy_header *h,
 	return 0;
 }
 
-/*
- * What a file that is not a .npy file seems to be, as a parenthetical for
- * the message: the ways a vLLM user is likely to have saved the arrays
- * instead (numpy.savez, torch.save, pickle, JSON responses).
- */
-static const char *foreign_format(const uint8_t *buf, size_t len)
+/* What a file that is not a .npy file seems to be, and the way in. */
+static const char *foreign_advice(const uint8_t *buf, size_t len)
 {
-	size_t i = 0;
-
-	if (len >= 4 && memcmp(buf, "PK\x03\x04", 4) == 0)
+	switch (rlb_import_sniff(buf, len)) {
+	case RLB_SNIFF_ZIP:
 		return " (a zip archive: an .npz from numpy.savez or a torch.save file; "
 		       "write each sequence's array with numpy.save)";
-	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5)
+	case RLB_SNIFF_PICKLE:
 		return " (a Python pickle, such as a legacy torch.save file; "
 		       "write each sequence's array with numpy.save)";
-	while (i < len && isspace(buf[i]))
-		i++;
-	if (i < len && (buf[i] == '{' || buf[i] == '['))
+	case RLB_SNIFF_JSON:
 		return " (JSON text: convert it to relibra's jsonl format, "
 		       "docs/jsonl-format.md, and use --from jsonl)";
-	return "";
+	default:
+		return "";
+	}
 }
 
 int rlb_npy_parse_header(const uint8_t *buf, size_t len,
@@ -219,7 +214,7 @@ int rlb_npy_parse_header(const uint8_t *buf, size_t len,
 	if (memcmp(buf, npy_magic, sizeof(npy_magic)) != 0)
 		return rlb_err_set(err, RLB_EPARSE,
 				   "not a .npy file: bad magic at byte 0%s",
-				   foreign_format(buf, len));
+				   foreign_advice(buf, len));
 	h->version_major = buf[6];
 	h->version_minor = buf[7];
 	if (h->version_major < 1 || h->version_major > 3 || h->version_minor != 0)

@@ -1749,6 +1749,24 @@ START_TEST(test_jsonl_errors)
 		ck_assert_str_eq(err.msg, "j.jsonl:2:1: a NUL byte at byte offset 16, expected JSON text");
 		collector_free(&c);
 	}
+	/* A torch.save file given as JSON lines (slime's debug rollout data). */
+	{
+		static const char zip[] = "PK\x03\x04\x14\0\0\0\x08\0archive/data.pkl",
+				  pkl[] = "\x80\x02}q\0(X\x0a\0\0\0rollout_id";
+		struct rlb_import_opts so = opts_of(RLB_IMPORT_SGLANG);
+
+		ck_assert_int_eq(import_bytes(zip, sizeof(zip) - 1, &so, &cfg, &c, &err,
+					      "rollout_1.pt"), RLB_EPARSE);
+		ck_assert_str_eq(err.msg, "rollout_1.pt:1:6: a NUL byte at byte offset 5, "
+				 "expected JSON text (a zip archive, such as a torch.save or "
+				 "numpy.savez file: docs/jsonl-format.md says how to convert one)");
+		ck_assert_int_eq(import_bytes(pkl, sizeof(pkl) - 1, &o, &cfg, &c, &err,
+					      "rollout_1.pt"), RLB_EPARSE);
+		ck_assert_str_eq(err.msg, "rollout_1.pt:1:5: a NUL byte at byte offset 4, "
+				 "expected JSON text (a Python pickle, such as a legacy torch.save "
+				 "file: docs/jsonl-format.md says how to convert one)");
+		collector_free(&c);
+	}
 	o.gates = 1;
 	ck_assert_int_eq(import_text("{\"experts\": [[[1, 2], [1, 2], [1, 2], [1, 2]]], "
 				     "\"gates\": [[[1, 2], [1, 2], [1, 2], [1, \"x\"]]]}",
