@@ -135,6 +135,12 @@ static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
 		*skip = 1;
 		return 0;
 	}
+	if (!has_routing(ext) && (json_object_get(rec, "prompt_routed_experts") ||
+				  json_object_get(json_array_get(choices, 0), "routed_experts")))
+		return rlb_err_set(err, RLB_EPARSE,
+				   "%schoices[0].routed_experts: a vLLM response (routing as "
+				   "JSON lists), not SGLang's: convert it to the jsonl format "
+				   "(docs/jsonl-format.md) and use --from jsonl", fp);
 	src->re = ext;
 	if (!json_is_array(choices) || json_array_size(choices) <= 1)
 		src->counts = json_object_get(rec, "usage");

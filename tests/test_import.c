@@ -1298,6 +1298,14 @@ START_TEST(test_sglang_openai)
 				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
 	ck_assert_str_eq(err.msg, "s.jsonl:1: sglext.routed_experts: missing "
 			 "(send requests with return_routed_experts)");
+	/* vLLM's OpenAI-compatible response: routing as JSON lists, no sglext. */
+	ck_assert_int_eq(import_text("{\"object\": \"chat.completion\", \"choices\": "
+				     "[{\"index\": 0, \"routed_experts\": [[[1, 2]]]}], "
+				     "\"prompt_routed_experts\": [[[3, 4]]]}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: choices[0].routed_experts: a vLLM response "
+			 "(routing as JSON lists), not SGLang's: convert it to the jsonl "
+			 "format (docs/jsonl-format.md) and use --from jsonl");
 	ck_assert_int_eq(import_text("{\"choices\": [], \"sglext\": 5}\n",
 				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
 	ck_assert_str_eq(err.msg, "s.jsonl:1: sglext: expected an object");
