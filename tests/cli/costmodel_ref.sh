@@ -1,0 +1,144 @@
+# costmodel_ref.sh - relibra plan's figures against a second implementation
+# of the cost model written from docs/cost-model.md alone
+# (tests/costmodel_ref.py): every breakdown, baseline, fraction, count and
+# imbalance statistic of the summary, on small traces, for every policy,
+# packing and relibra option, with and without recompute.
+. "$RLB_TOP/tests/cli/lib.sh"
+
+command -v python3 > /dev/null 2>&1 ||
+	skip "python3 is not installed: the reference cost model cannot run"
+
+ref="$RLB_TOP/tests/costmodel_ref.py"
+cfg="$CONFIGS/tiny-2x2.yaml"
+# tiny-2x2 with the terms it lacks: first dense layers, shared experts,
+# group-limited routing (so colocate is on).
+cat > dense.yaml <<'EOF'
+preset: tiny-2x2
+model:
+  first_dense_layers: 2
+  dense_ffn: 128
+  shared_experts: 2
+  shared_expert_ffn: 48
+  expert_groups: 4
+  topk_groups: 2
+EOF
+
+run capture -c "$cfg" --set workload.steps=3 --synthetic --seed 1 -o t.rrt
+expect_status 0
+run capture -c dense.yaml --set workload.steps=2 --synthetic --seed 3 -o d.rrt
+expect_status 0
+
+n=0
+# check CONFIG TRACE PLAN-OPTIONS...: plan, then compare with the reference.
+# --set and --pack options go to both.
+check() {
+	c=$1 t=$2
+	shift 2
+	n=$((n + 1))
+	refopts=
+	prev=
+	for a in "$@"; do
+		case $prev in
+		--set | --pack) refopts="$refopts $prev $a" ;;
+		esac
+		prev=$a
+	done
+	"$RELIBRA" plan -c "$c" "$@" -o "p$n.rlp" --summary "s$n.json" "$t" \
+		> /dev/null 2> err || { cat err; fail "plan $*"; }
+	# shellcheck disable=SC2086
+	python3 "$ref" --relibra "$RELIBRA" -c "$c" $refopts --trace "$t" \
+		--plan "p$n.rlp" --summary "s$n.json" > out 2>&1 ||
+		{ cat out; fail "the reference cost model disagrees with plan $*"; }
+}
+
+check "$cfg" t.rrt --policy static --no-timing
+check "$cfg" t.rrt --policy ideal --no-timing --pack ffd
+check "$cfg" t.rrt --policy replicate --no-timing --pack ffd
+check "$cfg" t.rrt --policy relibra --no-timing
+check "$cfg" t.rrt --policy relibra --no-reorder --no-timing --pack dynamic
+check "$cfg" t.rrt --policy relibra --no-replicate --no-timing
+check "$cfg" t.rrt --policy relibra --data-control --no-timing --pack ffd
+# EPLB's copies (several on one GPU) and even split; recompute's passes.
+check "$cfg" t.rrt --policy eplb-oracle --no-timing --pack dynamic \
+	--set parallel.recompute=true
+# EPLB's history and the static start of a --steps range.
+check "$cfg" t.rrt --policy eplb --no-timing --steps 1:2 \
+	--set balancer.eplb_window=2
+# Replica copies beyond relibra's window: a dense part of next to nothing.
+check "$cfg" t.rrt --policy relibra --no-timing --set model.dense_time_ms=0.00001 \
+	--set balancer.min_tokens_per_replica=0
+# The planning term: the planner's recorded time, half of it hidden.
+check "$cfg" t.rrt --policy relibra --set balancer.planner_overlap=0.5
+check dense.yaml d.rrt --policy relibra --no-timing --pack dynamic \
+	--set parallel.recompute=true
+check dense.yaml d.rrt --policy eplb --no-timing
+check dense.yaml d.rrt --policy replicate --no-timing --set model.dense_time_ms=0.01
+# A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
+run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
+expect_status 0
+python3 - out > file.json <<'PY' || fail "cannot edit the schedule"
+import json, sys
+d = json.load(open(sys.argv[1]))
+mbs = d["steps"][0]["micro_batches"]
+# Cut the longest range of micro-batch 0 after its 100th token and move
+# its rest to the last rank of micro-batch 1.
+r, i = max(((r, i) for r in range(len(mbs[0])) for i in range(len(mbs[0][r]))),
+           key=lambda x: mbs[0][x[0]][x[1]][2] - mbs[0][x[0]][x[1]][1])
+q, a, b = mbs[0][r][i]
+assert b - a > 100
+mbs[0][r][i] = [q, a, a + 100]
+mbs[1][-1].append([q, a + 100, b])
+mbs.insert(len(mbs) - 1, [[] for _ in mbs[0]])
+json.dump(d, sys.stdout)
+PY
+check "$cfg" t.rrt --policy relibra --no-timing --steps 0:0 --schedule file.json
+# The slowest rank sets the MoE layers' dense part and the first dense
+# layers' apart: here rank 0 (a sequence of about 400 tokens) has the
+# slower first dense layers (their FFN follows the tokens) and rank 1 (the
+# last 250 tokens of the longest sequence) the slower MoE layers (their
+# attention follows the context).
+run inspect --schedule -c dense.yaml --steps 0:0 d.rrt
+expect_status 0
+python3 - out > ranks.json <<'PY' || fail "cannot edit the schedule"
+import json, sys
+d = json.load(open(sys.argv[1]))
+st = d["steps"][0]
+ranges = [r for mb in st["micro_batches"] for rk in mb for r in rk]
+lens = {}
+for q, a, b in ranges:
+    lens[q] = max(lens.get(q, 0), b)
+long_ = max(lens, key=lambda q: lens[q])
+short = min((q for q in lens if q != long_), key=lambda q: abs(lens[q] - 400))
+G = len(st["micro_batches"][0])
+n = lens[long_]
+assert n > 500
+mbs = [[[] for _ in range(G)]]
+mbs[0][0].append([short, 0, lens[short]])
+mbs[0][1].append([long_, n - 250, n])
+rest = [[long_, 0, n - 250]] + [[q, 0, lens[q]] for q in sorted(lens)
+                                if q not in (long_, short)]
+for j, r in enumerate(rest):
+    if j % G == 0:
+        mbs.append([[] for _ in range(G)])
+    mbs[-1][j % G].append(r)
+st["micro_batches"] = mbs
+json.dump(d, sys.stdout)
+PY
+check dense.yaml d.rrt --policy relibra --no-timing --steps 0:0 --schedule ranks.json \
+	--set model.dense_ffn=1024
+
+# The comparison fails on one figure changed: the RDMA part of the
+# all-to-all of the first step.
+python3 - s4.json > bad.json <<'PY' || fail "cannot edit the summary"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["per_step"][0]["breakdown"]["a2a_rdma_s"] *= 1.000001
+json.dump(d, sys.stdout)
+PY
+python3 "$ref" --relibra "$RELIBRA" -c "$cfg" --trace t.rrt --plan p4.rlp \
+	--summary bad.json > out 2>&1 && fail "the reference accepted a changed figure"
+grep -q '^DIFF per_step\[0\]\.breakdown\.a2a_rdma_s: ' out ||
+	{ cat out; fail "the reference did not name the changed figure"; }
+grep -q '^1 of [0-9]* figures differ$' out ||
+	{ cat out; fail "the reference found other differences"; }
+exit 0
