@@ -234,7 +234,7 @@ struct rlb_sim_step {
 	double tokens_per_s;		/* tokens / policy.total_s */
 	double fraction_of_ideal;	/* ideal.total_s / policy.total_s */
 	struct rlb_sim_bytes bytes;
-	uint64_t replicas;		/* replica instances over every (mb, layer) */
+	uint64_t replicas;		/* copies after each home copy over every (mb, layer); an instance standing for several EPLB copies counts each */
 	uint64_t replica_slots;		/* spare slots: mbs * layers * ranks * R */
 	uint64_t replica_copies;	/* weight copies made (a replica kept from the previous micro-batch is not copied again) */
 	uint32_t migrated_experts;	/* (layer, expert) homes moved to another node */
