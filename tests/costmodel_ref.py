@@ -382,8 +382,12 @@ def zero():
 def exchange(model, moves, unit):
     """One exchange of `unit` bytes per move (src, dst): NVLink inside a
     node, RDMA across; max(T_nvl, T_rdma) with the busiest-GPU rule.
-    Returns (time, rdma bytes, nvlink bytes)."""
+    Returns (time, rdma bytes, nvlink bytes).  Moves of no bytes
+    (migration_bytes_per_param 0) are no copy: they take no time, not even
+    the latency (section "Per step", Migration)."""
     G = model.G
+    if unit == 0:
+        return 0.0, 0.0, 0.0
     rs, rr, ns, nr = [0] * G, [0] * G, [0] * G, [0] * G
     nb = rb = 0
     for (a, b) in moves:
