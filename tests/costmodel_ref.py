@@ -364,6 +364,15 @@ def dense_fwd(model, data, m):
     return moe, first
 
 
+def dense_charge(model, moe_fwd, first_fwd):
+    """The dense part of one micro-batch in the step: passes times the
+    forward of the first dense layers and of every MoE layer's, which with
+    model.dense_time_ms is dense_time_ms per layer."""
+    if model.dense_time_s > 0:
+        return (model.first_dense + model.L) * model.dense_time_s
+    return model.passes * (first_fwd + model.L * moe_fwd)
+
+
 # ---------------------------------------------------------------------------
 # Simulation of one step
 
@@ -432,9 +441,7 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
     copies_made = 0
     for m in range(data.M):
         moe_fwd, first_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += model.passes * (first_fwd + L * moe_fwd) \
-            if model.dense_time_s == 0 else \
-            (model.first_dense + L) * model.dense_time_s
+        bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
         c_prev = None
         for l in range(L):
             # expert compute: the slowest GPU's sum of gemm(quota)
@@ -462,6 +469,10 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
                 # the home instance's extra copies count as replicas too
                 # ("Imbalance statistics", last paragraph)
                 replicas += sum(c for (_, _, c) in cell) - 1
+                # One weight copy per replica instance unless its GPU held
+                # the expert in the previous micro-batch of the step; one
+                # gradient home after the last micro-batch of a run that
+                # holds it; neither for a home instance's extra copies.
                 for (gpu, _, _) in cell[1:]:
                     held = m > 0 and any(x[0] == gpu for x in plan.inst[m - 1][l][e])
                     if not held:
@@ -474,6 +485,9 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
             t_copy, rb, nb = exchange(model, wmoves, model.W)
             by["replica_rdma"] += rb
             by["replica_nvlink"] += nb
+            # The overlap window (relibra only): C_fwd of the previous
+            # layer plus this layer's dense forward; for layer 0 the first
+            # dense layers' forward instead of C_fwd.
             if window:
                 if l == 0:
                     win = first_fwd + moe_fwd
@@ -525,9 +539,7 @@ def ideal_breakdown(model, data, static_tr):
     bd = zero()
     for m in range(data.M):
         moe_fwd, first_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += model.passes * (first_fwd + model.L * moe_fwd) \
-            if model.dense_time_s == 0 else \
-            (model.first_dense + model.L) * model.dense_time_s
+        bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
         for l in range(model.L):
             c = 0.0
             for e in range(model.E):
@@ -553,9 +565,7 @@ def same_traffic(model, data, pol_bd):
     bd = zero()
     for m in range(data.M):
         moe_fwd, first_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += model.passes * (first_fwd + model.L * moe_fwd) \
-            if model.dense_time_s == 0 else \
-            (model.first_dense + model.L) * model.dense_time_s
+        bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
         for l in range(model.L):
             c = 0.0
             for e in range(model.E):
