@@ -564,6 +564,10 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 	json_decref(fig);
 	json_object_set_new(json_object_get(j, "options"), "data_control",
 			    json_boolean(uses_data_control(bo)));
+	/* the static and ideal baselines keep the packing data control replaced */
+	if (uses_data_control(bo))
+		json_object_set_new(json_object_get(j, "config"), "baseline_pack",
+				    json_string(rlb_pack_name(o->pack)));
 	if (src->schedule_path)
 		json_object_set_new(json_object_get(j, "config"), "schedule",
 				    rlb_json_text(src->schedule_path));

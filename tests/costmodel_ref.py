@@ -15,7 +15,7 @@ Inputs are what relibra prints:
 and the result file of `relibra plan --summary S.json --no-timing`, whose
 figures it recomputes and compares (relative tolerance 1e-9).
 
-usage: costmodel_ref.py --relibra BIN -c CONFIG [--set K=V]... [--pack P] \\
+usage: costmodel_ref.py --relibra BIN -c CONFIG [--set K=V]... \\
            --trace T.rrt --plan P.rlp --summary S.json [--tol 1e-9] [-v]
 
 Exit status 0 when every figure agrees, 1 when one differs (each printed),
@@ -707,8 +707,6 @@ def main():
     ap.add_argument("--relibra", required=True)
     ap.add_argument("-c", "--config", required=True)
     ap.add_argument("--set", action="append", default=[])
-    ap.add_argument("--pack", help="the packing the plan was made with "
-                    "(relibra plan --pack; default: parallel.pack)")
     ap.add_argument("--trace", required=True)
     ap.add_argument("--plan", required=True)
     ap.add_argument("--summary", required=True)
@@ -738,10 +736,10 @@ def main():
     # the file it carries.
     cfg_sched = None
     if pack in ("in-order", "ffd", "dynamic", "data-control"):
-        # A data-control plan records no configured rule: it is plan's
-        # --pack, else parallel.pack.
+        # A data-control plan's baselines keep the packing its summary
+        # gives as config.baseline_pack (relibra(1), RESULT FILES).
         rule = pack if pack != "data-control" else \
-            (args.pack or cfg["parallel"]["pack"])
+            summ["config"]["baseline_pack"]
         cfg_sched = run_json([rb, "inspect", "--schedule", "-c", args.config] +
                              sets + ["--pack", rule, "--steps",
                                      "%d:%d" % (first, last), args.trace])

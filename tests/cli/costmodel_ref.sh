@@ -30,7 +30,7 @@ expect_status 0
 
 n=0
 # check CONFIG TRACE PLAN-OPTIONS...: plan, then compare with the reference.
-# --set and --pack options go to both.
+# --set options go to both.
 check() {
 	c=$1 t=$2
 	shift 2
@@ -39,7 +39,7 @@ check() {
 	prev=
 	for a in "$@"; do
 		case $prev in
-		--set | --pack) refopts="$refopts $prev $a" ;;
+		--set) refopts="$refopts $prev $a" ;;
 		esac
 		prev=$a
 	done
