@@ -666,6 +666,89 @@ static double plan_compute(const struct rlb_sim_params *p, const struct rlb_step
 	return max;
 }
 
+/*
+ * One phase of a (micro-batch, layer)'s all-to-all, in seconds: its time
+ * (the slower of RDMA and NVLink) and parts, and the informational times
+ * with the copies spread evenly and with the busiest sender alone.
+ */
+struct a2a {
+	double s, rdma_s, nvlink_s, even_s, senders_s;
+};
+
+/* Traffic t's copies of cell ml as they go: the busiest GPU sets each network. */
+static struct a2a a2a_of(const struct rlb_sim_params *p, const struct rlb_traffic *t,
+			 size_t ml, uint32_t R)
+{
+	const uint64_t *rs = t->rdma_send + ml * R, *ns = t->nvlink_send + ml * R;
+	double r_s, n_s, er_s, en_s, sr_s, sn_s;
+	struct a2a a;
+
+	r_s = copies_s(rs, t->rdma_recv + ml * R, R, p->token_bytes,
+		       p->rdma_latency_s, p->rdma_bytes_per_s);
+	n_s = copies_s(ns, t->nvlink_recv + ml * R, R, p->token_bytes,
+		       p->nvlink_latency_s, p->nvlink_bytes_per_s);
+	er_s = mean_copies_s(rs, R, p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
+	en_s = mean_copies_s(ns, R, p->token_bytes, p->nvlink_latency_s,
+			     p->nvlink_bytes_per_s);
+	sr_s = copies_s(rs, rs, R, p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
+	sn_s = copies_s(ns, ns, R, p->token_bytes, p->nvlink_latency_s,
+			p->nvlink_bytes_per_s);
+	a.s = r_s > n_s ? r_s : n_s;
+	a.rdma_s = r_s;
+	a.nvlink_s = n_s;
+	a.even_s = er_s > en_s ? er_s : en_s;
+	a.senders_s = sr_s > sn_s ? sr_s : sn_s;
+	return a;
+}
+
+/* The ideal's: the static layout's copies of cell ml at the mean. */
+static struct a2a a2a_ideal(const struct rlb_sim_params *p,
+			    const struct rlb_traffic *static_t, size_t ml, uint32_t R)
+{
+	struct a2a a;
+
+	a.rdma_s = mean_copies_s(static_t->rdma_send + ml * R, R, p->token_bytes,
+				 p->rdma_latency_s, p->rdma_bytes_per_s);
+	a.nvlink_s = mean_copies_s(static_t->nvlink_send + ml * R, R, p->token_bytes,
+				   p->nvlink_latency_s, p->nvlink_bytes_per_s);
+	a.s = a.rdma_s > a.nvlink_s ? a.rdma_s : a.nvlink_s;
+	a.even_s = a.senders_s = a.s;
+	return a;
+}
+
+/* Add a cell's dense, expert and all-to-all times (phases of a) to tm. */
+static void cell_add(struct rlb_sim_time *tm, double dense, double expert,
+		     double phases, const struct a2a *a)
+{
+	tm->dense_s += dense;
+	tm->expert_s += expert;
+	tm->a2a_s += phases * a->s;
+	tm->a2a_rdma_s += phases * a->rdma_s;
+	tm->a2a_nvlink_s += phases * a->nvlink_s;
+	tm->a2a_even_s += phases * a->even_s;
+	tm->a2a_senders_s += phases * a->senders_s;
+}
+
+/* Step st into the run's sums. */
+static void acc_add(struct rlb_sim_summary *acc, const struct rlb_sim_step *st)
+{
+	if (acc->steps++ == 0)
+		acc->first_step = st->step;
+	acc->last_step = st->step;
+	acc->micro_batches += st->micro_batches;
+	acc->tokens += st->tokens;
+	time_add(&acc->policy_time, &st->policy);
+	time_add(&acc->ideal, &st->ideal);
+	time_add(&acc->same_traffic_ideal, &st->same_traffic_ideal);
+	bytes_add(&acc->bytes, &st->bytes);
+	acc->replicas += st->replicas;
+	acc->replica_slots += st->replica_slots;
+	acc->replica_copies += st->replica_copies;
+	acc->migrated_experts += st->migrated_experts;
+	acc->moved_in_node += st->moved_in_node;
+	acc->planner_ns += st->planner_ns;
+}
+
 int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 		     const struct rlb_loads *l,
 		     const struct rlb_step_plan *plan,
@@ -747,65 +830,19 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 			size_t ml = (size_t)mb * l->layers + layer;
 			const struct rlb_traffic *pt = ideal ? static_t : t;
 			double dense = p->passes * w.moe_dense_f[mb];
-			double comp_ideal, comp, r_s, n_s, ir_s, in_s, d_s, id_s;
-			double er_s, en_s, sr_s, sn_s, even_s, send_s;
-			double phases = p->a2a_phases;
+			double comp_ideal, comp, phases = p->a2a_phases;
+			struct a2a ia, pa;
 
 			comp_ideal = expert_rows(p, l, mb, layer, &w);
 			comp = plan_compute(p, ideal ? NULL : plan, mb, layer, &w);
 			if (ideal)
 				comp = comp_ideal;
-
-			r_s = copies_s(t->rdma_send + ml * R, t->rdma_recv + ml * R, R,
-				       p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
-			n_s = copies_s(t->nvlink_send + ml * R, t->nvlink_recv + ml * R, R,
-				       p->token_bytes, p->nvlink_latency_s, p->nvlink_bytes_per_s);
-			ir_s = mean_copies_s(static_t->rdma_send + ml * R, R, p->token_bytes,
-					     p->rdma_latency_s, p->rdma_bytes_per_s);
-			in_s = mean_copies_s(static_t->nvlink_send + ml * R, R, p->token_bytes,
-					     p->nvlink_latency_s, p->nvlink_bytes_per_s);
-			d_s = r_s > n_s ? r_s : n_s;
-			id_s = ir_s > in_s ? ir_s : in_s;
-			/* informational: even copies, and the busiest sender alone */
-			er_s = mean_copies_s(t->rdma_send + ml * R, R, p->token_bytes,
-					     p->rdma_latency_s, p->rdma_bytes_per_s);
-			en_s = mean_copies_s(t->nvlink_send + ml * R, R, p->token_bytes,
-					     p->nvlink_latency_s, p->nvlink_bytes_per_s);
-			sr_s = copies_s(t->rdma_send + ml * R, t->rdma_send + ml * R, R,
-					p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
-			sn_s = copies_s(t->nvlink_send + ml * R, t->nvlink_send + ml * R, R,
-					p->token_bytes, p->nvlink_latency_s, p->nvlink_bytes_per_s);
-			even_s = er_s > en_s ? er_s : en_s;
-			send_s = sr_s > sn_s ? sr_s : sn_s;
-			/* the ideal's own all-to-all is the static copies at the mean */
-			if (ideal) {
-				r_s = ir_s;
-				n_s = in_s;
-				d_s = even_s = send_s = id_s;
-			}
-
-			idl->dense_s += dense;
-			idl->expert_s += p->passes * comp_ideal;
-			idl->a2a_s += phases * id_s;
-			idl->a2a_rdma_s += phases * ir_s;
-			idl->a2a_nvlink_s += phases * in_s;
-			idl->a2a_even_s += phases * id_s;
-			idl->a2a_senders_s += phases * id_s;
-			sti->dense_s += dense;
-			sti->expert_s += p->passes * comp_ideal;
-			sti->a2a_s += phases * d_s;
-			sti->a2a_rdma_s += phases * r_s;
-			sti->a2a_nvlink_s += phases * n_s;
-			sti->a2a_even_s += phases * even_s;
-			sti->a2a_senders_s += phases * send_s;
-
-			pol->dense_s += dense;
-			pol->expert_s += p->passes * comp;
-			pol->a2a_s += phases * d_s;
-			pol->a2a_rdma_s += phases * r_s;
-			pol->a2a_nvlink_s += phases * n_s;
-			pol->a2a_even_s += phases * even_s;
-			pol->a2a_senders_s += phases * send_s;
+			ia = a2a_ideal(p, static_t, ml, R);
+			/* the ideal policy's own all-to-all is the ideal's */
+			pa = ideal ? ia : a2a_of(p, t, ml, R);
+			cell_add(idl, dense, p->passes * comp_ideal, phases, &ia);
+			cell_add(sti, dense, p->passes * comp_ideal, phases, &pa);
+			cell_add(pol, dense, p->passes * comp, phases, &pa);
 			st.bytes.a2a_rdma += phases * p->token_bytes *
 				(double)sum_u64(pt->rdma_send + ml * R, R);
 			st.bytes.a2a_nvlink += phases * p->token_bytes *
@@ -854,21 +891,7 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 		for (i = 0; i < NVEC; i++)
 			sim->vals[i].v[sim->vals[i].n++] = w.vals[k * NVEC + i];
 	sim->rank_vals.n += nrank;
-	if (sim->acc.steps++ == 0)
-		sim->acc.first_step = s->step;
-	sim->acc.last_step = s->step;
-	sim->acc.micro_batches += st.micro_batches;
-	sim->acc.tokens += st.tokens;
-	time_add(&sim->acc.policy_time, pol);
-	time_add(&sim->acc.ideal, idl);
-	time_add(&sim->acc.same_traffic_ideal, sti);
-	bytes_add(&sim->acc.bytes, &st.bytes);
-	sim->acc.replicas += st.replicas;
-	sim->acc.replica_slots += st.replica_slots;
-	sim->acc.replica_copies += st.replica_copies;
-	sim->acc.migrated_experts += st.migrated_experts;
-	sim->acc.moved_in_node += st.moved_in_node;
-	sim->acc.planner_ns += st.planner_ns;
+	acc_add(&sim->acc, &st);
 	if (out)
 		*out = st;
 	ret = 0;
