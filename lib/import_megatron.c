@@ -308,16 +308,17 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 		s->done_step = step;
 	}
 	if (!s->numbering) {
-		if (im->dense_layers == 0 || layer == 0)
-			s->numbering = 1;
-		else if (layer == im->dense_layers)
-			s->numbering = 1 + (int)im->dense_layers;
+		/* MoE-layer indices, decoder.layers.N, or layer_number (from 1) */
+		if (layer == 0 || layer == im->dense_layers || layer == im->dense_layers + 1)
+			s->numbering = 1 + (int)layer;
 		else
 			return rlb_err_set(err, RLB_EINVAL,
 					   "layer: %" PRId64 " in the first record is neither 0 "
-					   "(MoE-layer numbering) nor %" PRIu32
-					   " (decoder-layer numbering after %" PRIu32 " dense layers)",
-					   layer, im->dense_layers, im->dense_layers);
+					   "(MoE-layer numbering), %" PRIu32 " (decoder-layer numbering "
+					   "after %" PRIu32 " dense layers) nor %" PRIu32
+					   " (the same from 1)",
+					   layer, im->dense_layers, im->dense_layers,
+					   im->dense_layers + 1);
 	}
 	if (layer < s->numbering - 1 || layer - (s->numbering - 1) >= (int64_t)L)
 		return rlb_err_set(err, RLB_ERANGE,

@@ -1388,10 +1388,12 @@ START_TEST(test_megatron_assembly)
 	struct collector c = { 0 };
 	struct rlb_config cfg;
 	char *text = NULL;
-	unsigned l, dense;
+	unsigned l, v, off;
 
-	for (dense = 0; dense <= 1; dense++) {
-		tiny_config(&cfg, (int)dense);
+	for (v = 0; v < 4; v++) {
+		/* no dense layer or one; `layer` counted from 0, or from 1 (v >= 2) */
+		off = (v & 1) + (v >> 1);
+		tiny_config(&cfg, (int)(v & 1));
 		text = NULL;
 		/*
 		 * Step 0: ranks 0 and 1 interleaved layer by layer (seqs 0, 1),
@@ -1400,14 +1402,14 @@ START_TEST(test_megatron_assembly)
 		 * `layer` field counts decoder layers.
 		 */
 		for (l = 0; l < L; l++) {
-			text = cat(text, mg_line(0, l + dense, l, 0, 0, 3, NULL));
-			text = cat(text, mg_line(0, l + dense, l, 1, 1, 2, NULL));
+			text = cat(text, mg_line(0, l + off, l, 0, 0, 3, NULL));
+			text = cat(text, mg_line(0, l + off, l, 1, 1, 2, NULL));
 		}
 		text = cat(text, mg_line(0, 0, 0, 0, 9, 5, ", \"mtp_idx\": 0"));
 		for (l = 0; l < L; l++)
-			text = cat(text, mg_line(0, l + dense, l, 0, 2, 4, NULL));
+			text = cat(text, mg_line(0, l + off, l, 0, 2, 4, NULL));
 		for (l = 0; l < L; l++)
-			text = cat(text, mg_line(1, l + dense, l, 1, 3, 1, NULL));
+			text = cat(text, mg_line(1, l + off, l, 1, 3, 1, NULL));
 		ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "m.jsonl") == 0, "%s", err.msg);
 		ck_assert_uint_eq(c.n, 4);
 		check_ids(&c.v[0], 0, 3);
@@ -1602,14 +1604,26 @@ START_TEST(test_megatron_errors)
 	ck_assert_str_eq(err.msg, "m.jsonl:1: top_indices[0]: expected an array of topk 2 ids");
 	ck_assert_int_eq(import_text("{\"layer\": 0}", &o, &cfg, &c, &err, "m.jsonl"), RLB_EPARSE);
 	ck_assert_str_eq(err.msg, "m.jsonl:1: step: missing");
-	ck_assert_int_eq(import_text("{\"step\": 0, \"layer\": 4, \"num_tokens\": 0, \"topk\": 2, "
-				     "\"top_indices\": []}", &o, &cfg, &c, &err, "m.jsonl"), RLB_ERANGE);
-	ck_assert_str_eq(err.msg, "m.jsonl:1: layer: 4 is outside the MoE layers [0, 4)");
+	/* The first record sets the numbering: from 0, or from 1. */
+	text = cat(mg_line(0, 0, 0, 0, 0, 2, NULL), mg_line(0, 4, 3, 0, 0, 2, NULL));
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "m.jsonl"), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "m.jsonl:2: layer: 4 is outside the MoE layers [0, 4)");
+	free(text);
+	text = cat(mg_line(0, 1, 0, 0, 0, 2, NULL), mg_line(0, 0, 3, 0, 0, 2, NULL));
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "m.jsonl"), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "m.jsonl:2: layer: 0 is outside the MoE layers [1, 5)");
+	free(text);
+	ck_assert_int_eq(import_text("{\"step\": 0, \"layer\": 2, \"num_tokens\": 0, \"topk\": 2, "
+				     "\"top_indices\": []}", &o, &cfg, &c, &err, "m.jsonl"), RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "m.jsonl:1: layer: 2 in the first record is neither 0 (MoE-layer "
+			 "numbering), 0 (decoder-layer numbering after 0 dense layers) nor 1 "
+			 "(the same from 1)");
 	tiny_config(&cfg, 2);
 	ck_assert_int_eq(import_text("{\"step\": 0, \"layer\": 1, \"num_tokens\": 0, \"topk\": 2, "
 				     "\"top_indices\": []}", &o, &cfg, &c, &err, "m.jsonl"), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "m.jsonl:1: layer: 1 in the first record is neither 0 (MoE-layer "
-			 "numbering) nor 2 (decoder-layer numbering after 2 dense layers)");
+			 "numbering), 2 (decoder-layer numbering after 2 dense layers) nor 3 "
+			 "(the same from 1)");
 	o.gates = 1;
 	ck_assert_int_eq(import_text("{}", &o, &cfg, &c, &err, "m.jsonl"), RLB_EUNSUPPORTED);
 	ck_assert_str_eq(err.msg, "megatron router traces carry no gate weights (drop --gates)");
