@@ -181,6 +181,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return cmd_usage_error(NAME, usage, "--from: %s", err.msg);
 	if (io->keep_repeats && (o->synth || io->format != RLB_IMPORT_MEGATRON))
 		return cmd_usage_error(NAME, usage, "--keep-repeats applies to --from megatron only");
+	if (io->gates && (io->format == RLB_IMPORT_VLLM || io->format == RLB_IMPORT_MEGATRON))
+		return cmd_usage_error(NAME, usage, "--gates: %s inputs carry no gate weights "
+				       "(sglang and jsonl do)", o->from);
 	return 0;
 }
 

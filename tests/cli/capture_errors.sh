@@ -89,9 +89,11 @@ fails megatron mtp.jsonl "'mtp.jsonl' holds no routing of the model's layers (1 
 fails vllm - "vllm input is a .npy file or a directory, not stdin"
 mkfifo fifo.npy
 fails vllm fifo.npy "vllm input 'fifo.npy' is not a regular file nor a directory (a pipe cannot be read: save the .npy file first)"
-run capture -c "$tiny" -o t.rrt --from vllm "$F/vllm" --gates
-expect_status 1
-expect_err "relibra capture: vllm .npy files carry no gate weights (drop --gates)"
+for f in vllm megatron; do
+	run capture -c "$tiny" -o t.rrt --from $f "$F/$f" --gates
+	expect_status 2
+	expect_err "relibra capture: --gates: $f inputs carry no gate weights (sglang and jsonl do)"
+done
 
 # Gate weights must be finite and not negative: 1e39 overflows float32.
 opts=--gates
