@@ -271,7 +271,8 @@ int cmd_capture(int argc, char **argv)
 		cmd_errorf(NAME, "note: %" PRIu64 " record%s of '%s' repeated the routing of "
 			   "a sequence already written in its step and %s dropped as "
 			   "activation recompute (--keep-repeats keeps them)",
-			   stats.recomputed, cmd_s(stats.recomputed), o.input,
+			   stats.recomputed, cmd_s(stats.recomputed),
+			   strcmp(o.input, "-") ? o.input : "<stdin>",
 			   stats.recomputed == 1 ? "was" : "were");
 	rc = EXIT_OK;
 done:
