@@ -63,7 +63,8 @@ struct rlb_replicate_plan {
 	struct rlb_replicate_instance *instance; /* [num_instances] */
 	uint32_t *rows;			/* [num_gpus][num_instances] */
 	uint64_t *gpu_home_tokens;	/* [gpus] load under the home layout */
-	uint64_t *gpu_tokens;		/* [gpus] load after replication */
+	uint64_t *gpu_tokens;		/* [gpus] load after replication (rows,
+					   without o per replica) */
 	uint32_t *gpu_replicas;		/* [gpus] spare slots used (<= R) */
 	uint64_t *node_threshold_tokens; /* [nodes] threshold T reached */
 	uint64_t *node_floor_tokens;	/* [nodes] ceil(node load / g) */
@@ -127,10 +128,13 @@ void rlb_replicate_planner_release(struct rlb_replicate_planner *pl);
  *     hi = max B.  When R = 0, g = 1 or lo >= hi, T = hi and nothing is
  *     replicated.  Else T is the lowest value in [lo, hi] for which the
  *     greedy below succeeds (hi always does), searched for as: lo; then
- *     lo + d, lo + 3d, lo + 7d, ... with d = max(1, (hi - lo) / 64) until
- *     one succeeds (or hi is reached); then bisection between the last
- *     failure and that success.  (The greedy's success is monotone in T
- *     in practice but not provably, so "lowest" means lowest found.)
+ *     lo + d, lo + 3d, lo + 7d, ... with d = max(1, (hi - lo) / 64) (the
+ *     quotient rounded down) until one succeeds (or hi is reached); then
+ *     bisection between the last failure f and that success s: the
+ *     midpoint (f + s) / 2, rounded down, replaces f if it fails, s if it
+ *     succeeds, until s = f + 1; T = s.  (The greedy's success is
+ *     monotone in T in practice but not provably, so "lowest" means
+ *     lowest found, and the roundings can change T.)
  *  2. Greedy for a given T.  Donors are the GPUs with B > T, taken by B
  *     descending (lower GPU first on ties); each must shed B - T.  Other
  *     GPUs of the node have room T - B and R free slots.  A donor's home
@@ -143,10 +147,14 @@ void rlb_replicate_planner_release(struct rlb_replicate_planner *pl);
  *     costs what q + o rows would at full efficiency.  The receiving GPU
  *     is, among GPUs with a free slot, room > o and no instance of the
  *     expert yet: the one with the smallest room that still fits the whole
- *     amount plus o (best fit), else the one with the largest room (the
- *     coldest); lower GPU first on ties.  The replica's quota is
- *     min(amount, room - o); when that is below m the next expert is
- *     taken.  T succeeds when every donor has shed its excess.
+ *     amount plus o (room >= amount + o: best fit), else the one with the
+ *     largest room (the coldest); lower GPU first on ties.  The
+ *     replica's quota is min(amount, room - o); when that is below m the
+ *     next expert is taken.  Where no GPU qualifies, T fails: the GPUs
+ *     that took the expert's earlier replicas were filled (only the
+ *     coldest leaves load to place), and rooms and slots only shrink, so
+ *     no later expert or donor finds a GPU either.  T succeeds when every
+ *     donor has shed its excess.
  *  3. The home copy keeps L(e) minus its replicas' quotas.  Replicas never
  *     leave the home node, a GPU never holds two instances of an expert,
  *     no GPU uses more than R spare slots, every replica's quota is >= m,
