@@ -32,7 +32,7 @@ check)
 	need_cmd zstd zstd
 	need_cmd mandoc mandoc
 	need_cmd xmllint libxml2-utils
-	need_cmd python3 python3	# tests/costmodel_ref.py, examples/plan_online.py
+	need_cmd python3 python3	# tests/*_ref.py, examples/plan_online.py
 	;;
 demo)
 	need_cmd zstd zstd
