@@ -27,7 +27,9 @@ struct rlb_replicate_params {
 	uint32_t num_experts;		/* E, a multiple of num_gpus */
 	uint32_t replica_slots;		/* R: spare expert slots per GPU */
 	uint32_t min_tokens_per_replica; /* a replica carries at least this */
-	uint32_t instance_rows;		/* o: a replica's fixed GEMM cost, in rows */
+	uint32_t instance_rows;		/* o: a replica's fixed GEMM cost, in rows
+					   (the balancer passes
+					   gemm_eff_half_rows rounded down) */
 };
 
 /* One instance of an expert: its home copy or a replica. */

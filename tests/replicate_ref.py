@@ -374,7 +374,9 @@ def main():
     # (SPEC.md P3), which then plans no replica (step 1, R = 0).
     R = opt["replica_slots"]
     m = min_rows(cfg, policy, opt["min_tokens_per_replica"])
-    o = cfg["cluster"]["gemm_eff_half_rows"]  # instance_rows (cost-model.md)
+    # cost-model.md, "A replica's fixed GEMM cost": the planner charges
+    # "h = gemm_eff_half_rows ..., rounded down to a whole row".
+    o = int(math.floor(cfg["cluster"]["gemm_eff_half_rows"]))
     if args.verbose:
         print("G %d g %d E %d R %d m %d o %d" % (G, g, E, R, m, o))
 

@@ -58,7 +58,8 @@ check "$cfg" t8.rrt --policy relibra --no-reorder $four2 \
 	--set balancer.min_tokens_per_replica=64 --set cluster.gemm_eff_half_rows=0
 # shellcheck disable=SC2086
 check "$cfg" t8.rrt --policy replicate $two4 --set balancer.replica_slots=1 \
-	--set balancer.min_tokens_per_replica=0 --set parallel.micro_batch_tokens=2048
+	--set balancer.min_tokens_per_replica=0 --set parallel.micro_batch_tokens=2048 \
+	--set cluster.gemm_eff_half_rows=16.7
 
 # Crafted cells, one micro-batch each, on one node of 8 GPUs, experts 2x
 # and 2x+1 at home on GPU x, all of an expert's rows from its home GPU:
