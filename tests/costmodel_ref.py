@@ -25,47 +25,17 @@ Exit status 0 when every figure agrees, 1 when one differs (each printed),
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from relibra_out import group_trace, parse_config, run_json  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
 # Inputs
-
-
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
-    return json.loads(out)
-
-
-def parse_config(text):
-    """Read `relibra config` output: sections of `key: value` lines
-    (relibra.yaml(5): it prints every key with its value)."""
-    cfg = {}
-    sec = None
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if not line.startswith(" "):
-            sec = line.rstrip(":").strip()
-            cfg[sec] = {}
-            continue
-        key, _, val = line.strip().partition(":")
-        val = val.strip()
-        if val.startswith('"'):
-            v = json.loads(val)
-        elif val in ("true", "false"):
-            v = val == "true"
-        else:
-            try:
-                v = int(val)
-            except ValueError:
-                try:
-                    v = float(val)
-                except ValueError:
-                    v = val
-        cfg[sec][key] = v
-    return cfg
 
 
 class Model:
@@ -681,14 +651,6 @@ class Checker:
 
 def mean_bd(bds):
     return {k: sum(b[k] for b in bds) / len(bds) for k in FIELDS}
-
-
-def group_trace(dump):
-    """Sequences of each trace step, in trace order."""
-    steps = {}
-    for sq in dump["dump"]:
-        steps.setdefault(sq["step"], []).append(sq["ids"])
-    return steps
 
 
 def plan_steps(model, pdump):

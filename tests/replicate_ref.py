@@ -28,9 +28,14 @@ a DIFF line), 2 on bad usage or input.  Python 3 standard library only.
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 from collections import Counter
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from relibra_out import group_trace, parse_config, run_json  # noqa: E402
 
 # How often each documented branch was taken (printed with -v), so that a
 # run shows which rules it has exercised.
@@ -39,40 +44,6 @@ HITS = Counter()
 
 # ---------------------------------------------------------------------------
 # Inputs
-
-
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
-    return json.loads(out)
-
-
-def parse_config(text):
-    """Read `relibra config` output: sections of `key: value` lines."""
-    cfg = {}
-    sec = None
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if not line.startswith(" "):
-            sec = line.rstrip(":").strip()
-            cfg[sec] = {}
-            continue
-        key, _, val = line.strip().partition(":")
-        val = val.strip()
-        if val.startswith('"'):
-            v = json.loads(val)
-        elif val in ("true", "false"):
-            v = val == "true"
-        else:
-            try:
-                v = int(val)
-            except ValueError:
-                try:
-                    v = float(val)
-                except ValueError:
-                    v = val
-        cfg[sec][key] = v
-    return cfg
 
 
 def min_rows(cfg, policy, option):
@@ -327,13 +298,6 @@ def split(load_e, insts, G, g):
 
 # ---------------------------------------------------------------------------
 # Comparison
-
-
-def group_trace(dump):
-    steps = {}
-    for sq in dump["dump"]:
-        steps.setdefault(sq["step"], []).append(sq["ids"])
-    return steps
 
 
 def main():
