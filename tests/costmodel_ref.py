@@ -26,12 +26,11 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from relibra_out import group_trace, parse_config, run_json  # noqa: E402
+from relibra_out import group_trace, read_config, run_json  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -504,6 +503,15 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
     return res
 
 
+def ideal_compute(model, data, m, l):
+    """Section "Baselines": every expert's rows of (m, l) spread evenly
+    over the GPUs, each at its own GEMM efficiency."""
+    c = 0.0
+    for e in range(model.E):
+        c += model.gemm(sum(data.load[m][l][s][e] for s in range(model.G)))
+    return c / model.G
+
+
 def ideal_breakdown(model, data, static_tr):
     """Section "Baselines": the uniform-traffic ideal."""
     bd = zero()
@@ -511,10 +519,7 @@ def ideal_breakdown(model, data, static_tr):
         moe_fwd, first_fwd = dense_fwd(model, data, m)
         bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
         for l in range(model.L):
-            c = 0.0
-            for e in range(model.E):
-                c += model.gemm(sum(data.load[m][l][s][e] for s in range(model.G)))
-            bd["expert_s"] += model.passes * c / model.G
+            bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
             t_r = model.even_time(model.lat_rdma, model.B_rdma,
                                   sum(static_tr.rs[m][l]), model.b_tok)
             t_n = model.even_time(model.lat_nvl, model.B_nvl,
@@ -537,10 +542,7 @@ def same_traffic(model, data, pol_bd):
         moe_fwd, first_fwd = dense_fwd(model, data, m)
         bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
         for l in range(model.L):
-            c = 0.0
-            for e in range(model.E):
-                c += model.gemm(sum(data.load[m][l][s][e] for s in range(model.G)))
-            bd["expert_s"] += model.passes * c / model.G
+            bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
     for k in ("a2a_s", "a2a_rdma_s", "a2a_nvlink_s", "a2a_even_s", "a2a_senders_s"):
         bd[k] = pol_bd[k]
     bd["total_s"] = bd["dense_s"] + bd["expert_s"] + bd["a2a_s"]
@@ -680,9 +682,7 @@ def main():
     for s in args.set:
         sets += ["--set", s]
     rb = args.relibra
-    cfg = parse_config(subprocess.run([rb, "config", "-c", args.config] + sets,
-                                      check=True, stdout=subprocess.PIPE,
-                                      universal_newlines=True).stdout)
+    cfg = read_config(rb, args.config, sets)
     model = Model(cfg)
     with open(args.summary) as fp:
         summ = json.load(fp)

@@ -41,6 +41,13 @@ def parse_config(text):
     return cfg
 
 
+def read_config(relibra, path, sets):
+    """The effective configuration: `relibra config -c PATH --set ...`."""
+    return parse_config(subprocess.run([relibra, "config", "-c", path] + sets,
+                                       check=True, stdout=subprocess.PIPE,
+                                       universal_newlines=True).stdout)
+
+
 def group_trace(dump):
     """`relibra inspect --json --dump TRACE`: each step's sequences' ids,
     in trace order."""

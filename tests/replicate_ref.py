@@ -29,13 +29,12 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 from collections import Counter
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from relibra_out import group_trace, parse_config, run_json  # noqa: E402
+from relibra_out import group_trace, read_config, run_json  # noqa: E402
 
 # How often each documented branch was taken (printed with -v), so that a
 # run shows which rules it has exercised.
@@ -317,9 +316,7 @@ def main():
     for s in args.set:
         sets += ["--set", s]
     rb = args.relibra
-    cfg = parse_config(subprocess.run([rb, "config", "-c", args.config] + sets,
-                                      check=True, stdout=subprocess.PIPE,
-                                      universal_newlines=True).stdout)
+    cfg = read_config(rb, args.config, sets)
     if args.plan is not None:
         pdump = run_json([rb, "inspect", "--json", "--dump", args.plan])
     else:
