@@ -40,7 +40,9 @@ struct rlb_model_config {
 	int expert_ffn;		/* routed expert intermediate size */
 	int moe_layers;		/* number of MoE layers */
 	int first_dense_layers;	/* dense layers before the first MoE layer */
-	int dense_ffn;		/* intermediate size of those dense layers */
+	int moe_layer_period;	/* after them, blocks of this many layers ... */
+	int moe_layer_offset;	/* ... whose layer at this offset is MoE */
+	int dense_ffn;		/* intermediate size of the dense layers */
 	int shared_experts;	/* always-active shared experts per MoE layer */
 	int shared_expert_ffn;	/* intermediate size of a shared expert */
 	int expert_groups;	/* routing groups (0: none) */
@@ -75,6 +77,9 @@ struct rlb_parallel_config {
 /* The ranges of balancer.replica_slots and balancer.eplb_window. */
 #define RLB_REPLICA_SLOTS_MAX 64
 #define RLB_EPLB_WINDOW_MAX 1000
+
+/* The range of model.moe_layer_period. */
+#define RLB_MAX_MOE_LAYER_PERIOD 64
 
 /* A boolean key set to "auto": the planner decides (balancer.colocate). */
 #define RLB_CFG_AUTO (-1)
@@ -184,6 +189,19 @@ int rlb_config_gpus(const struct rlb_config *cfg);		/* nodes * gpus_per_node */
 int rlb_config_ep_size(const struct rlb_config *cfg);		/* parallel.ep_size, 0: every GPU */
 int rlb_config_experts_per_gpu(const struct rlb_config *cfg);	/* experts / ep_size */
 int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / gpus_per_node */
+
+/*
+ * The model's layer layout: first_dense_layers dense layers, then
+ * moe_layers blocks of moe_layer_period layers, each block's layer
+ * moe_layer_offset MoE and the others dense (a period of 0 counts as 1).
+ * Hidden layers, dense layers, the hidden-layer index (from 0) of MoE
+ * layer J, and the dense layers between MoE layer J - 1 and J (before
+ * the first one for J = 0; after the last for J = moe_layers).
+ */
+long rlb_model_hidden_layers(const struct rlb_model_config *m);
+long rlb_model_dense_layers(const struct rlb_model_config *m);
+long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j);
+long rlb_model_dense_before(const struct rlb_model_config *m, long j);
 
 /*
  * Name of a packing rule ("data-control" and "file" too, where a

@@ -209,6 +209,14 @@ int rlb_cfg_validate(struct loader *ld)
 		return fail_keys2(ld, KEY(SEC_MODEL, "first_dense_layers"), KEY(SEC_MODEL, "dense_ffn"),
 				  "'model.first_dense_layers' %d needs 'model.dense_ffn'",
 				  m->first_dense_layers);
+	if (m->moe_layer_offset >= m->moe_layer_period)
+		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layer_offset"), KEY(SEC_MODEL, "moe_layer_period"),
+				  "'model.moe_layer_offset' %d is not below 'model.moe_layer_period' %d",
+				  m->moe_layer_offset, m->moe_layer_period);
+	if (m->moe_layer_period > 1 && !m->dense_ffn)
+		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layer_period"), KEY(SEC_MODEL, "dense_ffn"),
+				  "'model.moe_layer_period' %d needs 'model.dense_ffn'",
+				  m->moe_layer_period);
 	if (m->q_heads && m->kv_heads && m->q_heads % m->kv_heads)
 		return fail_keys2(ld, KEY(SEC_MODEL, "kv_heads"), KEY(SEC_MODEL, "q_heads"),
 				  "'model.kv_heads' %d does not divide 'model.q_heads' %d",

@@ -62,6 +62,8 @@ static const struct key model_keys[] = {
 	KREQ(model, expert_ffn, 1, 1048576),
 	KREQ(model, moe_layers, 1, RLB_TRACE_MAX_LAYERS),
 	KINT(model, first_dense_layers, 0, RLB_TRACE_MAX_LAYERS),
+	KINT(model, moe_layer_period, 1, RLB_MAX_MOE_LAYER_PERIOD),
+	KINT(model, moe_layer_offset, 0, RLB_MAX_MOE_LAYER_PERIOD - 1),
 	KINT(model, dense_ffn, 0, 1048576),
 	KINT(model, shared_experts, 0, 64),
 	KINT(model, shared_expert_ffn, 0, 1048576),
@@ -279,6 +281,7 @@ int rlb_cfg_choice_index(const char *const *choices, const char *s)
 void rlb_config_defaults(struct rlb_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->model.moe_layer_period = 1;
 	cfg->cluster.nodes = 1;
 	cfg->cluster.gpus_per_node = 8;
 	cfg->cluster.peak_tflops = 989;
@@ -328,6 +331,35 @@ int rlb_config_ep_nodes(const struct rlb_config *cfg)
 	int gpn = cfg->cluster.gpus_per_node;
 
 	return gpn > 0 ? rlb_config_ep_size(cfg) / gpn : 0;
+}
+
+static long moe_period(const struct rlb_model_config *m)
+{
+	return m->moe_layer_period > 1 ? m->moe_layer_period : 1;
+}
+
+long rlb_model_hidden_layers(const struct rlb_model_config *m)
+{
+	return (long)m->first_dense_layers + (long)m->moe_layers * moe_period(m);
+}
+
+long rlb_model_dense_layers(const struct rlb_model_config *m)
+{
+	return rlb_model_hidden_layers(m) - m->moe_layers;
+}
+
+long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j)
+{
+	return m->first_dense_layers + j * moe_period(m) + m->moe_layer_offset;
+}
+
+long rlb_model_dense_before(const struct rlb_model_config *m, long j)
+{
+	if (j == 0)
+		return m->first_dense_layers + m->moe_layer_offset;
+	if (j >= m->moe_layers)
+		return moe_period(m) - 1 - m->moe_layer_offset;
+	return moe_period(m) - 1;
 }
 
 const char *rlb_pack_name(enum rlb_pack pack)

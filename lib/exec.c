@@ -212,7 +212,7 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	if (ret == RLB_EMISMATCH && err &&
 	    strncmp(err->msg, "plan does not match the trace", 29) == 0)
 		name_inputs(ex, err);
-	/* the plan does not record the dense layers ahead of the MoE ones */
+	/* the plan does not record the layer layout (the dense layers) */
 	if (ret == 0)
 		ret = rlb_trace_header_check(th, cfg, err);
 	if (ret < 0)

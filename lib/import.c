@@ -69,6 +69,13 @@ int rlb_importer_init(struct rlb_importer *im, const struct rlb_import_opts *opt
 		return rlb_err_set(err, RLB_ECONFIG,
 				   "model.first_dense_layers %d is outside [0, %d]",
 				   m->first_dense_layers, RLB_TRACE_MAX_LAYERS);
+	if (m->moe_layer_period > RLB_MAX_MOE_LAYER_PERIOD || m->moe_layer_offset < 0 ||
+	    m->moe_layer_offset >= (m->moe_layer_period > 1 ? m->moe_layer_period : 1))
+		return rlb_err_set(err, RLB_ECONFIG,
+				   "model.moe_layer_period %d and model.moe_layer_offset %d "
+				   "are not a layout (offset below a period of 1 to %d)",
+				   m->moe_layer_period, m->moe_layer_offset,
+				   RLB_MAX_MOE_LAYER_PERIOD);
 	if (opts->step > (int64_t)UINT32_MAX || opts->group > (int64_t)UINT32_MAX)
 		return rlb_err_set(err, RLB_EINVAL, "step or group id above %" PRIu32,
 				   UINT32_MAX);
@@ -83,7 +90,9 @@ int rlb_importer_init(struct rlb_importer *im, const struct rlb_import_opts *opt
 	im->experts = (uint32_t)m->experts;
 	im->topk = (uint32_t)m->topk;
 	im->moe_layers = (uint32_t)m->moe_layers;
-	im->dense_layers = (uint32_t)m->first_dense_layers;
+	im->hidden_layers = (uint32_t)rlb_model_hidden_layers(m);
+	im->first_moe = (uint32_t)rlb_model_moe_layer_index(m, 0);
+	im->period = m->moe_layer_period > 1 ? (uint32_t)m->moe_layer_period : 1;
 	return 0;
 }
 
@@ -263,28 +272,28 @@ int rlb_importer_emit_token_major(struct rlb_importer *im, uint32_t step,
 				 im->gates && gates ? im->gate_buf : NULL, err);
 }
 
-int rlb_importer_dense_drop(const struct rlb_importer *im, uint64_t layers,
-			    uint32_t *drop, struct rlb_err *err)
+int rlb_importer_layer_map(const struct rlb_importer *im, uint64_t layers,
+			   struct rlb_layer_map *map, struct rlb_err *err)
 {
-	uint64_t hidden = (uint64_t)im->dense_layers + im->moe_layers;
-
-	if (layers == hidden) {
-		*drop = im->dense_layers;
+	if (layers == im->hidden_layers) {
+		map->first = im->first_moe;
+		map->stride = im->period;
 		return 0;
 	}
 	if (layers == im->moe_layers) {
-		*drop = 0;
+		map->first = 0;
+		map->stride = 1;
 		return 0;
 	}
-	if (im->dense_layers == 0)
+	if (im->hidden_layers == im->moe_layers)
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "%" PRIu64 " layers, the config has %" PRIu32 " MoE layers",
 				   layers, im->moe_layers);
 	return rlb_err_set(err, RLB_EMISMATCH,
-			   "%" PRIu64 " layers, the config has %" PRIu64
+			   "%" PRIu64 " layers, the config has %" PRIu32
 			   " (%" PRIu32 " dense + %" PRIu32 " MoE) or %" PRIu32 " MoE layers",
-			   layers, hidden, im->dense_layers, im->moe_layers,
-			   im->moe_layers);
+			   layers, im->hidden_layers, im->hidden_layers - im->moe_layers,
+			   im->moe_layers, im->moe_layers);
 }
 
 /* ---- raw arrays -------------------------------------------------------- */
@@ -333,21 +342,22 @@ int rlb_import_convert(const struct rlb_importer *im,
 		       float *gates_out, struct rlb_err *err)
 {
 	size_t esz = rlb_import_dtype_bytes(raw->dtype);
-	uint64_t r, l, k, K = raw->topk, Lin = raw->layers, L = im->moe_layers;
-	uint32_t drop;
+	uint64_t r, j, k, K = raw->topk, Lin = raw->layers, L = im->moe_layers;
+	struct rlb_layer_map map;
 	int ret;
 
 	if (raw->topk != im->topk)
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "topk %" PRIu64 ", the config has %" PRIu32,
 				   raw->topk, im->topk);
-	ret = rlb_importer_dense_drop(im, raw->layers, &drop, err);
+	ret = rlb_importer_layer_map(im, raw->layers, &map, err);
 	if (ret != 0)
 		return ret;
 	for (r = 0; r < raw->rows; r++) {
-		for (l = drop; l < Lin; l++) {
+		for (j = 0; j < L; j++) {
+			uint64_t l = map.first + j * map.stride;
 			uint64_t in_base = (r * Lin + l) * K;
-			uint64_t out_base = (r * L + (l - drop)) * K;
+			uint64_t out_base = (r * L + j) * K;
 
 			for (k = 0; k < K; k++) {
 				int64_t v = raw_get(raw->data + (in_base + k) * esz,

@@ -32,7 +32,9 @@ struct rlb_importer {
 	rlb_progress_fn progress;
 	void *progress_ctx;
 	int gates;			/* keep gate weights */
-	uint32_t experts, topk, moe_layers, dense_layers;
+	uint32_t experts, topk, moe_layers;
+	/* hidden layers (dense + MoE), the first MoE layer's index among them, the period */
+	uint32_t hidden_layers, first_moe, period;
 
 	/* step / group / sample assignment */
 	int have_step;
@@ -113,13 +115,18 @@ int rlb_importer_emit_token_major(struct rlb_importer *im, uint32_t step,
 				  const float *gates, struct rlb_err *err);
 
 /*
- * How many leading layers of an input with `layers` layers per token are
- * dense and dropped: first_dense_layers when layers equals
- * first_dense_layers + moe_layers, 0 when it equals moe_layers, else
- * RLB_EMISMATCH with a message naming both counts.
+ * Where an input with `layers` layers per token holds its MoE layers:
+ * MoE layer j is input layer map->first + j * map->stride.  An input of
+ * every hidden layer has the dense ones too (first_moe and the period of
+ * the model's layout, rlb_model_moe_layer_index); one of moe_layers
+ * layers has 0 and 1.  Any other count is RLB_EMISMATCH naming both.
  */
-int rlb_importer_dense_drop(const struct rlb_importer *im, uint64_t layers,
-			    uint32_t *drop, struct rlb_err *err);
+struct rlb_layer_map {
+	uint32_t first, stride;
+};
+
+int rlb_importer_layer_map(const struct rlb_importer *im, uint64_t layers,
+			   struct rlb_layer_map *map, struct rlb_err *err);
 
 /* Little-endian integer element types of raw routing arrays. */
 enum rlb_import_dtype {

@@ -40,10 +40,11 @@ static int jl_row(json_t *row, const char *what, size_t t, size_t l, uint32_t K,
  * before the buffers are sized from T: a long array of junk tokens must
  * not make an allocation of T x moe_layers x topk.
  */
-static int jl_shape(json_t *ex, json_t *ga, size_t T, size_t Lin, uint32_t drop,
-		    uint32_t K, struct rlb_err *err)
+static int jl_shape(json_t *ex, json_t *ga, size_t T, size_t Lin,
+		    const struct rlb_layer_map *map, uint32_t L, uint32_t K,
+		    struct rlb_err *err)
 {
-	size_t t, l;
+	size_t t, l, j;
 	int ret;
 
 	for (t = 0; t < T; t++) {
@@ -60,7 +61,7 @@ static int jl_shape(json_t *ex, json_t *ga, size_t T, size_t Lin, uint32_t drop,
 			return rlb_err_set(err, RLB_EMISMATCH,
 					   "gates[%zu]: expected an array of %zu layers like experts",
 					   t, Lin);
-		for (l = drop; l < Lin; l++) {
+		for (j = 0, l = map->first; j < L; j++, l += map->stride) {
 			ret = jl_row(json_array_get(tok, l), "experts", t, l, K, err);
 			if (ret == 0 && ga)
 				ret = jl_row(json_array_get(gtok, l), "gates", t, l, K, err);
@@ -75,9 +76,10 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 		     struct rlb_err *err)
 {
 	struct rlb_import_ids in = { -1, -1, -1 };
-	uint32_t K = im->topk, L = im->moe_layers, drop = 0, step;
+	uint32_t K = im->topk, L = im->moe_layers, step;
+	struct rlb_layer_map map;
 	json_t *ex, *ga = NULL;
-	size_t T, Lin = 0, t, l, k, n;
+	size_t T, Lin = 0, t, l, j, k, n;
 	int ret;
 
 	if (!json_is_object(rec))
@@ -112,12 +114,12 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 	if (!json_is_array(json_array_get(ex, 0)))
 		return rlb_err_set(err, RLB_EPARSE, "experts[0]: expected an array of layers");
 	Lin = json_array_size(json_array_get(ex, 0));
-	ret = rlb_importer_dense_drop(im, Lin, &drop, err);
+	ret = rlb_importer_layer_map(im, Lin, &map, err);
 	if (ret != 0) {
 		rlb_err_prefix(err, "experts[0]");
 		return ret;
 	}
-	ret = jl_shape(ex, ga, T, Lin, drop, K, err);
+	ret = jl_shape(ex, ga, T, Lin, &map, L, K, err);
 	if (ret != 0)
 		return ret;
 	n = T * L * K;
@@ -138,10 +140,10 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 	for (t = 0; t < T; t++) {
 		json_t *tok = json_array_get(ex, t), *gtok = ga ? json_array_get(ga, t) : NULL;
 
-		for (l = drop; l < Lin; l++) {
+		for (j = 0, l = map.first; j < L; j++, l += map.stride) {
 			json_t *row = json_array_get(tok, l);
 			json_t *grow = ga ? json_array_get(gtok, l) : NULL;
-			size_t base = ((l - drop) * T + t) * K;
+			size_t base = (j * T + t) * K;
 
 			for (k = 0; k < K; k++) {
 				json_t *v = json_array_get(row, k);

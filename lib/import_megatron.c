@@ -45,7 +45,9 @@ struct mg_state {
 	int64_t done_step;		/* the step of the written sequences */
 	uint16_t *row;			/* the record's ids [tokens][topk] */
 	size_t row_cap;
-	int numbering;			/* 0: undecided, else 1 + layer offset */
+	/* layer numbering: MoE layer j is layer base + j * stride */
+	enum { NUM_UNDECIDED, NUM_AMBIGUOUS, NUM_DECIDED } numbering;
+	int64_t base, stride;
 };
 
 static void pending_free(struct mg_pending *p)
@@ -264,11 +266,59 @@ static int pending_get(struct mg_state *s, int64_t step, uint32_t out_step,
 	return 0;
 }
 
+/*
+ * The MoE layer of a record's layer number.  The first record decides the
+ * numbering: MoE-layer indices (0), decoder.layers.N (the first MoE
+ * layer's index among all layers) or layer_number (the same from 1).
+ * When the first two coincide (no dense layer before the first MoE layer
+ * of an interleaved model), the first other layer decides: P, 2P, ...
+ * (the period) are decoder layers, anything else MoE-layer indices.
+ */
+static int mg_moe_layer(struct mg_state *s, int64_t layer, uint32_t *ml,
+			struct rlb_err *err)
+{
+	const struct rlb_importer *im = s->im;
+	int64_t first = im->first_moe, period = im->period, L = im->moe_layers, rel;
+
+	if (s->numbering == NUM_UNDECIDED) {
+		s->numbering = NUM_DECIDED;
+		s->stride = period;
+		if (layer == 0 && first == 0 && period > 1)
+			s->numbering = NUM_AMBIGUOUS;
+		else if (layer == 0)
+			s->stride = 1;
+		else if (layer != first && layer != first + 1)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "layer: %" PRId64 " in the first record is neither 0 "
+					   "(MoE-layer numbering), %" PRId64 " (decoder-layer numbering "
+					   "after %" PRId64 " dense layers) nor %" PRId64
+					   " (the same from 1)",
+					   layer, first, first, first + 1);
+		s->base = layer;
+	} else if (s->numbering == NUM_AMBIGUOUS && layer != 0) {
+		s->numbering = NUM_DECIDED;
+		s->stride = layer % period == 0 && layer / period < L ? period : 1;
+	}
+	rel = layer - s->base;
+	if (s->stride == 1 && (rel < 0 || rel >= L))
+		return rlb_err_set(err, RLB_ERANGE,
+				   "layer: %" PRId64 " is outside the MoE layers [%" PRId64
+				   ", %" PRId64 ")", layer, s->base, s->base + L);
+	if (rel < 0 || rel % s->stride || rel / s->stride >= L)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "layer: %" PRId64 " is not one of the MoE layers %" PRId64
+				   ", %" PRId64 ", ... %" PRId64 " (model.moe_layer_period %" PRId64 ")",
+				   layer, s->base, s->base + s->stride,
+				   s->base + (L - 1) * s->stride, s->stride);
+	*ml = (uint32_t)(rel / s->stride);
+	return 0;
+}
+
 static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 {
 	struct rlb_importer *im = s->im;
 	int64_t step, layer, rank, ntok, topk;
-	uint32_t K = im->topk, L = im->moe_layers, out_step, ml;
+	uint32_t K = im->topk, L = im->moe_layers, out_step, ml = 0;
 	char *stage = NULL, *block = NULL;
 	struct mg_pending *p = NULL;
 	size_t per;
@@ -284,7 +334,8 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 	    (json_is_string(bl) && strcmp(json_string_value(bl), "mtp") == 0))
 		return 0;	/* multi-token-prediction layers are not the model's */
 	if ((ret = req_int(rec, "step", UINT32_MAX, &step, err)) ||
-	    (ret = req_int(rec, "layer", RLB_TRACE_MAX_LAYERS * 2, &layer, err)) ||
+	    (ret = req_int(rec, "layer", RLB_TRACE_MAX_LAYERS * (RLB_MAX_MOE_LAYER_PERIOD + 1),
+			    &layer, err)) ||
 	    (ret = req_int(rec, "num_tokens", RLB_TRACE_MAX_SEQ_TOKENS, &ntok, err)) ||
 	    (ret = req_int(rec, "topk", RLB_TRACE_MAX_TOPK, &topk, err)) ||
 	    (ret = rlb_json_opt_uint(rec, "rank", "rank", INT32_MAX, &rank, err)))
@@ -307,24 +358,9 @@ static int mg_record(struct mg_state *s, json_t *rec, struct rlb_err *err)
 		written_clear(s);
 		s->done_step = step;
 	}
-	if (!s->numbering) {
-		/* MoE-layer indices, decoder.layers.N, or layer_number (from 1) */
-		if (layer == 0 || layer == im->dense_layers || layer == im->dense_layers + 1)
-			s->numbering = 1 + (int)layer;
-		else
-			return rlb_err_set(err, RLB_EINVAL,
-					   "layer: %" PRId64 " in the first record is neither 0 "
-					   "(MoE-layer numbering), %" PRIu32 " (decoder-layer numbering "
-					   "after %" PRIu32 " dense layers) nor %" PRIu32
-					   " (the same from 1)",
-					   layer, im->dense_layers, im->dense_layers,
-					   im->dense_layers + 1);
-	}
-	if (layer < s->numbering - 1 || layer - (s->numbering - 1) >= (int64_t)L)
-		return rlb_err_set(err, RLB_ERANGE,
-				   "layer: %" PRId64 " is outside the MoE layers [%d, %" PRId64 ")",
-				   layer, s->numbering - 1, (int64_t)(s->numbering - 1) + L);
-	ml = (uint32_t)(layer - (s->numbering - 1));
+	ret = mg_moe_layer(s, layer, &ml, err);
+	if (ret != 0)
+		return ret;
 	if ((uint64_t)topk != K)
 		return rlb_err_set(err, RLB_EMISMATCH, "topk: %" PRId64 ", the config has %" PRIu32,
 				   topk, K);

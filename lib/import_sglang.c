@@ -285,10 +285,10 @@ static int shape_rows(const struct rlb_importer *im, uint64_t values, int64_t hi
 		      uint64_t *rows, uint64_t *layers, const char *rp,
 		      struct rlb_err *err)
 {
-	uint64_t hidden = (uint64_t)im->dense_layers + im->moe_layers;
+	uint64_t hidden = im->hidden_layers;
 	uint64_t per_h = hidden * im->topk, per_m = (uint64_t)im->moe_layers * im->topk;
 	int ok_h = values % per_h == 0;
-	int ok_m = im->dense_layers > 0 && values % per_m == 0;
+	int ok_m = hidden != im->moe_layers && values % per_m == 0;
 
 	if (ok_h && ok_m && hint >= 0 && values / per_m == (uint64_t)hint &&
 	    values / per_h != (uint64_t)hint)
@@ -303,7 +303,7 @@ static int shape_rows(const struct rlb_importer *im, uint64_t values, int64_t hi
 		*layers = im->moe_layers;
 		return 0;
 	}
-	if (im->dense_layers == 0)
+	if (hidden == im->moe_layers)
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "%srouted_experts: %" PRIu64
 				   " values is not a multiple of %" PRIu64 " layers x %" PRIu32 " (topk)",

@@ -453,9 +453,9 @@ static int import_file(struct rlb_importer *im, const struct npy_file *f,
 		goto out;
 	}
 	{
-		uint32_t drop;
+		struct rlb_layer_map map;
 
-		ret = rlb_importer_dense_drop(im, h.shape[1], &drop, err);
+		ret = rlb_importer_layer_map(im, h.shape[1], &map, err);
 		if (ret != 0) {
 			rlb_err_prefix(err, "shape (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ")",
 				       h.shape[0], h.shape[1], h.shape[2]);

@@ -93,7 +93,7 @@ static void put_name(uint8_t *p, const char *s, size_t size)
 
 uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th)
 {
-	uint8_t b[28 + 64 + 32];
+	uint8_t b[28 + 64 + 32 + 4];
 
 	rlb_put_u32(b, th->flags & 0xFFFFu);
 	rlb_put_u32(b + 4, th->experts);
@@ -103,6 +103,10 @@ uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th)
 	rlb_put_u64(b + 20, th->seed);
 	put_name(b + 28, th->model, 64);
 	put_name(b + 92, th->source, 32);
+	if (th->moe_layer_period <= 1)	/* the 1.0 layout: its identity unchanged */
+		return rlb_fnv1a(RLB_FNV1A_INIT, b, 124);
+	rlb_put_u16(b + 124, (uint16_t)th->moe_layer_period);
+	rlb_put_u16(b + 126, (uint16_t)th->moe_layer_offset);
 	return rlb_fnv1a(RLB_FNV1A_INIT, b, sizeof(b));
 }
 

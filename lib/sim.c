@@ -43,8 +43,10 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 	p->experts = m->experts;
 	p->shared_experts = m->shared_experts;
 	p->shared_expert_ffn = m->shared_expert_ffn;
-	p->first_dense_layers = m->first_dense_layers;
 	p->dense_ffn = m->dense_ffn;
+	p->dense_layers = (double)rlb_model_dense_layers(m);
+	p->dense_first = (double)rlb_model_dense_before(m, 0);
+	p->dense_between = (double)((m->moe_layer_period > 1 ? m->moe_layer_period : 1) - 1);
 }
 
 /* GEMM time of ROWS rows of a matrix set with these FLOPs per row and weight bytes. */
@@ -332,7 +334,7 @@ struct work {
 	uint32_t R, E, nodes, gpn, mbs, layers;
 	double *tok, *ctx;		/* [mb][rank] tokens and causal context sums */
 	double *moe_dense_f;		/* [mb] forward dense time of one MoE layer */
-	double *first_dense_f;		/* [mb] forward time of the first dense layers */
+	double *dense_f;		/* [mb] forward time of one dense layer */
 	uint64_t *erows;		/* [E] rows per expert */
 	uint64_t *gpu_static, *gpu_plan, *node_a, *node_b; /* [R], [R], [nodes], [nodes] */
 	double *gpu_t;			/* [R] forward expert time */
@@ -346,7 +348,7 @@ static void work_free(struct work *w)
 	free(w->tok);
 	free(w->ctx);
 	free(w->moe_dense_f);
-	free(w->first_dense_f);
+	free(w->dense_f);
 	free(w->erows);
 	free(w->gpu_static);
 	free(w->gpu_plan);
@@ -374,7 +376,7 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->tok = calloc(mr + 1, sizeof(double));
 	w->ctx = calloc(mr + 1, sizeof(double));
 	w->moe_dense_f = calloc(w->mbs + 1, sizeof(double));
-	w->first_dense_f = calloc(w->mbs + 1, sizeof(double));
+	w->dense_f = calloc(w->mbs + 1, sizeof(double));
 	w->erows = calloc(w->E, sizeof(uint64_t));
 	w->gpu_static = calloc(w->R, sizeof(uint64_t));
 	w->gpu_plan = calloc(w->R, sizeof(uint64_t));
@@ -386,7 +388,7 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->rs = calloc(w->R, sizeof(double));
 	w->rr = calloc(w->R, sizeof(double));
 	w->vals = calloc(ml * NVEC + 1, sizeof(double));
-	if (!w->tok || !w->ctx || !w->moe_dense_f || !w->first_dense_f || !w->erows ||
+	if (!w->tok || !w->ctx || !w->moe_dense_f || !w->dense_f || !w->erows ||
 	    !w->gpu_static || !w->gpu_plan || !w->node_a || !w->node_b || !w->gpu_t ||
 	    !w->ns || !w->nr || !w->rs || !w->rr || !w->vals)
 		return RLB_ENOMEM;
@@ -428,8 +430,8 @@ static double exchange_s(const struct rlb_sim_params *p, const struct work *w)
 
 /*
  * Forward dense time per micro-batch: of one MoE layer (attention, QKV/O
- * projections, router, shared experts) and of all first dense layers
- * (attention, projections, dense FFN), each on the slowest rank.
+ * projections, router, shared experts) and of one dense layer (attention,
+ * projections, dense FFN), each on the slowest rank.
  */
 static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
 			struct work *w)
@@ -450,11 +452,11 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 		w->ctx[(size_t)ch->mb * w->R + ch->rank] += n * st + n * (n + 1) / 2;
 	}
 	for (mb = 0; mb < w->mbs; mb++) {
-		double moe = 0, first = 0;
+		double moe = 0, dense = 0;
 
 		if (p->dense_time_s > 0) {
 			w->moe_dense_f[mb] = p->dense_time_s / p->passes;
-			w->first_dense_f[mb] = p->first_dense_layers * p->dense_time_s / p->passes;
+			w->dense_f[mb] = p->dense_time_s / p->passes;
 			continue;
 		}
 		for (r = 0; r < w->R; r++) {
@@ -471,11 +473,11 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 
 			if (tm > moe)
 				moe = tm;
-			if (tf > first)
-				first = tf;
+			if (tf > dense)
+				dense = tf;
 		}
 		w->moe_dense_f[mb] = moe;
-		w->first_dense_f[mb] = p->first_dense_layers * first;
+		w->dense_f[mb] = dense;
 	}
 }
 
@@ -821,11 +823,11 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	dense_times(p, s, &w);
 
 	for (mb = 0; mb < l->micro_batches; mb++) {
-		double first = p->passes * w.first_dense_f[mb], comp_prev = 0;
+		double dense_layers = p->passes * (p->dense_layers * w.dense_f[mb]), comp_prev = 0;
 
-		pol->dense_s += first;
-		idl->dense_s += first;
-		sti->dense_s += first;
+		pol->dense_s += dense_layers;
+		idl->dense_s += dense_layers;
+		sti->dense_s += dense_layers;
 		for (layer = 0; layer < l->layers; layer++) {
 			size_t ml = (size_t)mb * l->layers + layer;
 			const struct rlb_traffic *pt = ideal ? static_t : t;
@@ -851,8 +853,10 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 			if (plan && !ideal) {
 				double window = 0, repl_s, grad_s;
 
+				/* the dense layers between the two MoE layers run in it too */
 				if (sim->o.window == RLB_SIM_WINDOW_PREV_LAYER)
-					window = (layer ? comp_prev : w.first_dense_f[mb]) +
+					window = (layer ? comp_prev + p->dense_between * w.dense_f[mb] :
+						  p->dense_first * w.dense_f[mb]) +
 						 w.moe_dense_f[mb];
 				replicas(sim, plan, mb, layer, &w, window, &st, &repl_s, &grad_s);
 				pol->replication_s += repl_s;

@@ -52,7 +52,10 @@ struct rlb_sim_params {
 	double q_heads, kv_heads, head_dim;
 	double experts;			/* routed experts (router GEMM width) */
 	double shared_experts, shared_expert_ffn;
-	double first_dense_layers, dense_ffn;
+	double dense_ffn;
+	double dense_layers;		/* all dense layers (rlb_model_dense_layers) */
+	double dense_first;		/* of them before the first MoE layer */
+	double dense_between;		/* between two MoE layers: moe_layer_period - 1 */
 };
 
 /* Fill p from the configuration (no validation: rlb_config_validate). */

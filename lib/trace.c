@@ -30,6 +30,10 @@ void rlb_trace_header_from_config(struct rlb_trace_header *h,
 	h->moe_layers = cfg->model.moe_layers > 0 ? (uint32_t)cfg->model.moe_layers : 0;
 	h->first_dense_layers = cfg->model.first_dense_layers > 0 ?
 		(uint32_t)cfg->model.first_dense_layers : 0;
+	h->moe_layer_period = cfg->model.moe_layer_period > 1 ?
+		(uint32_t)cfg->model.moe_layer_period : 1;
+	h->moe_layer_offset = cfg->model.moe_layer_offset > 0 ?
+		(uint32_t)cfg->model.moe_layer_offset : 0;
 	/* Both are RLB_NAME_MAX bytes; keep the copy NUL-terminated. */
 	memcpy(h->model, cfg->model.name, sizeof(h->model) - 1);
 	h->model[sizeof(h->model) - 1] = '\0';
@@ -40,14 +44,18 @@ int rlb_trace_header_check(const struct rlb_trace_header *h,
 {
 	static const char *const names[] = {
 		"model.experts", "model.topk", "model.moe_layers",
-		"model.first_dense_layers",
+		"model.first_dense_layers", "model.moe_layer_period",
+		"model.moe_layer_offset",
 	};
 	const long long have[] = {
 		cfg->model.experts, cfg->model.topk, cfg->model.moe_layers,
 		cfg->model.first_dense_layers,
+		cfg->model.moe_layer_period > 1 ? cfg->model.moe_layer_period : 1,
+		cfg->model.moe_layer_offset,
 	};
 	const long long want[] = {
 		h->experts, h->topk, h->moe_layers, h->first_dense_layers,
+		h->moe_layer_period, h->moe_layer_offset,
 	};
 	size_t i;
 
@@ -164,6 +172,15 @@ int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 		return rlb_err_set(err, RLB_ERANGE,
 				   "%s: moe_layers %u is out of range [1, %u]",
 				   what, h->moe_layers, RLB_TRACE_MAX_LAYERS);
+	if (h->moe_layer_period > RLB_MAX_MOE_LAYER_PERIOD)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: moe_layer_period %u is out of range [1, %d]",
+				   what, h->moe_layer_period, RLB_MAX_MOE_LAYER_PERIOD);
+	if (h->moe_layer_offset >= (h->moe_layer_period > 1 ? h->moe_layer_period : 1))
+		return rlb_err_set(err, RLB_ERANGE,
+				   "%s: moe_layer_offset %u is not below moe_layer_period %u",
+				   what, h->moe_layer_offset,
+				   h->moe_layer_period > 1 ? h->moe_layer_period : 1);
 	if (unknown)
 		return rlb_err_set(err, RLB_EUNSUPPORTED,
 				   "%s: unknown flags 0x%08x", what, unknown);
@@ -189,18 +206,26 @@ static void put_name(uint8_t *p, const char *s, size_t size)
 	memcpy(p, s, n);
 }
 
+size_t rlb_rrt_header_size(const struct rlb_trace_header *h)
+{
+	return h->moe_layer_period > 1 ? RRT_H_SIZE_1_1 : RRT_H_SIZE;
+}
+
 size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap)
 {
 	uint8_t *p = out + 8;
+	size_t size = rlb_rrt_header_size(&s->h);
+	size_t end = size - 4;
 
-	if (cap < 8 + RRT_H_SIZE)
+	if (cap < 8 + size)
 		return 0;
-	memset(out, 0, 8 + RRT_H_SIZE);
+	memset(out, 0, 8 + size);
 	rlb_put_u32(out, RRT_HEADER_MAGIC);
-	rlb_put_u32(out + 4, RRT_H_SIZE);
+	rlb_put_u32(out + 4, (uint32_t)size);
 	memcpy(p + RRT_H_MAGIC, RRT_HEADER_ID, 8);
 	rlb_put_u16(p + RRT_H_MAJOR, RLB_TRACE_VERSION_MAJOR);
-	rlb_put_u16(p + RRT_H_MINOR, RLB_TRACE_VERSION_MINOR);
+	/* 1.0 when the layers are not interleaved: such traces stay as they were */
+	rlb_put_u16(p + RRT_H_MINOR, size == RRT_H_SIZE ? 0 : 1);
 	rlb_put_u32(p + RRT_H_FLAGS, s->h.flags);
 	rlb_put_u32(p + RRT_H_EXPERTS, s->h.experts);
 	rlb_put_u32(p + RRT_H_TOPK, s->h.topk);
@@ -214,8 +239,12 @@ size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap
 	rlb_put_u32(p + RRT_H_FRAME_BYTES, s->frame_bytes);
 	put_name(p + RRT_H_MODEL, s->h.model, 64);
 	put_name(p + RRT_H_SOURCE, s->h.source, 32);
-	rlb_put_u32(p + RRT_H_END, rlb_rrt_crc32c(p, RRT_H_END));
-	return 8 + RRT_H_SIZE;
+	if (size == RRT_H_SIZE_1_1) {
+		rlb_put_u16(p + RRT_H_PERIOD, (uint16_t)s->h.moe_layer_period);
+		rlb_put_u16(p + RRT_H_OFFSET, (uint16_t)s->h.moe_layer_offset);
+	}
+	rlb_put_u32(p + end, rlb_rrt_crc32c(p, end));
+	return 8 + size;
 }
 
 /* A name field: NUL-terminated and zero after the terminator. */
@@ -239,6 +268,7 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 {
 	uint32_t stored, crc, required;
 	unsigned major, minor;
+	size_t want;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -252,12 +282,12 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		return rlb_err_set(err, RLB_EVERSION,
 				   "header at offset 16: unsupported trace version %u.%u (this reader supports %d.x)",
 				   major, minor, RLB_TRACE_VERSION_MAJOR);
-	if (len < RRT_H_SIZE ||
-	    (minor <= RLB_TRACE_VERSION_MINOR && len != RRT_H_SIZE))
+	want = minor == 0 ? RRT_H_SIZE : RRT_H_SIZE_1_1;
+	if (len < want || (minor <= RLB_TRACE_VERSION_MINOR && len != want))
 		return rlb_err_set(err, RLB_ECORRUPT,
-				   "header at offset 4: content size %zu, expected %s%d for version %u.%u",
+				   "header at offset 4: content size %zu, expected %s%zu for version %u.%u",
 				   len, minor > RLB_TRACE_VERSION_MINOR ? "at least " : "",
-				   RRT_H_SIZE, major, minor);
+				   want, major, minor);
 	stored = rlb_get_u32(p + len - 4);
 	crc = rlb_rrt_crc32c(p, len - 4);
 	if (!rrt_crc_ok(stored, crc))
@@ -271,6 +301,12 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 	s->h.topk = rlb_get_u32(p + RRT_H_TOPK);
 	s->h.moe_layers = rlb_get_u32(p + RRT_H_LAYERS);
 	s->h.first_dense_layers = rlb_get_u32(p + RRT_H_DENSE);
+	s->h.moe_layer_period = minor == 0 ? 1 : rlb_get_u16(p + RRT_H_PERIOD);
+	s->h.moe_layer_offset = minor == 0 ? 0 : rlb_get_u16(p + RRT_H_OFFSET);
+	if (s->h.moe_layer_period == 0)
+		return rlb_err_set(err, RLB_ECORRUPT,
+				   "header at offset %d: moe_layer_period is 0",
+				   8 + RRT_H_PERIOD);
 	s->h.seed = rlb_get_u64(p + RRT_H_SEED);
 	s->id_bytes = p[RRT_H_ID_BYTES];
 	s->id_coding = p[RRT_H_ID_CODING];

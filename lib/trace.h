@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define RLB_TRACE_VERSION_MAJOR 1
-#define RLB_TRACE_VERSION_MINOR 0
+#define RLB_TRACE_VERSION_MINOR 1
 
 /* Header flags. */
 #define RLB_TRACE_F_GATES  (1u << 0)	/* every sequence carries gate weights */
@@ -38,6 +38,8 @@ struct rlb_trace_header {
 	uint32_t topk;
 	uint32_t moe_layers;		/* layers stored per token */
 	uint32_t first_dense_layers;	/* engine layers dropped before them */
+	uint32_t moe_layer_period;	/* then blocks of this many layers, 1..64 ... */
+	uint32_t moe_layer_offset;	/* ... whose layer at this offset is MoE */
 	uint64_t seed;			/* generator seed (synthetic), else 0 */
 	char model[RLB_NAME_MAX];	/* model name, NUL-terminated */
 	char source[32];		/* "synthetic", "sglang", "vllm", "megatron", "jsonl", "api" */
@@ -48,8 +50,8 @@ void rlb_trace_header_from_config(struct rlb_trace_header *h,
 				  const struct rlb_config *cfg);
 
 /*
- * The config's model shape (experts, topk, moe_layers, first_dense_layers)
- * must be the header's: RLB_EMISMATCH naming the first key that differs.
+ * The config's model shape (experts, topk, moe_layers, first_dense_layers,
+ * moe_layer_period, moe_layer_offset) must be the header's: RLB_EMISMATCH naming the first key that differs.
  */
 int rlb_trace_header_check(const struct rlb_trace_header *h,
 			   const struct rlb_config *cfg, struct rlb_err *err);

@@ -28,7 +28,7 @@
 #define RRT_INDEX_ID "RLBINDEX"
 #define RLP_HEADER_ID "RLBPLAN\0"	/* a plan's header (SPEC.md, Part II) */
 
-/* Header content (version 1.0): field offsets, fixed size, limits. */
+/* Header content (versions 1.0 and 1.1): field offsets, sizes, limits. */
 enum {
 	RRT_H_MAGIC = 0,
 	RRT_H_MAJOR = 8,
@@ -48,8 +48,12 @@ enum {
 	RRT_H_RESERVED1 = 52,
 	RRT_H_MODEL = 56,
 	RRT_H_SOURCE = 120,
-	RRT_H_END = 152,		/* fixed fields end; CRC-32C follows */
+	RRT_H_END = 152,		/* fixed fields of 1.0 end; CRC-32C follows */
 	RRT_H_SIZE = 156,		/* content size of a 1.0 header */
+	RRT_H_PERIOD = 152,		/* 1.1: u16 moe_layer_period */
+	RRT_H_OFFSET = 154,		/* 1.1: u16 moe_layer_offset */
+	RRT_H_END_1_1 = 156,
+	RRT_H_SIZE_1_1 = 160,		/* content size of a 1.1 header */
 	RRT_H_MAX = 65536,		/* largest header content accepted */
 };
 
@@ -133,6 +137,9 @@ int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 			struct rlb_err *err);
 
 /* Encode the header frame (8-byte skippable frame header + content). */
+/* Content size of the header frame that encodes H: 156 (1.0) or 160 (1.1). */
+size_t rlb_rrt_header_size(const struct rlb_trace_header *h);
+
 size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out,
 			     size_t cap);
 

@@ -106,7 +106,7 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 			  struct rlb_err *err)
 {
 	struct rlb_trace_writer *w = NULL;
-	uint8_t hdr[8 + RRT_H_SIZE];
+	uint8_t hdr[8 + RRT_H_SIZE_1_1];
 	int level = opts ? opts->level : 3;
 	size_t fb = opts && opts->frame_bytes ? opts->frame_bytes : RRT_DEFAULT_FRAME_BYTES;
 	size_t n;
@@ -128,8 +128,10 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 	if (!w)
 		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	w->s.h = *h;
+	if (w->s.h.moe_layer_period == 0)
+		w->s.h.moe_layer_period = 1;	/* a header made before 1.1 */
 	w->s.h.version_major = RLB_TRACE_VERSION_MAJOR;
-	w->s.h.version_minor = RLB_TRACE_VERSION_MINOR;
+	w->s.h.version_minor = rlb_rrt_header_size(&w->s.h) == RRT_H_SIZE ? 0 : 1;
 	w->s.id_bytes = rlb_trace_id_bytes(h);
 	w->s.gate_coding = (h->flags & RLB_TRACE_F_GATES) ? RRT_GATES_F32 : RRT_GATES_NONE;
 	w->s.frame_bytes = (uint32_t)fb;
@@ -555,7 +557,7 @@ static int write_tail(struct rlb_trace_writer *w)
 	if (ret != 0)
 		goto out;
 
-	p = rlb_rrt_seek_table_begin(b, w->nframes, 8 + RRT_H_SIZE);
+	p = rlb_rrt_seek_table_begin(b, w->nframes, 8 + rlb_rrt_header_size(&w->s.h));
 	for (i = 0; i < w->nframes; i++)
 		p = rlb_rrt_seek_entry_put(p, w->frames[i].csize, w->frames[i].rsize);
 	rlb_rrt_seek_table_end(p, w->nframes, (uint32_t)(8 + ilen));

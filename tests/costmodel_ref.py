@@ -47,7 +47,12 @@ class Model:
         self.h = m["hidden"]
         self.f = m["expert_ffn"]
         self.L = m["moe_layers"]
-        self.first_dense = m["first_dense_layers"]
+        # the layer layout (relibra.yaml(5)): first_dense_layers, then
+        # moe_layers blocks of moe_layer_period layers, one of them MoE
+        period = m["moe_layer_period"]
+        self.dense_layers = m["first_dense_layers"] + self.L * (period - 1)
+        self.dense_first = m["first_dense_layers"] + m["moe_layer_offset"]
+        self.dense_between = period - 1
         self.dense_ffn = m["dense_ffn"]
         self.shared = m["shared_experts"]
         self.shared_ffn = m["shared_expert_ffn"]
@@ -302,15 +307,15 @@ class Traffic:
 
 
 def dense_fwd(model, data, m):
-    """(MoE layer dense forward, first dense layers' forward) of micro-batch
+    """(MoE layer dense forward, one dense layer's forward) of micro-batch
     m: the slowest rank of each."""
     if model.dense_time_s > 0:
         # model.dense_time_ms: every layer and micro-batch costs it; its
         # forward share is dense_time_ms / passes.
         share = model.dense_time_s / model.passes
-        return share, model.first_dense * share
+        return share, share
     moe = 0.0
-    first = 0.0
+    dense = 0.0
     h, q, kv, d = model.h, model.q, model.kv, model.d
     pe = model.P * model.eta_max
     for r in range(model.G):
@@ -327,19 +332,19 @@ def dense_fwd(model, data, m):
         x = (proj + attn + router) / pe
         for _ in range(model.shared):
             x += model.gemm(tokens, model.shared_ffn)
-        y = model.first_dense * (proj + attn + ffn) / pe
+        y = (proj + attn + ffn) / pe
         moe = max(moe, x)
-        first = max(first, y)
-    return moe, first
+        dense = max(dense, y)
+    return moe, dense
 
 
-def dense_charge(model, moe_fwd, first_fwd):
+def dense_charge(model, moe_fwd, dense_fwd_1):
     """The dense part of one micro-batch in the step: passes times the
-    forward of the first dense layers and of every MoE layer's, which with
-    model.dense_time_ms is dense_time_ms per layer."""
+    forward of every dense layer and of every MoE layer's dense part,
+    which with model.dense_time_ms is dense_time_ms per layer."""
     if model.dense_time_s > 0:
-        return (model.first_dense + model.L) * model.dense_time_s
-    return model.passes * (first_fwd + model.L * moe_fwd)
+        return (model.dense_layers + model.L) * model.dense_time_s
+    return model.passes * (model.dense_layers * dense_fwd_1 + model.L * moe_fwd)
 
 
 # ---------------------------------------------------------------------------
@@ -409,8 +414,8 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
     replicas = 0
     copies_made = 0
     for m in range(data.M):
-        moe_fwd, first_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
+        moe_fwd, layer_fwd = dense_fwd(model, data, m)
+        bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
         c_prev = None
         for l in range(L):
             # expert compute: the slowest GPU's sum of gemm(quota)
@@ -455,13 +460,13 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
             by["replica_rdma"] += rb
             by["replica_nvlink"] += nb
             # The overlap window (relibra only): C_fwd of the previous
-            # layer plus this layer's dense forward; for layer 0 the first
-            # dense layers' forward instead of C_fwd.
+            # MoE layer, the dense layers between them, and this layer's
+            # dense forward; for layer 0 the dense layers before it instead.
             if window:
                 if l == 0:
-                    win = first_fwd + moe_fwd
+                    win = model.dense_first * layer_fwd + moe_fwd
                 else:
-                    win = c_prev + moe_fwd
+                    win = c_prev + model.dense_between * layer_fwd + moe_fwd
             else:
                 win = 0.0
             bd["replication_s"] += max(0.0, t_copy - win)
@@ -516,8 +521,8 @@ def ideal_breakdown(model, data, static_tr):
     """Section "Baselines": the uniform-traffic ideal."""
     bd = zero()
     for m in range(data.M):
-        moe_fwd, first_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
+        moe_fwd, layer_fwd = dense_fwd(model, data, m)
+        bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
         for l in range(model.L):
             bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
             t_r = model.even_time(model.lat_rdma, model.B_rdma,
@@ -539,8 +544,8 @@ def same_traffic(model, data, pol_bd):
     policy's own all-to-all."""
     bd = zero()
     for m in range(data.M):
-        moe_fwd, first_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += dense_charge(model, moe_fwd, first_fwd)
+        moe_fwd, layer_fwd = dense_fwd(model, data, m)
+        bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
         for l in range(model.L):
             bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
     for k in ("a2a_s", "a2a_rdma_s", "a2a_nvlink_s", "a2a_even_s", "a2a_senders_s"):

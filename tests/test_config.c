@@ -104,14 +104,15 @@ struct model_shape {
 	const char *name;
 	int experts, topk, hidden, expert_ffn, moe_layers, dense, dense_ffn;
 	int shared, shared_ffn, groups, topk_groups, q_heads, kv_heads, head_dim;
+	int period, offset;
 };
 
 static const struct model_shape shapes[] = {
-	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192 },
-	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128 },
-	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128 },
-	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128 },
-	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128 },
+	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192, 1, 0 },
+	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128, 1, 0 },
+	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128, 1, 0 },
+	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128, 1, 0 },
+	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128, 1, 0 },
 };
 
 START_TEST(test_model_presets)
@@ -144,6 +145,8 @@ START_TEST(test_model_presets)
 	ck_assert_int_eq(cfg.model.q_heads, s->q_heads);
 	ck_assert_int_eq(cfg.model.kv_heads, s->kv_heads);
 	ck_assert_int_eq(cfg.model.head_dim, s->head_dim);
+	ck_assert_int_eq(cfg.model.moe_layer_period, s->period);
+	ck_assert_int_eq(cfg.model.moe_layer_offset, s->offset);
 	/* the default cluster: one node of 8, EP over all of it */
 	ck_assert_int_eq(cfg.parallel.ep_size, 8);
 	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), s->experts / 8);
@@ -881,6 +884,23 @@ START_TEST(test_validate_programmatic)
 	ck_assert_str_eq(err.msg, "x.yaml: 'model.expert_groups' 4 needs 'model.topk_groups' between 1 and 4");
 	cfg.model.topk_groups = 2;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	/* interleaved MoE layers */
+	ck_assert_int_eq(cfg.model.moe_layer_period, 1);
+	cfg.model.moe_layer_period = 2;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.moe_layer_period' 2 needs 'model.dense_ffn'");
+	cfg.model.dense_ffn = 128;
+	cfg.model.moe_layer_offset = 2;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.moe_layer_offset' 2 is not below "
+			 "'model.moe_layer_period' 2");
+	cfg.model.moe_layer_offset = 1;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.model.moe_layer_period = 65;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: value 65 for 'model.moe_layer_period' is out of range [1, 64]");
+	cfg.model.moe_layer_period = 1;
+	cfg.model.moe_layer_offset = 0;
 	cfg.parallel.pack = RLB_PACK_DYNAMIC;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
 	cfg.parallel.pack = (enum rlb_pack)7;
@@ -890,6 +910,68 @@ START_TEST(test_validate_programmatic)
 	cfg.parallel.pack = RLB_PACK_DATA_CONTROL;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, "x.yaml: 'parallel.pack' has no value 2");
+}
+END_TEST
+
+/*
+ * The layer layout against the models' own rules: for every hidden layer
+ * i, whether it is MoE, computed the way each model's code does.
+ */
+START_TEST(test_layer_layout)
+{
+	static const struct {
+		const char *model;
+		int first_dense, moe, period, offset, hidden;
+	} cases[] = {
+		/* Llama 4 Maverick: interleave_moe_layer_step 2, 48 layers */
+		{ "llama4", 0, 24, 2, 1, 48 },
+		/* Jamba: expert_layer_period 2, expert_layer_offset 1, 32 layers */
+		{ "jamba", 0, 16, 2, 1, 32 },
+		/* Megatron --moe-layer-freq 4, 24 layers */
+		{ "megatron", 0, 6, 4, 0, 24 },
+		/* DeepSeek-V3: first_k_dense_replace 3, 61 layers */
+		{ "deepseek", 3, 58, 1, 0, 61 },
+	};
+	struct rlb_model_config m;
+	size_t c;
+
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		long i, j = 0, dense = 0, run = 0;
+
+		memset(&m, 0, sizeof(m));
+		m.first_dense_layers = cases[c].first_dense;
+		m.moe_layers = cases[c].moe;
+		m.moe_layer_period = cases[c].period;
+		m.moe_layer_offset = cases[c].offset;
+		ck_assert_int_eq(rlb_model_hidden_layers(&m), cases[c].hidden);
+		ck_assert_int_eq(rlb_model_dense_layers(&m), cases[c].hidden - cases[c].moe);
+		for (i = 0; i < cases[c].hidden; i++) {
+			int is_moe;
+
+			if (!strcmp(cases[c].model, "llama4") || !strcmp(cases[c].model, "jamba"))
+				is_moe = (i + 1) % 2 == 0;
+			else if (!strcmp(cases[c].model, "megatron"))
+				is_moe = i % 4 == 0;
+			else
+				is_moe = i >= 3;
+			if (!is_moe) {
+				dense++;
+				run++;
+				continue;
+			}
+			ck_assert_msg(rlb_model_moe_layer_index(&m, j) == i, "%s: MoE layer %ld",
+				      cases[c].model, j);
+			ck_assert_int_eq(rlb_model_dense_before(&m, j), run);
+			j++;
+			run = 0;
+		}
+		ck_assert_int_eq(j, cases[c].moe);
+		ck_assert_int_eq(rlb_model_dense_before(&m, j), run);	/* after the last */
+		ck_assert_int_eq(dense, rlb_model_dense_layers(&m));
+	}
+	m.moe_layer_period = 0;		/* a struct made without the defaults */
+	m.moe_layer_offset = 0;
+	ck_assert_int_eq(rlb_model_hidden_layers(&m), 61);
 }
 END_TEST
 
@@ -1034,6 +1116,7 @@ Suite *rlb_suite_config(void)
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_corrupt_input);
 	tcase_add_test(tc, test_validate_programmatic);
+	tcase_add_test(tc, test_layer_layout);
 	tcase_add_test(tc, test_pack_names);
 	tcase_add_test(tc, test_round_trip);
 	suite_add_tcase(s, tc);

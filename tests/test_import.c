@@ -70,6 +70,13 @@ static void collector_free(struct collector *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/*
+ * The fixtures' layer layout after their `dense` leading layers: blocks
+ * of `period` layers whose layer `offset` is MoE (1 and 0: MoE only).
+ * Set by test_interleaved_layers, which puts them back.
+ */
+static unsigned period = 1, offset = 0;
+
 static void tiny_config(struct rlb_config *cfg, int dense)
 {
 	rlb_config_defaults(cfg);
@@ -77,6 +84,24 @@ static void tiny_config(struct rlb_config *cfg, int dense)
 	cfg->model.topk = K;
 	cfg->model.moe_layers = L;
 	cfg->model.first_dense_layers = dense;
+	cfg->model.moe_layer_period = (int)period;
+	cfg->model.moe_layer_offset = (int)offset;
+	if (dense || period > 1)
+		cfg->model.dense_ffn = 64;
+}
+
+/* Input layers of a fixture with `dense` leading layers. */
+static unsigned in_layers(unsigned dense)
+{
+	return dense + L * period;
+}
+
+/* The MoE layer at input layer l, or -1 for a dense layer. */
+static int moe_at(unsigned dense, unsigned l)
+{
+	if (l < dense || (l - dense) % period != offset)
+		return -1;
+	return (int)((l - dense) / period);
 }
 
 static struct rlb_import_opts opts_of(enum rlb_import_format f)
@@ -187,7 +212,7 @@ static uint8_t *routing_bytes(unsigned s, unsigned row0, unsigned rows,
 			      unsigned dense, int64_t dense_val, size_t esz,
 			      size_t *n)
 {
-	unsigned layers = dense + L, t, l, k;
+	unsigned layers = in_layers(dense), t, l, k;
 	uint8_t *buf;
 	size_t i = 0;
 
@@ -196,7 +221,8 @@ static uint8_t *routing_bytes(unsigned s, unsigned row0, unsigned rows,
 	for (t = row0; t < row0 + rows; t++) {
 		for (l = 0; l < layers; l++) {
 			for (k = 0; k < K; k++, i++) {
-				int64_t v = l < dense ? dense_val : id_at(s, t, l - dense, k);
+				int m = moe_at(dense, l);
+				int64_t v = m < 0 ? dense_val : id_at(s, t, (unsigned)m, k);
 
 				if (esz == 1)
 					buf[i] = (uint8_t)v;
@@ -214,7 +240,7 @@ static uint8_t *routing_bytes(unsigned s, unsigned row0, unsigned rows,
 
 static uint8_t *gate_bytes(unsigned s, unsigned rows, unsigned dense, size_t *n)
 {
-	unsigned layers = dense + L, t, l, k;
+	unsigned layers = in_layers(dense), t, l, k;
 	uint8_t *buf;
 	size_t i = 0;
 
@@ -223,8 +249,8 @@ static uint8_t *gate_bytes(unsigned s, unsigned rows, unsigned dense, size_t *n)
 	for (t = 0; t < rows; t++)
 		for (l = 0; l < layers; l++)
 			for (k = 0; k < K; k++, i++)
-				rlb_put_f32(buf + 4 * i, l < dense ? 0.0f :
-					    gate_at(s, t, l - dense, k));
+				rlb_put_f32(buf + 4 * i, moe_at(dense, l) < 0 ? 0.0f :
+					    gate_at(s, t, (unsigned)moe_at(dense, l), k));
 	return buf;
 }
 
@@ -419,7 +445,7 @@ static uint8_t *npy_seq(unsigned major, const char *descr, unsigned s, unsigned 
 
 	snprintf(dict, sizeof(dict),
 		 "{'descr': '%s', 'fortran_order': False, 'shape': (%u, %u, %u), }",
-		 descr, rows, dense + L, K);
+		 descr, rows, in_layers(dense), K);
 	buf = npy_build(major, dict, data, nd, n);
 	free(data);
 	return buf;
@@ -1643,10 +1669,12 @@ static char *jl_line(unsigned s, unsigned tokens, unsigned dense, const char *de
 	for (t = 0; t < tokens; t++) {
 		ex = cat(ex, strdup(t ? ", [" : "["));
 		ga = cat(ga, strdup(t ? ", [" : "["));
-		for (l = 0; l < dense + L; l++) {
+		for (l = 0; l < in_layers(dense); l++) {
+			int m = moe_at(dense, l);
+
 			if (l)
 				ex = cat(ex, strdup(", ")), ga = cat(ga, strdup(", "));
-			if (l < dense) {
+			if (m < 0) {
 				ex = cat(ex, strdup(dense_row));
 				ga = cat(ga, strdup("[]"));
 				continue;
@@ -1655,10 +1683,10 @@ static char *jl_line(unsigned s, unsigned tokens, unsigned dense, const char *de
 			ga = cat(ga, strdup("["));
 			for (k = 0; k < K; k++) {
 				snprintf(cell, sizeof(cell), "%s%u", k ? ", " : "",
-					 id_at(s, t, l - dense, k));
+					 id_at(s, t, (unsigned)m, k));
 				ex = cat(ex, strdup(cell));
 				snprintf(cell, sizeof(cell), "%s%.9g", k ? ", " : "",
-					 (double)gate_at(s, t, l - dense, k));
+					 (double)gate_at(s, t, (unsigned)m, k));
 				ga = cat(ga, strdup(cell));
 			}
 			ex = cat(ex, strdup("]"));
@@ -1709,6 +1737,115 @@ START_TEST(test_jsonl_records)
 				ck_assert(c.v[2].gates[(l * 4 + t) * K + k] == gate_at(2, t, l, k));
 	collector_free(&c);
 	free(text);
+}
+END_TEST
+
+/*
+ * Interleaved MoE layers (model.moe_layer_period): every format's rows of
+ * all hidden layers keep the MoE ones wherever they are, the dense rows
+ * holding -1 that would fail if read; MoE-only rows still import.
+ */
+START_TEST(test_interleaved_layers)
+{
+	struct rlb_import_opts o;
+	struct rlb_err err = { 0, "" };
+	struct collector c = { 0 };
+	struct rlb_config cfg;
+	char *dir = tmp_dir(), *p, *text = NULL;
+	unsigned l, v;
+	uint8_t *buf;
+	size_t n;
+
+	/* 1 dense layer, then blocks [dense, MoE]: MoE layers 2, 4, 6, 8 of 9 */
+	period = 2;
+	offset = 1;
+	tiny_config(&cfg, 1);
+
+	o = opts_of(RLB_IMPORT_SGLANG);
+	text = cat(text, sg_line(0, 0, 3, 1, -1, "int32", NULL, NULL));
+	period = 1;
+	offset = 0;
+	text = cat(text, sg_line(1, 0, 2, 0, 0, "uint8", NULL, NULL));
+	period = 2;
+	offset = 1;
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 2);
+	check_ids(&c.v[0], 0, 3);
+	check_ids(&c.v[1], 1, 2);
+	collector_free(&c);
+	free(text);
+
+	o = opts_of(RLB_IMPORT_VLLM);
+	buf = npy_seq(1, "<i4", 2, 5, 1, -1, &n);
+	p = path_in(dir, "seq.npy");
+	write_file(p, buf, n);
+	ck_assert_msg(rlb_import_to_sink(&o, p, &cfg, collect, &c, NULL, NULL, &err) == 0,
+		      "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	check_ids(&c.v[0], 2, 5);
+	collector_free(&c);
+	unlink(p);
+	free(p);
+	free(buf);
+
+	o = opts_of(RLB_IMPORT_JSONL);
+	text = jl_line(3, 4, 1, "[-1, -1]", 0, NULL);
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "j.jsonl") == 0, "%s", err.msg);
+	check_ids(&c.v[0], 3, 4);
+	collector_free(&c);
+	free(text);
+	/* the count of a model without the period is refused, naming both */
+	period = 1;
+	text = jl_line(3, 4, 1, "[-1, -1]", 0, NULL);
+	period = 2;
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "j.jsonl"), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "j.jsonl:1: experts[0]: 5 layers, the config has 9 "
+			 "(5 dense + 4 MoE) or 4 MoE layers");
+	collector_free(&c);
+	free(text);
+
+	/*
+	 * Megatron: decoder layers from 0 (2, 4, 6, 8) or 1 (3, 5, 7, 9), or
+	 * MoE layers (0-3); then blocks of 3 from layer 0 (0, 3, 6, 9), where
+	 * decoder and MoE numbering both start at 0 and the next layer decides.
+	 */
+	o = opts_of(RLB_IMPORT_MEGATRON);
+	for (v = 0; v < 5; v++) {
+		unsigned first = v < 3 ? 2 + v % 2 : 0, stride = v < 2 || v == 3 ? 2 : 1;
+
+		if (v >= 3) {
+			period = 3;
+			offset = 0;
+			tiny_config(&cfg, 0);
+			stride = v == 3 ? 3 : 1;
+		} else if (v == 2) {
+			first = 0;
+		}
+		text = NULL;
+		for (l = 0; l < L; l++)
+			text = cat(text, mg_line(0, first + l * stride, l, 0, 5, 3, NULL));
+		ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "m.jsonl") == 0,
+			      "numbering %u: %s", v, err.msg);
+		ck_assert_uint_eq(c.n, 1);
+		check_ids(&c.v[0], 5, 3);
+		collector_free(&c);
+		free(text);
+	}
+	/* a dense layer's record is refused */
+	period = 2;
+	offset = 1;
+	tiny_config(&cfg, 1);
+	text = cat(mg_line(0, 2, 0, 0, 5, 3, NULL), mg_line(0, 3, 1, 0, 5, 3, NULL));
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "m.jsonl"), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "m.jsonl:2: layer: 3 is not one of the MoE layers 2, 4, "
+			 "... 8 (model.moe_layer_period 2)");
+	collector_free(&c);
+	free(text);
+
+	period = 1;
+	offset = 0;
+	rmdir(dir);
+	free(dir);
 }
 END_TEST
 
@@ -2063,6 +2200,7 @@ Suite *rlb_suite_import(void)
 	tcase_add_test(tc, test_sglang_stream_chunks);
 	tcase_add_test(tc, test_sglang_openai);
 	tcase_add_test(tc, test_megatron_assembly);
+	tcase_add_test(tc, test_interleaved_layers);
 	tcase_add_test(tc, test_megatron_directory_merge);
 	tcase_add_test(tc, test_megatron_recompute);
 	tcase_add_test(tc, test_megatron_errors);

@@ -1623,6 +1623,13 @@ START_TEST(test_check_inputs)
 		ck_assert_uint_eq(rlb_plan_trace_hash(&th), x);
 		th.flags = RLB_TRACE_F_GATES;
 		ck_assert_uint_ne(rlb_plan_trace_hash(&th), x);
+		/* interleaved layers: 4 more bytes, u16 period and offset */
+		th.flags = 0;
+		th.moe_layer_period = 3;
+		th.moe_layer_offset = 2;
+		for (i = 0; i < 4; i++)
+			x = (x ^ (uint8_t)(i == 0 ? 3 : i == 2 ? 2 : 0)) * 0x100000001b3ULL;
+		ck_assert_uint_eq(rlb_plan_trace_hash(&th), x);
 	}
 }
 END_TEST

@@ -388,27 +388,36 @@ END_TEST
  * 3 * 24.576 + 4 * 3.56 + 2 * 2.2288 + 1.2288 = 93.6544 us: a gain of
  * 38.1408 us.
  */
-static void hot_case(struct rlb_config *cfg, struct seqs *q, struct rlb_schedule *s,
-		     struct rlb_loads *l, struct rlb_step_plan *plan)
+static void hot_case_layers(struct rlb_config *cfg, struct seqs *q, struct rlb_schedule *s,
+			    struct rlb_loads *l, struct rlb_step_plan *plan, uint32_t layers)
 {
 	static const uint32_t len[2] = { 800, 800 };
 	struct rlb_err err = {0};
-	uint32_t i, tok;
+	uint32_t i, tok, layer;
 
-	toy_config(cfg, 1, 2, 2, 1, 1);
+	toy_config(cfg, 1, 2, 2, 1, (int)layers);
 	cfg->parallel.micro_batch_tokens = 800;
 	cfg->balancer.replica_slots = 1;
-	seqs_init(q, 2, len, 1, 1);
+	seqs_init(q, 2, len, layers, 1);
 	for (i = 0; i < 2; i++)
-		for (tok = 0; tok < 800; tok++)
-			*seq_id(q, i, 0, tok, 0) = tok < 600 ? 0 : 1;
+		for (layer = 0; layer < layers; layer++)
+			for (tok = 0; tok < 800; tok++)
+				*seq_id(q, i, layer, tok, 0) = tok < 600 ? 0 : 1;
 	build(cfg, q, s, l);
-	ck_assert_msg(rlb_step_plan_init(plan, 0, 1, 1, 2, 2, 2, 1, RLB_SPLIT_LOCALITY, &err) == 0,
-		      "%s", err.msg);
-	ck_assert_int_eq(rlb_step_plan_add(plan, 0, 0, 0, 0, 800, &err), 0);
-	ck_assert_int_eq(rlb_step_plan_add(plan, 0, 0, 0, 1, 400, &err), 0);
-	ck_assert_int_eq(rlb_step_plan_add(plan, 0, 0, 1, 1, 400, &err), 0);
+	ck_assert_msg(rlb_step_plan_init(plan, 0, 1, layers, 2, 2, 2, 1, RLB_SPLIT_LOCALITY,
+					 &err) == 0, "%s", err.msg);
+	for (layer = 0; layer < layers; layer++) {
+		ck_assert_int_eq(rlb_step_plan_add(plan, 0, layer, 0, 0, 800, &err), 0);
+		ck_assert_int_eq(rlb_step_plan_add(plan, 0, layer, 0, 1, 400, &err), 0);
+		ck_assert_int_eq(rlb_step_plan_add(plan, 0, layer, 1, 1, 400, &err), 0);
+	}
 	ck_assert_msg(rlb_step_plan_check(plan, l, &err) == 0, "%s", err.msg);
+}
+
+static void hot_case(struct rlb_config *cfg, struct seqs *q, struct rlb_schedule *s,
+		     struct rlb_loads *l, struct rlb_step_plan *plan)
+{
+	hot_case_layers(cfg, q, s, l, plan, 1);
 }
 
 START_TEST(test_hot_expert_replication)
@@ -511,6 +520,30 @@ START_TEST(test_hot_expert_replication)
 	REL_EQ(wst.policy.grad_reduce_s, 2.2288e-6);
 	REL_EQ(wst.policy.dense_s, 9e-6);
 	REL_EQ(wst.policy.total_s, 93.6544e-6 - 1.2288e-6 - 2.2288e-6 + 9e-6);
+	rlb_sim_free(wsim);
+	wsim = NULL;
+
+	/*
+	 * A dense part of 1.5 us per layer (0.5 us forward) hides 0.5 us of
+	 * the copy; interleaved behind 3 dense layers (period 4, offset 3),
+	 * their forward hides 1.5 us more, and the step pays for 4 layers.
+	 */
+	cfg.model.dense_time_ms = 0.0015;
+	ck_assert_int_eq(rlb_sim_new(&wsim, &cfg, &o, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(wsim, &s, &l, &plan, &t, &ts, &wst, &err), 0);
+	REL_EQ(wst.policy.replication_s, 2.2288e-6 - 0.5e-6);
+	REL_EQ(wst.policy.dense_s, 1.5e-6);
+	rlb_sim_free(wsim);
+	wsim = NULL;
+	cfg.model.moe_layer_period = 4;
+	cfg.model.moe_layer_offset = 3;
+	ck_assert_int_eq(rlb_sim_new(&wsim, &cfg, &o, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(wsim, &s, &l, &plan, &t, &ts, &wst, &err), 0);
+	REL_EQ(wst.policy.replication_s, 2.2288e-6 - 2e-6);
+	REL_EQ(wst.policy.dense_s, 6e-6);
+	REL_EQ(wst.ideal.dense_s, 6e-6);
+	cfg.model.moe_layer_period = 1;
+	cfg.model.moe_layer_offset = 0;
 
 	/*
 	 * The ideal policy on the static layout's uneven copies: its own
@@ -535,6 +568,59 @@ START_TEST(test_hot_expert_replication)
 	rlb_sim_free(rsim);
 	rlb_sim_free(wsim);
 	rlb_sim_free(isim);
+	rlb_traffic_release(&t);
+	rlb_traffic_release(&ts);
+	rlb_step_plan_release(&plan);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
+/*
+ * relibra's window over interleaved layers: the hot case on 2 MoE layers,
+ * each replica's copy 40 us + 1.2288 us (NVLink latency 40 us), a dense
+ * part of 0.5 us forward per layer, C_fwd 24.576 us.  Not interleaved:
+ * layer 0 hides 0.5 us, layer 1 25.076 us.  Behind 3 dense layers each
+ * (period 4, offset 3): layer 0 hides 2 us, layer 1 26.576 us.
+ */
+START_TEST(test_interleaved_window)
+{
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t, ts;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_opts o;
+	struct rlb_sim_step st;
+	struct rlb_err err = {0};
+	struct seqs q;
+	int inter;
+
+	hot_case_layers(&cfg, &q, &s, &l, &plan, 2);
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	traffic_of(&ts, &cfg, NULL, &q, &s, &l);
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_RELIBRA);
+	cfg.cluster.nvlink_latency_us = 40;
+	cfg.model.dense_time_ms = 0.0015;
+	for (inter = 0; inter < 2; inter++) {
+		cfg.model.moe_layer_period = inter ? 4 : 1;
+		cfg.model.moe_layer_offset = inter ? 3 : 0;
+		ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
+		ck_assert_msg(rlb_sim_add_step(sim, &s, &l, &plan, &t, &ts, &st, &err) == 0,
+			      "%s", err.msg);
+		REL_EQ(st.policy.expert_s, 2 * 3 * 24.576e-6);
+		if (inter)
+			REL_EQ(st.policy.replication_s, (41.2288 - 2) * 1e-6 +
+						       (41.2288 - 26.576) * 1e-6);
+		else
+			REL_EQ(st.policy.replication_s, (41.2288 - 0.5) * 1e-6 +
+						       (41.2288 - 25.076) * 1e-6);
+		REL_EQ(st.policy.dense_s, (inter ? 8 : 2) * 1.5e-6);
+		rlb_sim_free(sim);
+		sim = NULL;
+	}
 	rlb_traffic_release(&t);
 	rlb_traffic_release(&ts);
 	rlb_step_plan_release(&plan);
@@ -723,7 +809,8 @@ END_TEST
  * projections 24576 FLOP and router 2048 each; attention 4*2*8*ctx with
  * ctx 1+2+3+4 = 10 and 5+6+7+8 = 26.  The slower micro-batch does not
  * set the other's time.  With first_dense_layers 1 (dense_ffn 16) each
- * micro-batch adds projections + attention + 6*4*64*16 = 24576 FLOP.
+ * micro-batch adds projections + attention + 6*4*64*16 = 24576 FLOP per
+ * dense layer.
  * With recompute: 4 passes.  dense_time_ms replaces the estimate.
  */
 START_TEST(test_dense_estimate)
@@ -759,6 +846,16 @@ START_TEST(test_dense_estimate)
 	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1));
 	rlb_sim_free(sim);
 	sim = NULL;
+	/* interleaved (period 3): the first dense layer and 2 more per MoE layer */
+	cfg.model.moe_layer_period = 3;
+	cfg.model.moe_layer_offset = 1;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + 3 * (first0 + first1)));
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.moe_layer_period = 1;
+	cfg.model.moe_layer_offset = 0;
 
 	cfg.parallel.recompute = 1;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
@@ -1228,6 +1325,7 @@ Suite *rlb_suite_sim(void)
 	tcase_add_test(tc, test_planning_overlap);
 	tcase_add_test(tc, test_migration);
 	tcase_add_test(tc, test_dense_estimate);
+	tcase_add_test(tc, test_interleaved_window);
 	tcase_add_test(tc, test_replica_reuse);
 	tcase_add_test(tc, test_determinism);
 	tcase_add_test(tc, test_traffic_step_trace);

@@ -238,6 +238,8 @@ static void read_compare_minor(const char *path, const struct tdata *d,
 	ck_assert_uint_eq(h->topk, d->h.topk);
 	ck_assert_uint_eq(h->moe_layers, d->h.moe_layers);
 	ck_assert_uint_eq(h->first_dense_layers, d->h.first_dense_layers);
+	ck_assert_uint_eq(h->moe_layer_period, d->h.moe_layer_period > 1 ? d->h.moe_layer_period : 1);
+	ck_assert_uint_eq(h->moe_layer_offset, d->h.moe_layer_offset);
 	ck_assert(h->seed == d->h.seed);
 	ck_assert_str_eq(h->model, d->h.model);
 	ck_assert_str_eq(h->source, d->h.source);
@@ -260,7 +262,8 @@ static void read_compare_minor(const char *path, const struct tdata *d,
 
 static void read_compare(const char *path, const struct tdata *d)
 {
-	read_compare_minor(path, d, RLB_TRACE_VERSION_MINOR);
+	/* 1.1 only for interleaved layers (section 3) */
+	read_compare_minor(path, d, d->h.moe_layer_period > 1 ? 1 : 0);
 }
 
 /* ---- tests ---- */
@@ -279,6 +282,7 @@ START_TEST(test_id_bytes_and_config)
 {
 	struct rlb_trace_header h;
 	struct rlb_config cfg;
+	struct rlb_err err = {0};
 
 	make_header(&h, 256, 8, 4, 0);
 	ck_assert_uint_eq(rlb_trace_id_bytes(&h), 1);
@@ -296,9 +300,27 @@ START_TEST(test_id_bytes_and_config)
 	ck_assert_uint_eq(h.topk, 8);
 	ck_assert_uint_eq(h.moe_layers, 58);
 	ck_assert_uint_eq(h.first_dense_layers, 3);
+	ck_assert_uint_eq(h.moe_layer_period, 1);	/* 0 in the config: not interleaved */
+	ck_assert_uint_eq(h.moe_layer_offset, 0);
 	ck_assert_uint_eq(h.flags, 0);
 	ck_assert_str_eq(h.model, "deepseek-v3");
 	ck_assert_str_eq(h.source, "");
+
+	/* The interleaved layout is part of the shape a config must match. */
+	cfg.model.moe_layer_period = 2;
+	cfg.model.moe_layer_offset = 1;
+	rlb_trace_header_from_config(&h, &cfg);
+	ck_assert_uint_eq(h.moe_layer_period, 2);
+	ck_assert_uint_eq(h.moe_layer_offset, 1);
+	ck_assert_int_eq(rlb_trace_header_check(&h, &cfg, &err), 0);
+	cfg.model.moe_layer_offset = 0;
+	ck_assert_int_eq(rlb_trace_header_check(&h, &cfg, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "the config does not match the trace: "
+			 "'model.moe_layer_offset' is 0 in the config, 1 in the trace");
+	cfg.model.moe_layer_period = 1;
+	ck_assert_int_eq(rlb_trace_header_check(&h, &cfg, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "the config does not match the trace: "
+			 "'model.moe_layer_period' is 1 in the config, 2 in the trace");
 }
 END_TEST
 
@@ -1002,22 +1024,27 @@ START_TEST(test_reader_open_errors)
 }
 END_TEST
 
-/* Rewrite a file's header content (keeping the frame sizes consistent). */
+/*
+ * Rewrite a file's header content (keeping the frame sizes consistent):
+ * EXTRA bytes of unknown fields inserted before the CRC.
+ */
 static void rewrite_header(const char *src, const char *dst, uint16_t major,
 			   uint16_t minor, uint32_t flags, size_t extra)
 {
-	size_t n, hs = 8 + RRT_H_SIZE, m;
+	size_t n, hs, end, m;
 	uint8_t *b = slurp(src, &n), *o = calloc(1, n + extra), *c;
 	uint32_t nent;
 
-	memcpy(o, b, RRT_H_END + 8);
+	hs = 8 + rlb_get_u32(b + 4);
+	end = hs - 8 - 4;
+	memcpy(o, b, end + 8);
 	c = o + 8;
 	rlb_put_u16(c + RRT_H_MAJOR, major);
 	rlb_put_u16(c + RRT_H_MINOR, minor);
 	rlb_put_u32(c + RRT_H_FLAGS, flags);
-	memset(c + RRT_H_END, 0xA5, extra);	/* unknown newer fields */
-	rlb_put_u32(o + 4, RRT_H_SIZE + (uint32_t)extra);
-	rlb_put_u32(c + RRT_H_END + extra, rlb_rrt_crc32c(c, RRT_H_END + extra));
+	memset(c + end, 0xA5, extra);	/* unknown newer fields */
+	rlb_put_u32(o + 4, (uint32_t)(hs - 8 + extra));
+	rlb_put_u32(c + end + extra, rlb_rrt_crc32c(c, end + extra));
 	memcpy(o + hs + extra, b + hs, n - hs);
 	m = n + extra;
 	/* Seek table entry 0 covers the header frame. */
@@ -1034,9 +1061,10 @@ static void patch_header(const char *src, const char *dst, size_t off,
 {
 	size_t len;
 	uint8_t *b = slurp(src, &len);
+	size_t end = rlb_get_u32(b + 4) - 4;
 
 	memcpy(b + 8 + off, bytes, n);
-	rlb_put_u32(b + 8 + RRT_H_END, rlb_rrt_crc32c(b + 8, RRT_H_END));
+	rlb_put_u32(b + 8 + end, rlb_rrt_crc32c(b + 8, end));
 	spit(dst, b, len);
 	free(b);
 }
@@ -1055,9 +1083,38 @@ START_TEST(test_versions_and_flags)
 	tpath(path, sizeof(path), "ver.rrt");
 	tpath(alt, sizeof(alt), "ver-alt.rrt");
 	write_trace(path, &d, 0, 0);
-	/* A newer minor with 8 bytes of unknown fields reads fine. */
-	rewrite_header(path, alt, 1, 3, 0, 8);
+	/* A newer minor with 8 bytes of unknown fields after 1.1's reads fine. */
+	d.h.moe_layer_period = 2;
+	d.h.moe_layer_offset = 1;
+	tpath(msg, sizeof(msg), "ver-1.1.rrt");
+	write_trace(msg, &d, 0, 0);
+	read_compare(msg, &d);
+	rewrite_header(msg, alt, 1, 3, 0, 8);
 	read_compare_minor(alt, &d, 3);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), 0);
+	ck_assert_uint_eq(rlb_trace_reader_header(r)->moe_layer_period, 2);
+	ck_assert_uint_eq(rlb_trace_reader_header(r)->moe_layer_offset, 1);
+	rlb_trace_reader_free(r);
+	/* 1.1 has exactly 160 bytes, and a period of 1 to 64 above its offset */
+	rewrite_header(msg, alt, 1, 1, 0, 4);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "header at offset 4: content size 164, expected 160 for version 1.1"),
+		      "%s", err.msg);
+	rewrite_header(path, alt, 1, 1, 0, 0);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "content size 156, expected 160 for version 1.1"), "%s", err.msg);
+	patch_header(msg, alt, RRT_H_PERIOD, (const uint8_t *)"\0\0", 2);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "header at offset 160: moe_layer_period is 0"), "%s", err.msg);
+	patch_header(msg, alt, RRT_H_PERIOD, (const uint8_t *)"\x41\0", 2);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "moe_layer_period 65 is out of range [1, 64]"), "%s", err.msg);
+	patch_header(msg, alt, RRT_H_OFFSET, (const uint8_t *)"\2\0", 2);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "moe_layer_offset 2 is not below moe_layer_period 2"), "%s", err.msg);
+	unlink(msg);
+	d.h.moe_layer_period = 1;
+	d.h.moe_layer_offset = 0;
 	/* Optional flag bits (16-31) are ignored. */
 	rewrite_header(path, alt, 1, 0, 1u << 20, 0);
 	read_compare(alt, &d);

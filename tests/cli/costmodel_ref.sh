@@ -23,9 +23,22 @@ model:
   topk_groups: 2
 EOF
 
+# MoE layers interleaved with dense ones: 1 dense layer, then blocks of 3
+# whose middle layer is MoE.
+cat > inter.yaml <<'EOF'
+preset: tiny-2x2
+model:
+  first_dense_layers: 1
+  moe_layer_period: 3
+  moe_layer_offset: 1
+  dense_ffn: 96
+EOF
+
 run capture -c "$cfg" --set workload.steps=3 --synthetic --seed 1 -o t.rrt
 expect_status 0
 run capture -c dense.yaml --set workload.steps=2 --synthetic --seed 3 -o d.rrt
+expect_status 0
+run capture -c inter.yaml --set workload.steps=2 --synthetic --seed 5 -o i.rrt
 expect_status 0
 
 n=0
@@ -75,6 +88,10 @@ check dense.yaml d.rrt --policy relibra --no-timing --pack dynamic \
 check dense.yaml d.rrt --policy eplb --no-timing \
 	--set balancer.migration_bytes_per_param=0
 check dense.yaml d.rrt --policy replicate --no-timing --set model.dense_time_ms=0.01
+# Interleaved layers: their dense time, and relibra's window over them.
+check inter.yaml i.rrt --policy relibra --no-timing
+check inter.yaml i.rrt --policy relibra --no-timing --set model.dense_time_ms=0.0002 \
+	--set balancer.min_tokens_per_replica=0
 # A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
 run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
 expect_status 0
