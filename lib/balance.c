@@ -743,7 +743,8 @@ int rlb_balancer_plan_step(struct rlb_balancer *b,
 	out->migrated_experts = moved;
 	b->last_step = step;
 	b->have_step = 1;
-	out->planner_ns = rlb_now_ns() - t0;
+	/* the ideal is a bound, not a plan: no planning to charge or record */
+	out->planner_ns = pol == RLB_POLICY_IDEAL ? 0 : rlb_now_ns() - t0;
 	return 0;
 }
 

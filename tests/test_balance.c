@@ -119,6 +119,8 @@ static void check_plan(const struct rlb_step_plan *p, const struct rlb_loads *l,
 	ck_assert_uint_eq(p->experts, E);
 	ck_assert_uint_eq(p->ranks, G);
 	ck_assert_int_eq(p->split, eplb ? RLB_SPLIT_EVEN : RLB_SPLIT_LOCALITY);
+	if (pol == RLB_POLICY_IDEAL)	/* as its summary says (timing.planner_s 0) */
+		ck_assert_uint_eq(p->planner_ns, 0);
 	for (k = 0; k < L; k++) {
 		if (pol != RLB_POLICY_EPLB && pol != RLB_POLICY_EPLB_ORACLE)
 			check_permutation(p, k);
