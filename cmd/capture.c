@@ -206,7 +206,7 @@ static int fill_trace(const struct opts *o, const struct rlb_config *cfg,
 
 int cmd_capture(int argc, char **argv)
 {
-	struct rlb_import_stats stats = { 0, 0, 0, 0 };
+	struct rlb_import_stats stats = { .records = 0 };
 	struct rlb_trace_writer_opts wo;
 	struct rlb_trace_writer *w = NULL;
 	struct rlb_trace_header h;
@@ -274,6 +274,13 @@ int cmd_capture(int argc, char **argv)
 			   stats.recomputed, cmd_s(stats.recomputed),
 			   strcmp(o.input, "-") ? o.input : "<stdin>",
 			   stats.recomputed == 1 ? "was" : "were");
+	if (stats.unfinished)
+		cmd_errorf(NAME, "note: %" PRIu64 " streamed request%s of '%s' never sent %s "
+			   "last chunk, which carries the routing, and %s skipped",
+			   stats.unfinished, cmd_s(stats.unfinished),
+			   strcmp(o.input, "-") ? o.input : "<stdin>",
+			   stats.unfinished == 1 ? "its" : "their",
+			   stats.unfinished == 1 ? "was" : "were");
 	rc = EXIT_OK;
 done:
 	cmd_progress_done();

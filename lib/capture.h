@@ -80,6 +80,7 @@ struct rlb_import_stats {
 	uint64_t sequences;	/* sequences written */
 	uint64_t tokens;	/* their tokens */
 	uint64_t recomputed;	/* megatron records dropped as activation recompute */
+	uint64_t unfinished;	/* sglang streamed requests whose last chunk never came */
 };
 
 struct rlb_import_opts {

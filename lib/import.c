@@ -857,6 +857,7 @@ int rlb_import_to_sink(const struct rlb_import_opts *opts, const char *path,
 		opts->stats->sequences = im.sequences;
 		opts->stats->tokens = im.tokens;
 		opts->stats->recomputed = im.recomputed;
+		opts->stats->unfinished = im.unfinished;
 	}
 	rlb_importer_release(&im);
 	return ret;

@@ -50,6 +50,7 @@ struct rlb_importer {
 	uint64_t sequences;
 	uint64_t tokens;
 	uint64_t recomputed;		/* megatron: records dropped as recompute */
+	uint64_t unfinished;		/* sglang: streamed requests without their last chunk */
 
 	/* scratch for layer-major sequences */
 	uint16_t *ids;

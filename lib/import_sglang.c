@@ -30,6 +30,7 @@ struct sg_state {
 	uint16_t *ids;			/* one record's converted rows */
 	float *gates;
 	size_t cap_vals;
+	json_t *streams;		/* ids of streamed requests not finished yet (a set) */
 };
 
 static void pending_free(struct sg_pending *p)
@@ -131,6 +132,7 @@ static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
 
 	if (ext && !json_is_object(ext))
 		return rlb_err_set(err, RLB_EPARSE, "%ssglext: expected an object", fp);
+	src->id = json_object_get(rec, "id");
 	if (!has_routing(ext) && n >= 6 && strcmp(obj + n - 6, ".chunk") == 0) {
 		*skip = 1;
 		return 0;
@@ -146,7 +148,6 @@ static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
 		src->counts = json_object_get(rec, "usage");
 	if (!json_is_object(src->counts))
 		src->counts = NULL;
-	src->id = json_object_get(rec, "id");
 	src_names(src, fp, "sglext.", "usage.", "id");
 	return 0;
 }
@@ -175,6 +176,37 @@ static int find_source(json_t *rec, const char *fp, struct sg_src *src,
 	src->counts = meta;
 	src->id = json_object_get(meta, "id");
 	src_names(src, fp, "meta_info.", "meta_info.", "meta_info.id");
+	return 0;
+}
+
+/*
+ * Keep track of streamed requests by id: one whose chunk came without the
+ * routing (UNFINISHED) is in s->streams until a record of that id brings
+ * it.  Those left at the end never finished (rlb_import_stats.unfinished).
+ */
+static int track_stream(struct sg_state *s, const struct sg_src *src, int unfinished,
+			struct rlb_err *err)
+{
+	char buf[32];
+	const char *key;
+
+	if (json_is_string(src->id)) {
+		key = json_string_value(src->id);
+	} else if (json_is_integer(src->id)) {
+		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(src->id));
+		key = buf;
+	} else {
+		return 0;	/* no id: nothing to pair the chunks by */
+	}
+	if (!unfinished) {
+		if (s->streams)
+			json_object_del(s->streams, key);
+		return 0;
+	}
+	if (!s->streams)
+		s->streams = json_object();
+	if (!s->streams || json_object_set_new(s->streams, key, json_true()) != 0)
+		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -552,6 +584,8 @@ static int sglang_record(struct sg_state *s, json_t *rec, const char *fp,
 		return rlb_err_set(err, RLB_EPARSE, "expected a JSON object");
 	}
 	ret = find_source(rec, fp, &src, &skip, err);
+	if (ret == 0)
+		ret = track_stream(s, &src, skip, err);
 	if (ret != 0 || skip)
 		return ret;
 	if ((ret = field_uint(rec, fp, "step", UINT32_MAX, &in.step, err)) ||
@@ -649,6 +683,8 @@ int rlb_import_sglang(struct rlb_importer *im, FILE *fp, struct rlb_err *err)
 		if (ret != 0)
 			rlb_err_prefix(err, "%s", im->name);
 	}
+	im->unfinished = json_object_size(s.streams);
+	json_decref(s.streams);
 	for (i = 0; i < s.npend; i++)
 		pending_free(&s.pend[i]);
 	free(s.pend);

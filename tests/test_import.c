@@ -1228,19 +1228,31 @@ START_TEST(test_sglang_stream_chunks)
 		"{\"text\": \"x\", \"meta_info\": {\"id\": \"r0\", \"finish_reason\": null, "
 		"\"prompt_tokens\": 3, \"completion_tokens\": 1}}\n";
 	struct rlb_import_opts o = opts_of(RLB_IMPORT_SGLANG);
+	struct rlb_import_stats stats;
 	struct rlb_err err = { 0, "" };
 	struct collector c = { 0 };
 	struct rlb_config cfg;
-	char *text;
+	char *text, *cut;
 
 	tiny_config(&cfg, 1);
+	o.stats = &stats;
 	text = cat(strdup(chunk), strdup(chunk));
 	text = cat(text, sg_line(0, 0, 4, 1, 0, NULL, NULL,
 				 ", \"finish_reason\": {\"type\": \"length\"}"));
-	text = cat(text, strdup(chunk));
 	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
 	ck_assert_uint_eq(c.n, 1);
 	check_ids(&c.v[0], 0, 4);
+	ck_assert_uint_eq(stats.unfinished, 0);
+	collector_free(&c);
+	/* Streams cut off before their last chunk (ids r7, 8) are counted. */
+	cut = strdup(chunk);
+	memcpy(strstr(cut, "\"r0\""), "\"r7\"", 4);
+	text = cat(text, cut);
+	text = cat(text, strdup("{\"meta_info\": {\"id\": 8, \"finish_reason\": null}}\n"));
+	text = cat(text, strdup("{\"meta_info\": {\"id\": 8, \"finish_reason\": null}}\n"));
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	ck_assert_uint_eq(stats.unfinished, 2);
 	collector_free(&c);
 	free(text);
 	/* Only unfinished chunks: no routing at all. */
@@ -1517,7 +1529,7 @@ static char *mg_pass(char *text, unsigned step, unsigned rank, unsigned s,
 START_TEST(test_megatron_recompute)
 {
 	struct rlb_import_opts o = opts_of(RLB_IMPORT_MEGATRON);
-	struct rlb_import_stats st = { 0, 0, 0, 0 };
+	struct rlb_import_stats st = { .records = 0 };
 	struct rlb_err err = { 0, "" };
 	struct collector c = { 0 };
 	struct rlb_config cfg;

@@ -80,6 +80,14 @@ expect_status 2
 expect_err "relibra capture: --keep-repeats applies to --from megatron only"
 [ ! -e x.rrt ] || fail "a usage error left x.rrt"
 
+# A streamed request cut off before its last chunk (which carries the
+# routing) is skipped and counted.
+{ cat "$F/sglang.jsonl"; printf '%s\n' '{"text": "x", "meta_info": {"id": "cut", "finish_reason": null}}'; } > sgcut.jsonl
+run capture -c "$tiny" -o sgcut.rrt --from sglang sgcut.jsonl
+expect_status 0
+expect_err "relibra capture: note: 1 streamed request of 'sgcut.jsonl' never sent its last chunk, which carries the routing, and was skipped"
+cmp -s sg.rrt sgcut.rrt || fail "the cut-off stream changed the trace"
+
 run capture -c "$tiny" -o j.rrt --from jsonl "$F/routing.jsonl"
 check_trace j.rrt 2 3 9 jsonl
 shows "(engine order, no gates)"
