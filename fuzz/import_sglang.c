@@ -1,6 +1,7 @@
 /*
  * import_sglang.c - fuzz target: one sglang file as relibra capture --from sglang
- * imports it, for the tiny model with one dense layer first.
+ * imports it, for the tiny model with one dense layer first (and, for
+ * inputs of size 2 or 3 mod 4, MoE layers interleaved with dense ones).
  */
 #include "fuzz.h"
 

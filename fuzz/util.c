@@ -117,6 +117,11 @@ void fuzz_import(const uint8_t *data, size_t size, enum rlb_import_format f,
 	cfg.model.topk = 2;
 	cfg.model.moe_layers = 4;
 	cfg.model.first_dense_layers = dense;
+	/* inputs of size 2 or 3 mod 4 come from a model that interleaves: 9 layers */
+	if (size & 2) {
+		cfg.model.moe_layer_period = 2;
+		cfg.model.moe_layer_offset = 1;
+	}
 	memset(&o, 0, sizeof(o));
 	o.format = f;
 	o.step = -1;

@@ -420,6 +420,19 @@ static void hot_case(struct rlb_config *cfg, struct seqs *q, struct rlb_schedule
 	hot_case_layers(cfg, q, s, l, plan, 1);
 }
 
+/* Release a hot case and its plan's and the static layout's traffic. */
+static void hot_case_release(struct rlb_traffic *t, struct rlb_traffic *ts,
+			     struct rlb_step_plan *plan, struct rlb_loads *l,
+			     struct rlb_schedule *s, struct seqs *q)
+{
+	rlb_traffic_release(t);
+	rlb_traffic_release(ts);
+	rlb_step_plan_release(plan);
+	rlb_loads_release(l);
+	rlb_schedule_release(s);
+	seqs_free(q);
+}
+
 START_TEST(test_hot_expert_replication)
 {
 	struct rlb_config cfg;
@@ -568,12 +581,7 @@ START_TEST(test_hot_expert_replication)
 	rlb_sim_free(rsim);
 	rlb_sim_free(wsim);
 	rlb_sim_free(isim);
-	rlb_traffic_release(&t);
-	rlb_traffic_release(&ts);
-	rlb_step_plan_release(&plan);
-	rlb_loads_release(&l);
-	rlb_schedule_release(&s);
-	seqs_free(&q);
+	hot_case_release(&t, &ts, &plan, &l, &s, &q);
 }
 END_TEST
 
@@ -621,12 +629,7 @@ START_TEST(test_interleaved_window)
 		rlb_sim_free(sim);
 		sim = NULL;
 	}
-	rlb_traffic_release(&t);
-	rlb_traffic_release(&ts);
-	rlb_step_plan_release(&plan);
-	rlb_loads_release(&l);
-	rlb_schedule_release(&s);
-	seqs_free(&q);
+	hot_case_release(&t, &ts, &plan, &l, &s, &q);
 }
 END_TEST
 
