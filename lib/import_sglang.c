@@ -372,7 +372,13 @@ static int check_gates(const struct rlb_importer *im, const float *gates,
 {
 	uint64_t i, n = rows * im->moe_layers * im->topk;
 	uint64_t K = im->topk, L = im->moe_layers;
+	struct rlb_layer_map map;
+	int ret;
 
+	/* the input's layer of each MoE layer (dense ones may sit between) */
+	ret = rlb_importer_layer_map(im, layers, &map, err);
+	if (ret != 0)
+		return ret;
 	for (i = 0; i < n; i++) {
 		if (!rlb_trace_gate_ok(gates[i]))
 			return rlb_err_set(err, RLB_ERANGE,
@@ -380,7 +386,7 @@ static int check_gates(const struct rlb_importer *im, const float *gates,
 					   ", layer %" PRIu64 ", column %" PRIu64
 					   " is not a finite non-negative float32",
 					   rp, (double)gates[i], i / (L * K),
-					   layers - L + i / K % L, i % K);
+					   (uint64_t)map.first + i / K % L * map.stride, i % K);
 	}
 	return 0;
 }

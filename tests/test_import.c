@@ -1786,6 +1786,22 @@ START_TEST(test_interleaved_layers)
 	check_ids(&c.v[1], 1, 2);
 	collector_free(&c);
 	free(text);
+	/* a bad gate weight is named at its input layer: MoE layer 2 is layer 6 */
+	o.gates = 1;
+	buf = gate_bytes(0, 3, 1, &n);
+	rlb_put_u32(buf + 4 * ((1 * 9 + 6) * K + 1), 0xc0400000u);
+	p = b64(buf, n);
+	free(buf);
+	ck_assert_int_ge(asprintf(&text, ", \"routed_experts_gates\": \"%s\"", p), 0);
+	free(p);
+	p = text;
+	text = sg_line(0, 0, 3, 1, -1, "int32", NULL, p);
+	free(p);
+	ck_assert_int_eq(import_text(text, &o, &cfg, &c, &err, "s.jsonl"), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: meta_info.routed_experts_gates: value -3 at row 1, "
+			 "layer 6, column 1 is not a finite non-negative float32");
+	collector_free(&c);
+	free(text);
 
 	o = opts_of(RLB_IMPORT_VLLM);
 	buf = npy_seq(1, "<i4", 2, 5, 1, -1, &n);
