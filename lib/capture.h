@@ -95,7 +95,7 @@ struct rlb_import_opts {
 
 /*
  * Import PATH ("-" = stdin, read incrementally) into w, dropping dense
- * layers per cfg's first_dense_layers.  Errors name the record number and
+ * layers per cfg's layer layout (rlb_model_moe_layer_index).  Errors name the record number and
  * field.  w's header must have cfg's model shape (rlb_trace_header_check:
  * RLB_EMISMATCH).
  */
