@@ -120,7 +120,9 @@ static int has_routing(json_t *obj)
  * An OpenAI-compatible response: routing in sglext.routed_experts (SGLang
  * puts the first choice's there, once per response).  The usage counts
  * cover every choice, so they hint at the rows only for a single choice.
- * A streamed chunk (object "*.chunk") without sglext is skipped.
+ * A streamed chunk (object "*.chunk") without sglext is skipped; one
+ * without choices is the usage chunk that stream_options include_usage
+ * adds after the last, so it does not count as a request still open.
  */
 static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
 			 int *skip, struct rlb_err *err)
@@ -134,6 +136,8 @@ static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
 		return rlb_err_set(err, RLB_EPARSE, "%ssglext: expected an object", fp);
 	src->id = json_object_get(rec, "id");
 	if (!has_routing(ext) && n >= 6 && strcmp(obj + n - 6, ".chunk") == 0) {
+		if (json_is_array(choices) && json_array_size(choices) == 0)
+			src->id = NULL;		/* not tracked */
 		*skip = 1;
 		return 0;
 	}

@@ -1299,7 +1299,14 @@ START_TEST(test_sglang_openai)
 	static const char delta[] = "{\"id\": \"chatcmpl-1\", \"object\": "
 				    "\"chat.completion.chunk\", \"choices\": [{\"index\": 0, "
 				    "\"delta\": {\"content\": \"x\"}}]}\n";
+	static const char delta2[] = "{\"id\": \"chatcmpl-2\", \"object\": "
+				     "\"chat.completion.chunk\", \"choices\": [{\"index\": 0, "
+				     "\"delta\": {\"content\": \"y\"}}]}\n";
+	static const char usage2[] = "{\"id\": \"chatcmpl-2\", \"object\": "
+				     "\"chat.completion.chunk\", \"choices\": [], \"usage\": "
+				     "{\"prompt_tokens\": 4, \"completion_tokens\": 1}}\n";
 	struct rlb_import_opts o = opts_of(RLB_IMPORT_SGLANG);
+	struct rlb_import_stats stats;
 	struct rlb_err err = { 0, "" };
 	struct collector c = { 0 };
 	struct rlb_config cfg;
@@ -1322,13 +1329,21 @@ START_TEST(test_sglang_openai)
 	ck_assert_uint_eq(c.v[0].s.tokens, 4);
 	collector_free(&c);
 	free(text);
-	/* Streamed: delta chunks carry no routing; a chunk of its own does. */
-	text = cat(strdup(delta), strdup(delta));
+	/*
+	 * Streamed: delta chunks carry no routing; a chunk of its own does,
+	 * and with stream_options include_usage a chunk without choices
+	 * follows it.  chatcmpl-2 finished; chatcmpl-1 never did.
+	 */
+	text = cat(strdup(delta), strdup(delta2));
 	text = cat(text, oa_line(2, 4, 1, "chat.completion.chunk", "[]", NULL));
 	text = cat(text, strdup(delta));
+	text = cat(text, strdup(usage2));
+	o.stats = &stats;
 	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
 	ck_assert_uint_eq(c.n, 1);
 	check_ids(&c.v[0], 2, 4);
+	ck_assert_uint_eq(stats.unfinished, 1);
+	o.stats = NULL;
 	collector_free(&c);
 	free(text);
 	/* A response without routing, and a bad sglext. */
