@@ -117,26 +117,53 @@ static int has_routing(json_t *obj)
 }
 
 /*
+ * What an OpenAI-compatible record without routing is: 1 a streamed chunk
+ * of a request not finished yet (object "*.chunk", or a streamed
+ * "text_completion", which some servers name like the whole response,
+ * whose choices have no finish_reason yet), 2 the usage chunk that
+ * stream_options include_usage adds after the last (no choices), 0 a
+ * response.
+ */
+static int openai_chunk(json_t *rec, json_t *choices)
+{
+	const char *obj = json_string_value(json_object_get(rec, "object"));
+	size_t i, n = obj ? strlen(obj) : 0;
+
+	if (n >= 6 && strcmp(obj + n - 6, ".chunk") == 0)
+		return json_is_array(choices) && json_array_size(choices) == 0 ? 2 : 1;
+	if (!obj || strcmp(obj, "text_completion") != 0 || !json_is_array(choices))
+		return 0;
+	if (json_array_size(choices) == 0)
+		return json_is_object(json_object_get(rec, "usage")) ? 2 : 0;
+	for (i = 0; i < json_array_size(choices); i++) {
+		json_t *fr = json_object_get(json_array_get(choices, i), "finish_reason");
+
+		if (fr && !json_is_null(fr))
+			return 0;
+	}
+	return 1;
+}
+
+/*
  * An OpenAI-compatible response: routing in sglext.routed_experts (SGLang
  * puts the first choice's there, once per response).  The usage counts
  * cover every choice, so they hint at the rows only for a single choice.
- * A streamed chunk (object "*.chunk") without sglext is skipped; one
- * without choices is the usage chunk that stream_options include_usage
- * adds after the last, so it does not count as a request still open.
+ * Streamed chunks without sglext are skipped (openai_chunk); the usage
+ * chunk after the last does not count as a request still open.
  */
 static int openai_source(json_t *rec, const char *fp, struct sg_src *src,
 			 int *skip, struct rlb_err *err)
 {
 	json_t *ext = json_object_get(rec, "sglext");
 	json_t *choices = json_object_get(rec, "choices");
-	const char *obj = json_string_value(json_object_get(rec, "object"));
-	size_t n = obj ? strlen(obj) : 0;
+	int chunk;
 
 	if (ext && !json_is_object(ext))
 		return rlb_err_set(err, RLB_EPARSE, "%ssglext: expected an object", fp);
 	src->id = json_object_get(rec, "id");
-	if (!has_routing(ext) && n >= 6 && strcmp(obj + n - 6, ".chunk") == 0) {
-		if (json_is_array(choices) && json_array_size(choices) == 0)
+	chunk = has_routing(ext) ? 0 : openai_chunk(rec, choices);
+	if (chunk) {
+		if (chunk == 2)
 			src->id = NULL;		/* not tracked */
 		*skip = 1;
 		return 0;

@@ -1343,9 +1343,33 @@ START_TEST(test_sglang_openai)
 	ck_assert_uint_eq(c.n, 1);
 	check_ids(&c.v[0], 2, 4);
 	ck_assert_uint_eq(stats.unfinished, 1);
+	collector_free(&c);
+	free(text);
+	/*
+	 * Streamed /v1/completions chunks may be named "text_completion" like
+	 * the whole response: without routing, one whose choices have not
+	 * finished is a chunk, one without choices the usage chunk.
+	 */
+	text = strdup("{\"id\": \"chatcmpl-3\", \"object\": \"text_completion\", "
+		      "\"choices\": [{\"index\": 0, \"text\": \"z\", \"finish_reason\": null}]}\n");
+	text = cat(text, strdup("{\"id\": \"chatcmpl-4\", \"object\": \"text_completion\", "
+				"\"choices\": [{\"index\": 0, \"text\": \"w\"}]}\n"));
+	text = cat(text, oa_line(3, 4, 1, "text_completion",
+				 "[{\"index\": 0, \"text\": \"z\", \"finish_reason\": \"stop\"}]", NULL));
+	text = cat(text, strdup("{\"id\": \"chatcmpl-3\", \"object\": \"text_completion\", "
+				"\"choices\": [], \"usage\": {\"prompt_tokens\": 4}}\n"));
+	ck_assert_msg(import_text(text, &o, &cfg, &c, &err, "s.jsonl") == 0, "%s", err.msg);
+	ck_assert_uint_eq(c.n, 1);
+	check_ids(&c.v[0], 3, 4);
+	ck_assert_uint_eq(stats.unfinished, 1);	/* chatcmpl-4 */
 	o.stats = NULL;
 	collector_free(&c);
 	free(text);
+	ck_assert_int_eq(import_text("{\"object\": \"text_completion\", \"choices\": "
+				     "[{\"index\": 0, \"finish_reason\": \"stop\"}]}\n",
+				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "s.jsonl:1: sglext.routed_experts: missing "
+			 "(send requests with return_routed_experts)");
 	/* A response without routing, and a bad sglext. */
 	ck_assert_int_eq(import_text("{\"object\": \"chat.completion\", \"choices\": []}\n",
 				     &o, &cfg, &c, &err, "s.jsonl"), RLB_EPARSE);
