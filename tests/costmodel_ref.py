@@ -517,14 +517,21 @@ def ideal_compute(model, data, m, l):
     return c / model.G
 
 
+def dense_and_ideal_compute(model, data, m, bd):
+    """Add micro-batch m's dense part and perfectly balanced expert compute
+    to bd, the parts every ideal shares."""
+    moe_fwd, layer_fwd = dense_fwd(model, data, m)
+    bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
+    for l in range(model.L):
+        bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
+
+
 def ideal_breakdown(model, data, static_tr):
     """Section "Baselines": the uniform-traffic ideal."""
     bd = zero()
     for m in range(data.M):
-        moe_fwd, layer_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
+        dense_and_ideal_compute(model, data, m, bd)
         for l in range(model.L):
-            bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
             t_r = model.even_time(model.lat_rdma, model.B_rdma,
                                   sum(static_tr.rs[m][l]), model.b_tok)
             t_n = model.even_time(model.lat_nvl, model.B_nvl,
@@ -544,10 +551,7 @@ def same_traffic(model, data, pol_bd):
     policy's own all-to-all."""
     bd = zero()
     for m in range(data.M):
-        moe_fwd, layer_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
-        for l in range(model.L):
-            bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
+        dense_and_ideal_compute(model, data, m, bd)
     for k in ("a2a_s", "a2a_rdma_s", "a2a_nvlink_s", "a2a_even_s", "a2a_senders_s"):
         bd[k] = pol_bd[k]
     bd["total_s"] = bd["dense_s"] + bd["expert_s"] + bd["a2a_s"]

@@ -48,14 +48,7 @@ check() {
 	c=$1 t=$2
 	shift 2
 	n=$((n + 1))
-	refopts=
-	prev=
-	for a in "$@"; do
-		case $prev in
-		--set) refopts="$refopts $prev $a" ;;
-		esac
-		prev=$a
-	done
+	refopts=$(set_opts "$@")
 	"$RELIBRA" plan -c "$c" "$@" -o "p$n.rlp" --summary "s$n.json" "$t" \
 		> /dev/null 2> err || { cat err; fail "plan $*"; }
 	# shellcheck disable=SC2086

@@ -44,3 +44,14 @@ expect_out() {
 expect_empty() {
 	[ ! -s "$1" ] || { cat "$1"; fail "$1 is not empty"; }
 }
+
+# set_opts ARGS...: the "--set KEY=VALUE" pairs among ARGS, on one line.
+set_opts() {
+	prev=
+	for a in "$@"; do
+		case $prev in
+		--set) printf ' %s %s' "$prev" "$a" ;;
+		esac
+		prev=$a
+	done
+}

@@ -22,14 +22,7 @@ check() {
 	c=$1 t=$2
 	shift 2
 	n=$((n + 1))
-	refopts=
-	prev=
-	for a in "$@"; do
-		case $prev in
-		--set) refopts="$refopts $prev $a" ;;
-		esac
-		prev=$a
-	done
+	refopts=$(set_opts "$@")
 	"$RELIBRA" plan -c "$c" "$@" --no-timing -o "p$n.rlp" "$t" \
 		> /dev/null 2> err || { cat err; fail "plan $*"; }
 	# shellcheck disable=SC2086
