@@ -50,6 +50,8 @@ struct rlb_model_config {
 	int q_heads;		/* attention query heads */
 	int kv_heads;		/* attention key/value heads */
 	int head_dim;		/* attention head dimension */
+	int attention_window;	/* tokens a windowed layer attends to (0: full attention) */
+	int full_attention_period; /* with a window: layer i is full when i + 1 is a multiple (0: none) */
 	double dense_time_ms;	/* cost model: dense time per layer and micro-batch, forward + backward (0: estimate) */
 };
 
@@ -202,6 +204,13 @@ long rlb_model_hidden_layers(const struct rlb_model_config *m);
 long rlb_model_dense_layers(const struct rlb_model_config *m);
 long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j);
 long rlb_model_dense_before(const struct rlb_model_config *m, long j);
+
+/*
+ * 1 when hidden layer I (from 0) attends within attention_window tokens:
+ * with a window, every layer but those where I + 1 is a multiple of
+ * full_attention_period (none when it is 0); 0 without a window.
+ */
+int rlb_model_layer_windowed(const struct rlb_model_config *m, long i);
 
 /*
  * Name of a packing rule ("data-control" and "file" too, where a

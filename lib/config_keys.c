@@ -72,6 +72,8 @@ static const struct key model_keys[] = {
 	KINT(model, q_heads, 0, 4096),
 	KINT(model, kv_heads, 0, 4096),
 	KINT(model, head_dim, 0, 4096),
+	KINT(model, attention_window, 0, 16777216),
+	KINT(model, full_attention_period, 0, RLB_TRACE_MAX_LAYERS),
 	KDBL(model, dense_time_ms, 0, 1e6),
 };
 
@@ -360,6 +362,13 @@ long rlb_model_dense_before(const struct rlb_model_config *m, long j)
 	if (j >= m->moe_layers)
 		return moe_period(m) - 1 - m->moe_layer_offset;
 	return moe_period(m) - 1;
+}
+
+int rlb_model_layer_windowed(const struct rlb_model_config *m, long i)
+{
+	if (m->attention_window <= 0)
+		return 0;
+	return !(m->full_attention_period > 0 && (i + 1) % m->full_attention_period == 0);
 }
 
 const char *rlb_pack_name(enum rlb_pack pack)

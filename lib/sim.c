@@ -44,9 +44,7 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 	p->shared_experts = m->shared_experts;
 	p->shared_expert_ffn = m->shared_expert_ffn;
 	p->dense_ffn = m->dense_ffn;
-	p->dense_layers = (double)rlb_model_dense_layers(m);
-	p->dense_first = (double)rlb_model_dense_before(m, 0);
-	p->dense_between = (double)((m->moe_layer_period > 1 ? m->moe_layer_period : 1) - 1);
+	p->layout = *m;
 }
 
 /* GEMM time of ROWS rows of a matrix set with these FLOPs per row and weight bytes. */
@@ -329,12 +327,18 @@ static int has_instance(const struct rlb_step_plan *p, uint32_t mb, uint32_t lay
 	return 0;
 }
 
+/* Attention kinds of a layer: full causal attention, or within the window. */
+enum { ATT_FULL, ATT_WINDOW, ATT_KINDS };
+
 /* Per-step workspace. */
 struct work {
 	uint32_t R, E, nodes, gpn, mbs, layers;
-	double *tok, *ctx;		/* [mb][rank] tokens and causal context sums */
-	double *moe_dense_f;		/* [mb] forward dense time of one MoE layer */
-	double *dense_f;		/* [mb] forward time of one dense layer */
+	double *tok, *ctx, *ctxw;	/* [mb][rank] tokens, causal context sums (full, windowed) */
+	/* [mb][ATT_KINDS] forward time of one MoE layer's dense part, of one dense layer */
+	double *moe_dense_f, *dense_f;
+	double dense_n[ATT_KINDS];	/* the model's dense layers of each attention kind */
+	double *before_n;		/* [layer][ATT_KINDS] dense layers since the previous MoE layer */
+	unsigned char *moe_att;		/* [layer] attention kind of the MoE layer */
 	uint64_t *erows;		/* [E] rows per expert */
 	uint64_t *gpu_static, *gpu_plan, *node_a, *node_b; /* [R], [R], [nodes], [nodes] */
 	double *gpu_t;			/* [R] forward expert time */
@@ -347,8 +351,11 @@ static void work_free(struct work *w)
 {
 	free(w->tok);
 	free(w->ctx);
+	free(w->ctxw);
 	free(w->moe_dense_f);
 	free(w->dense_f);
+	free(w->before_n);
+	free(w->moe_att);
 	free(w->erows);
 	free(w->gpu_static);
 	free(w->gpu_plan);
@@ -375,8 +382,11 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->layers = l->layers;
 	w->tok = calloc(mr + 1, sizeof(double));
 	w->ctx = calloc(mr + 1, sizeof(double));
-	w->moe_dense_f = calloc(w->mbs + 1, sizeof(double));
-	w->dense_f = calloc(w->mbs + 1, sizeof(double));
+	w->ctxw = calloc(mr + 1, sizeof(double));
+	w->moe_dense_f = calloc(((size_t)w->mbs + 1) * ATT_KINDS, sizeof(double));
+	w->dense_f = calloc(((size_t)w->mbs + 1) * ATT_KINDS, sizeof(double));
+	w->before_n = calloc(((size_t)w->layers + 1) * ATT_KINDS, sizeof(double));
+	w->moe_att = calloc((size_t)w->layers + 1, 1);
 	w->erows = calloc(w->E, sizeof(uint64_t));
 	w->gpu_static = calloc(w->R, sizeof(uint64_t));
 	w->gpu_plan = calloc(w->R, sizeof(uint64_t));
@@ -388,7 +398,8 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->rs = calloc(w->R, sizeof(double));
 	w->rr = calloc(w->R, sizeof(double));
 	w->vals = calloc(ml * NVEC + 1, sizeof(double));
-	if (!w->tok || !w->ctx || !w->moe_dense_f || !w->dense_f || !w->erows ||
+	if (!w->tok || !w->ctx || !w->ctxw || !w->moe_dense_f || !w->dense_f ||
+	    !w->before_n || !w->moe_att || !w->erows ||
 	    !w->gpu_static || !w->gpu_plan || !w->node_a || !w->node_b || !w->gpu_t ||
 	    !w->ns || !w->nr || !w->rs || !w->rr || !w->vals)
 		return RLB_ENOMEM;
@@ -428,10 +439,48 @@ static double exchange_s(const struct rlb_sim_params *p, const struct work *w)
 	return n > r ? n : r;
 }
 
+/* Causal context of T tokens from position ST, each attending to at most WIN positions. */
+static double window_ctx(double st, double t, double win)
+{
+	double a = st + 1, b = st + t;	/* the positions each token attends to, a .. b */
+
+	if (b <= win)
+		return t * (a + b) / 2;
+	if (a > win)
+		return t * win;
+	return (win - a + 1) * (a + win) / 2 + (b - win) * win;
+}
+
 /*
- * Forward dense time per micro-batch: of one MoE layer (attention, QKV/O
- * projections, router, shared experts) and of one dense layer (attention,
- * projections, dense FFN), each on the slowest rank.
+ * The layers' attention kinds: of each MoE layer, of the dense layers
+ * before it (since the previous MoE layer), and of all the model's dense
+ * layers (those after the last MoE layer included).
+ */
+static void layer_kinds(const struct rlb_sim_params *p, struct work *w)
+{
+	const struct rlb_model_config *m = &p->layout;
+	long j, i, prev = -1, hidden = rlb_model_hidden_layers(m);
+
+	for (j = 0; j <= m->moe_layers; j++) {
+		long at = j < m->moe_layers ? rlb_model_moe_layer_index(m, j) : hidden;
+
+		for (i = prev + 1; i < at; i++) {
+			int kind = rlb_model_layer_windowed(m, i) ? ATT_WINDOW : ATT_FULL;
+
+			w->dense_n[kind] += 1;
+			if (j < (long)w->layers)
+				w->before_n[(size_t)j * ATT_KINDS + kind] += 1;
+		}
+		if (j < (long)w->layers)
+			w->moe_att[j] = rlb_model_layer_windowed(m, at) ? ATT_WINDOW : ATT_FULL;
+		prev = at;
+	}
+}
+
+/*
+ * Forward dense time per micro-batch and attention kind: of one MoE layer
+ * (attention, QKV/O projections, router, shared experts) and of one dense
+ * layer (attention, projections, dense FFN), each on the slowest rank.
  */
 static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
 			struct work *w)
@@ -441,43 +490,51 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 	double shared_bytes = 6.0 * p->hidden * p->shared_expert_ffn;
 	size_t c;
 	uint32_t mb, r;
+	int k;
 
+	layer_kinds(p, w);
 	for (c = 0; c < s->nchunks; c++) {
 		const struct rlb_chunk *ch = &s->chunks[c];
 		double n = ch->tokens, st = ch->start;
+		size_t at = (size_t)ch->mb * w->R + ch->rank;
 
 		if (ch->mb >= w->mbs || ch->rank >= w->R)
 			continue;
-		w->tok[(size_t)ch->mb * w->R + ch->rank] += n;
-		w->ctx[(size_t)ch->mb * w->R + ch->rank] += n * st + n * (n + 1) / 2;
+		w->tok[at] += n;
+		w->ctx[at] += n * st + n * (n + 1) / 2;
+		if (p->layout.attention_window > 0)
+			w->ctxw[at] += window_ctx(st, n, p->layout.attention_window);
 	}
 	for (mb = 0; mb < w->mbs; mb++) {
-		double moe = 0, dense = 0;
+		double *moe = &w->moe_dense_f[(size_t)mb * ATT_KINDS];
+		double *dense = &w->dense_f[(size_t)mb * ATT_KINDS];
 
 		if (p->dense_time_s > 0) {
-			w->moe_dense_f[mb] = p->dense_time_s / p->passes;
-			w->dense_f[mb] = p->dense_time_s / p->passes;
+			for (k = 0; k < ATT_KINDS; k++)
+				moe[k] = dense[k] = p->dense_time_s / p->passes;
 			continue;
 		}
 		for (r = 0; r < w->R; r++) {
 			double tok = w->tok[(size_t)mb * w->R + r];
-			double ctx = w->ctx[(size_t)mb * w->R + r];
 			double proj = 2 * tok * p->hidden *
 				      (2 * p->q_heads + 2 * p->kv_heads) * p->head_dim;
-			double attn = 4 * ctx * p->q_heads * p->head_dim;
 			double router = 2 * tok * p->hidden * p->experts;
 			double ffn = 6 * tok * p->hidden * p->dense_ffn;
-			double tm = (proj + attn + router) / rate +
-				    p->shared_experts * gemm_s(p, tok, shared_flops_per_row, shared_bytes);
-			double tf = (proj + attn + ffn) / rate;
+			double shared = p->shared_experts *
+					gemm_s(p, tok, shared_flops_per_row, shared_bytes);
 
-			if (tm > moe)
-				moe = tm;
-			if (tf > dense)
-				dense = tf;
+			for (k = 0; k < ATT_KINDS; k++) {
+				double ctx = (k == ATT_WINDOW ? w->ctxw : w->ctx)[(size_t)mb * w->R + r];
+				double attn = 4 * ctx * p->q_heads * p->head_dim;
+				double tm = (proj + attn + router) / rate + shared;
+				double tf = (proj + attn + ffn) / rate;
+
+				if (tm > moe[k])
+					moe[k] = tm;
+				if (tf > dense[k])
+					dense[k] = tf;
+			}
 		}
-		w->moe_dense_f[mb] = moe;
-		w->dense_f[mb] = dense;
 	}
 }
 
@@ -823,7 +880,10 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	dense_times(p, s, &w);
 
 	for (mb = 0; mb < l->micro_batches; mb++) {
-		double dense_layers = p->passes * (p->dense_layers * w.dense_f[mb]), comp_prev = 0;
+		const double *dense_f = &w.dense_f[(size_t)mb * ATT_KINDS];
+		double dense_layers = p->passes * (w.dense_n[ATT_FULL] * dense_f[ATT_FULL] +
+						   w.dense_n[ATT_WINDOW] * dense_f[ATT_WINDOW]);
+		double comp_prev = 0;
 
 		pol->dense_s += dense_layers;
 		idl->dense_s += dense_layers;
@@ -831,7 +891,9 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 		for (layer = 0; layer < l->layers; layer++) {
 			size_t ml = (size_t)mb * l->layers + layer;
 			const struct rlb_traffic *pt = ideal ? static_t : t;
-			double dense = p->passes * w.moe_dense_f[mb];
+			double moe_dense_f = w.moe_dense_f[(size_t)mb * ATT_KINDS + w.moe_att[layer]];
+			const double *before = &w.before_n[(size_t)layer * ATT_KINDS];
+			double dense = p->passes * moe_dense_f;
 			double comp_ideal, comp, phases = p->a2a_phases;
 			struct a2a ia, pa;
 
@@ -855,9 +917,8 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 
 				/* the dense layers between the two MoE layers run in it too */
 				if (sim->o.window == RLB_SIM_WINDOW_PREV_LAYER)
-					window = (layer ? comp_prev + p->dense_between * w.dense_f[mb] :
-						  p->dense_first * w.dense_f[mb]) +
-						 w.moe_dense_f[mb];
+					window = comp_prev + before[ATT_FULL] * dense_f[ATT_FULL] +
+						 before[ATT_WINDOW] * dense_f[ATT_WINDOW] + moe_dense_f;
 				replicas(sim, plan, mb, layer, &w, window, &st, &repl_s, &grad_s);
 				pol->replication_s += repl_s;
 				pol->grad_reduce_s += grad_s;

@@ -53,9 +53,8 @@ struct rlb_sim_params {
 	double experts;			/* routed experts (router GEMM width) */
 	double shared_experts, shared_expert_ffn;
 	double dense_ffn;
-	double dense_layers;		/* all dense layers (rlb_model_dense_layers) */
-	double dense_first;		/* of them before the first MoE layer */
-	double dense_between;		/* between two MoE layers: moe_layer_period - 1 */
+	/* the layer layout and attention window (rlb_model_* of config.h read it) */
+	struct rlb_model_config layout;
 };
 
 /* Fill p from the configuration (no validation: rlb_config_validate). */

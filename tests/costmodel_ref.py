@@ -48,11 +48,20 @@ class Model:
         self.f = m["expert_ffn"]
         self.L = m["moe_layers"]
         # the layer layout (relibra.yaml(5)): first_dense_layers, then
-        # moe_layers blocks of moe_layer_period layers, one of them MoE
+        # moe_layers blocks of moe_layer_period layers, one of them MoE;
+        # with an attention window, every layer is windowed but those
+        # whose index + 1 is a multiple of full_attention_period.
+        # self.layers: (MoE?, windowed?) per hidden layer.
         period = m["moe_layer_period"]
-        self.dense_layers = m["first_dense_layers"] + self.L * (period - 1)
-        self.dense_first = m["first_dense_layers"] + m["moe_layer_offset"]
-        self.dense_between = period - 1
+        first = m["first_dense_layers"]
+        self.window = m["attention_window"]
+        full_period = m["full_attention_period"]
+        self.layers = []
+        for i in range(first + self.L * period):
+            moe = i >= first and (i - first) % period == m["moe_layer_offset"]
+            windowed = self.window > 0 and not (full_period > 0 and (i + 1) % full_period == 0)
+            self.layers.append((moe, windowed))
+        self.dense_layers = sum(1 for (moe, _) in self.layers if not moe)
         self.dense_ffn = m["dense_ffn"]
         self.shared = m["shared_experts"]
         self.shared_ffn = m["shared_expert_ffn"]
@@ -307,44 +316,50 @@ class Traffic:
 
 
 def dense_fwd(model, data, m):
-    """(MoE layer dense forward, one dense layer's forward) of micro-batch
-    m: the slowest rank of each."""
+    """Forward dense time of micro-batch m per layer kind: {(MoE?,
+    windowed?): the slowest rank's time of one such layer}."""
+    kinds = [(moe, w) for moe in (True, False) for w in (False, True)]
     if model.dense_time_s > 0:
         # model.dense_time_ms: every layer and micro-batch costs it; its
         # forward share is dense_time_ms / passes.
         share = model.dense_time_s / model.passes
-        return share, share
-    moe = 0.0
-    dense = 0.0
+        return {k: share for k in kinds}
+    fwd = {k: 0.0 for k in kinds}
     h, q, kv, d = model.h, model.q, model.kv, model.d
     pe = model.P * model.eta_max
     for r in range(model.G):
         tokens = 0
-        ctx = 0
+        ctx = {False: 0, True: 0}
         for (_, a, b) in data.chunks[m][r]:
-            t = b - a
-            tokens += t
-            ctx += t * a + t * (t + 1) // 2
+            tokens += b - a
+            # the token at position p attends to p + 1 positions, at most
+            # the window in a windowed layer
+            for pos in range(a, b):
+                ctx[False] += pos + 1
+                if model.window > 0:
+                    ctx[True] += min(pos + 1, model.window)
         proj = 2.0 * tokens * h * (2 * q + 2 * kv) * d
-        attn = 4.0 * ctx * q * d
         router = 2.0 * tokens * h * model.E
         ffn = 2.0 * tokens * h * model.dense_ffn * 3
-        x = (proj + attn + router) / pe
-        for _ in range(model.shared):
-            x += model.gemm(tokens, model.shared_ffn)
-        y = (proj + attn + ffn) / pe
-        moe = max(moe, x)
-        dense = max(dense, y)
-    return moe, dense
+        for (moe, w) in kinds:
+            attn = 4.0 * ctx[w] * q * d
+            if moe:
+                x = (proj + attn + router) / pe
+                for _ in range(model.shared):
+                    x += model.gemm(tokens, model.shared_ffn)
+            else:
+                x = (proj + attn + ffn) / pe
+            fwd[(moe, w)] = max(fwd[(moe, w)], x)
+    return fwd
 
 
-def dense_charge(model, moe_fwd, dense_fwd_1):
+def dense_charge(model, fwd):
     """The dense part of one micro-batch in the step: passes times the
     forward of every dense layer and of every MoE layer's dense part,
     which with model.dense_time_ms is dense_time_ms per layer."""
     if model.dense_time_s > 0:
         return (model.dense_layers + model.L) * model.dense_time_s
-    return model.passes * (model.dense_layers * dense_fwd_1 + model.L * moe_fwd)
+    return model.passes * sum(fwd[k] for k in model.layers)
 
 
 # ---------------------------------------------------------------------------
@@ -414,8 +429,9 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
     replicas = 0
     copies_made = 0
     for m in range(data.M):
-        moe_fwd, layer_fwd = dense_fwd(model, data, m)
-        bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
+        fwd = dense_fwd(model, data, m)
+        bd["dense_s"] += dense_charge(model, fwd)
+        moe_at = [i for (i, (moe, _)) in enumerate(model.layers) if moe]
         c_prev = None
         for l in range(L):
             # expert compute: the slowest GPU's sum of gemm(quota)
@@ -463,10 +479,10 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
             # MoE layer, the dense layers between them, and this layer's
             # dense forward; for layer 0 the dense layers before it instead.
             if window:
-                if l == 0:
-                    win = model.dense_first * layer_fwd + moe_fwd
-                else:
-                    win = c_prev + model.dense_between * layer_fwd + moe_fwd
+                start = moe_at[l - 1] + 1 if l else 0
+                win = (c_prev if l else 0.0) + \
+                    sum(fwd[k] for k in model.layers[start:moe_at[l]]) + \
+                    fwd[model.layers[moe_at[l]]]
             else:
                 win = 0.0
             bd["replication_s"] += max(0.0, t_copy - win)
@@ -520,8 +536,7 @@ def ideal_compute(model, data, m, l):
 def dense_and_ideal_compute(model, data, m, bd):
     """Add micro-batch m's dense part and perfectly balanced expert compute
     to bd, the parts every ideal shares."""
-    moe_fwd, layer_fwd = dense_fwd(model, data, m)
-    bd["dense_s"] += dense_charge(model, moe_fwd, layer_fwd)
+    bd["dense_s"] += dense_charge(model, dense_fwd(model, data, m))
     for l in range(model.L):
         bd["expert_s"] += model.passes * ideal_compute(model, data, m, l)
 

@@ -105,15 +105,21 @@ struct model_shape {
 	int experts, topk, hidden, expert_ffn, moe_layers, dense, dense_ffn;
 	int shared, shared_ffn, groups, topk_groups, q_heads, kv_heads, head_dim;
 	int period, offset;
+	int window, full_period;	/* attention_window, full_attention_period */
 };
 
 static const struct model_shape shapes[] = {
-	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192, 1, 0 },
-	{ "llama4-maverick", 128, 1, 5120, 8192, 24, 0, 16384, 1, 8192, 0, 0, 40, 8, 128, 2, 1 },
-	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128, 1, 0 },
-	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128, 1, 0 },
-	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128, 1, 0 },
-	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128, 1, 0 },
+	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192, 1, 0, 0, 0 },
+	{ "glm-4.5-air", 128, 8, 4096, 1408, 45, 1, 10944, 1, 1408, 0, 0, 96, 8, 128, 1, 0, 0, 0 },
+	{ "glm-4.5", 160, 8, 5120, 1536, 89, 3, 12288, 1, 1536, 0, 0, 96, 8, 128, 1, 0, 0, 0 },
+	{ "gpt-oss-120b", 128, 4, 2880, 2880, 36, 0, 0, 0, 0, 0, 0, 64, 8, 64, 1, 0, 128, 2 },
+	{ "gpt-oss-20b", 32, 4, 2880, 2880, 24, 0, 0, 0, 0, 0, 0, 64, 8, 64, 1, 0, 128, 2 },
+	{ "kimi-k2", 384, 8, 7168, 2048, 60, 1, 18432, 1, 2048, 0, 0, 64, 64, 192, 1, 0, 0, 0 },
+	{ "llama4-maverick", 128, 1, 5120, 8192, 24, 0, 16384, 1, 8192, 0, 0, 40, 8, 128, 2, 1, 0, 0 },
+	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128, 1, 0, 0, 0 },
+	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128, 1, 0, 0, 0 },
+	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128, 1, 0, 0, 0 },
+	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128, 1, 0, 0, 0 },
 };
 
 START_TEST(test_model_presets)
@@ -148,6 +154,8 @@ START_TEST(test_model_presets)
 	ck_assert_int_eq(cfg.model.head_dim, s->head_dim);
 	ck_assert_int_eq(cfg.model.moe_layer_period, s->period);
 	ck_assert_int_eq(cfg.model.moe_layer_offset, s->offset);
+	ck_assert_int_eq(cfg.model.attention_window, s->window);
+	ck_assert_int_eq(cfg.model.full_attention_period, s->full_period);
 	/* the default cluster: one node of 8, EP over all of it */
 	ck_assert_int_eq(cfg.parallel.ep_size, 8);
 	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), s->experts / 8);
@@ -902,6 +910,19 @@ START_TEST(test_validate_programmatic)
 	ck_assert_str_eq(err.msg, "x.yaml: value 65 for 'model.moe_layer_period' is out of range [1, 64]");
 	cfg.model.moe_layer_period = 1;
 	cfg.model.moe_layer_offset = 0;
+	/* sliding-window attention */
+	cfg.model.full_attention_period = 2;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.full_attention_period' 2 needs "
+			 "'model.attention_window'");
+	cfg.model.attention_window = 128;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.model.attention_window = -1;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: value -1 for 'model.attention_window' is out of "
+			 "range [0, 16777216]");
+	cfg.model.attention_window = 0;
+	cfg.model.full_attention_period = 0;
 	cfg.parallel.pack = RLB_PACK_DYNAMIC;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
 	cfg.parallel.pack = (enum rlb_pack)7;
@@ -973,6 +994,44 @@ START_TEST(test_layer_layout)
 	m.moe_layer_period = 0;		/* a struct made without the defaults */
 	m.moe_layer_offset = 0;
 	ck_assert_int_eq(rlb_model_hidden_layers(&m), 61);
+}
+END_TEST
+
+/*
+ * Which layers attend within the window, against the models' own rules:
+ * gpt-oss's layer_types (sliding on even layers), Gemma 3's
+ * sliding_window_pattern 6 (every sixth layer full), Mistral's window on
+ * every layer, and no window.
+ */
+START_TEST(test_attention_layout)
+{
+	static const struct {
+		const char *model;
+		int window, period;
+	} cases[] = {
+		{ "gpt-oss", 128, 2 }, { "gemma3", 1024, 6 }, { "mistral", 4096, 0 }, { "none", 0, 0 },
+	};
+	struct rlb_model_config m;
+	size_t c;
+	long i;
+
+	memset(&m, 0, sizeof(m));
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		m.attention_window = cases[c].window;
+		m.full_attention_period = cases[c].period;
+		for (i = 0; i < 48; i++) {
+			int sliding;
+
+			if (!strcmp(cases[c].model, "gpt-oss"))
+				sliding = i % 2 == 0;
+			else if (!strcmp(cases[c].model, "gemma3"))
+				sliding = (i + 1) % 6 != 0;
+			else
+				sliding = cases[c].window > 0;
+			ck_assert_msg(rlb_model_layer_windowed(&m, i) == sliding, "%s: layer %ld",
+				      cases[c].model, i);
+		}
+	}
 }
 END_TEST
 
@@ -1118,6 +1177,7 @@ Suite *rlb_suite_config(void)
 	tcase_add_test(tc, test_corrupt_input);
 	tcase_add_test(tc, test_validate_programmatic);
 	tcase_add_test(tc, test_layer_layout);
+	tcase_add_test(tc, test_attention_layout);
 	tcase_add_test(tc, test_pack_names);
 	tcase_add_test(tc, test_round_trip);
 	suite_add_tcase(s, tc);

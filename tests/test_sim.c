@@ -814,6 +814,9 @@ END_TEST
  * set the other's time.  With first_dense_layers 1 (dense_ffn 16) each
  * micro-batch adds projections + attention + 6*4*64*16 = 24576 FLOP per
  * dense layer.
+ * A window of 3 tokens caps the context at 1+2+3+3 = 9 and 3*4 = 12; of
+ * 6, the second micro-batch's at 5+6+6+6 = 23, and with
+ * full_attention_period 2 the MoE layer (layer 1) attends in full.
  * With recompute: 4 passes.  dense_time_ms replaces the estimate.
  */
 START_TEST(test_dense_estimate)
@@ -828,6 +831,7 @@ START_TEST(test_dense_estimate)
 	struct rlb_err err = {0};
 	struct seqs q;
 	double moe0, moe1, first0, first1, rate = 0.5e12;
+	double moe1w, first0w, first1w;
 
 	toy_config(&cfg, 1, 1, 4, 1, 1);
 	cfg.parallel.micro_batch_tokens = 4;
@@ -859,6 +863,36 @@ START_TEST(test_dense_estimate)
 	sim = NULL;
 	cfg.model.moe_layer_period = 1;
 	cfg.model.moe_layer_offset = 0;
+
+	/* sliding-window attention */
+	cfg.model.attention_window = 3;
+	moe1w = (24576 + 2048 + 4 * 2 * 8 * 12) / rate;
+	first0w = (24576 + 4 * 2 * 8 * 9 + 24576) / rate;
+	first1w = (24576 + 4 * 2 * 8 * 12 + 24576) / rate;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * ((24576 + 2048 + 4 * 2 * 8 * 9) / rate + moe1w +
+				       first0w + first1w));
+	REL_EQ(st.ideal.dense_s, st.policy.dense_s);
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.attention_window = 6;
+	cfg.model.full_attention_period = 2;
+	first1w = (24576 + 4 * 2 * 8 * 23 + 24576) / rate;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1w));
+	rlb_sim_free(sim);
+	sim = NULL;
+	/* a window no sequence reaches changes nothing */
+	cfg.model.attention_window = 8;
+	cfg.model.full_attention_period = 0;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1));
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.attention_window = 0;
 
 	cfg.parallel.recompute = 1;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);

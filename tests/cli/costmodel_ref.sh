@@ -85,6 +85,12 @@ check dense.yaml d.rrt --policy replicate --no-timing --set model.dense_time_ms=
 check inter.yaml i.rrt --policy relibra --no-timing
 check inter.yaml i.rrt --policy relibra --no-timing --set model.dense_time_ms=0.0002 \
 	--set balancer.min_tokens_per_replica=0
+# Sliding-window attention: every layer windowed; and every second layer
+# (the MoE layers at 1 and 7, the dense ones at 3 and 5 full), with
+# relibra's window over the dense layers between.
+check "$cfg" t.rrt --policy static --no-timing --set model.attention_window=64
+check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window=100 \
+	--set model.full_attention_period=2
 # A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
 run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
 expect_status 0
