@@ -217,11 +217,6 @@ int rlb_cfg_validate(struct loader *ld)
 		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layer_period"), KEY(SEC_MODEL, "dense_ffn"),
 				  "'model.moe_layer_period' %d needs 'model.dense_ffn'",
 				  m->moe_layer_period);
-	if (m->full_attention_period && !m->attention_window)
-		return fail_keys2(ld, KEY(SEC_MODEL, "full_attention_period"),
-				  KEY(SEC_MODEL, "attention_window"),
-				  "'model.full_attention_period' %d needs 'model.attention_window'",
-				  m->full_attention_period);
 	if (m->q_heads && m->kv_heads && m->q_heads % m->kv_heads)
 		return fail_keys2(ld, KEY(SEC_MODEL, "kv_heads"), KEY(SEC_MODEL, "q_heads"),
 				  "'model.kv_heads' %d does not divide 'model.q_heads' %d",
