@@ -215,7 +215,7 @@ bad_range:
 
 static int apply_root(struct loader *ld, int si, yaml_document_t *doc, int only);
 
-static int valid_preset_name(const char *s, size_t len)
+int rlb_cfg_preset_name_ok(const char *s, size_t len)
 {
 	size_t i;
 
@@ -289,7 +289,7 @@ static int apply_preset(struct loader *ld, int si, int sec, const char *name,
 	size_t n;
 	int i, ni, rc;
 
-	if (!valid_preset_name(name, len))
+	if (!rlb_cfg_preset_name_ok(name, len))
 		return rlb_cfg_fail_mark(ld, si, m, "invalid %s name '%s' (letters, digits, '-', '_', '.')",
 					 what, rlb_cfg_show(name, len, shown, sizeof(shown)));
 	for (i = 0; i < ld->depth; i++) {

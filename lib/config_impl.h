@@ -160,4 +160,7 @@ const char *rlb_cfg_suggest(const char *word, const char *const *cands, size_t n
 /* Required keys, every key's range, the rules between keys. */
 int rlb_cfg_validate(struct loader *ld);
 
+/* 1 when S (LEN bytes) can name a preset: letters, digits, '-', '_', '.', not first. */
+int rlb_cfg_preset_name_ok(const char *s, size_t len);
+
 #endif

@@ -10,6 +10,7 @@
 #include "err.h"
 #include "util.h"
 #include "config.h"
+#include "config_hf.h"
 #include "trace.h"
 #include "schedule.h"
 #include "datacontrol.h"

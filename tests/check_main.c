@@ -28,6 +28,7 @@ int main(void)
 	int failed;
 
 	srunner_add_suite(sr, rlb_suite_config());
+	srunner_add_suite(sr, rlb_suite_config_hf());
 	srunner_add_suite(sr, rlb_suite_trace());
 	srunner_add_suite(sr, rlb_suite_schedule());
 	srunner_add_suite(sr, rlb_suite_synth());

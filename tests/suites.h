@@ -8,6 +8,7 @@
 
 Suite *rlb_suite_util(void);
 Suite *rlb_suite_config(void);
+Suite *rlb_suite_config_hf(void);
 Suite *rlb_suite_trace(void);
 Suite *rlb_suite_schedule(void);
 Suite *rlb_suite_synth(void);

@@ -1,0 +1,595 @@
+/*
+ * config_hf.c - a model section from a Hugging Face config.json.
+ *
+ * Each family's own rule says which layers are MoE and which attend
+ * within a sliding window; the result is then fitted to relibra's layout
+ * (first dense layers, then blocks of a period with one MoE layer at an
+ * offset) and attention pattern (full when i + 1 is a multiple of a
+ * period).  A model either pattern cannot describe is an error, never a
+ * guess.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "config_hf.h"
+#include "config_impl.h"
+#include "trace.h"
+#include "util.h"
+
+/* The relibra key of each RLB_HF_* row, in the order a preset lists them. */
+static const char *const key_names[RLB_HF_KEYS] = {
+	"experts", "topk", "hidden", "expert_ffn", "moe_layers", "first_dense_layers",
+	"moe_layer_period", "moe_layer_offset", "dense_ffn", "shared_experts",
+	"shared_expert_ffn", "expert_groups", "topk_groups", "q_heads", "kv_heads",
+	"head_dim", "attention_window", "full_attention_period",
+};
+
+struct reader {
+	const char *path;
+	json_t *obj;		/* the text model's fields (text_config when there is one) */
+	struct rlb_hf_model *hm;
+	struct rlb_err *err;
+};
+
+static int *field_of(struct rlb_model_config *m, int key)
+{
+	switch (key) {
+	case RLB_HF_EXPERTS: return &m->experts;
+	case RLB_HF_TOPK: return &m->topk;
+	case RLB_HF_HIDDEN: return &m->hidden;
+	case RLB_HF_EXPERT_FFN: return &m->expert_ffn;
+	case RLB_HF_MOE_LAYERS: return &m->moe_layers;
+	case RLB_HF_FIRST_DENSE: return &m->first_dense_layers;
+	case RLB_HF_PERIOD: return &m->moe_layer_period;
+	case RLB_HF_OFFSET: return &m->moe_layer_offset;
+	case RLB_HF_DENSE_FFN: return &m->dense_ffn;
+	case RLB_HF_SHARED: return &m->shared_experts;
+	case RLB_HF_SHARED_FFN: return &m->shared_expert_ffn;
+	case RLB_HF_GROUPS: return &m->expert_groups;
+	case RLB_HF_TOPK_GROUPS: return &m->topk_groups;
+	case RLB_HF_Q_HEADS: return &m->q_heads;
+	case RLB_HF_KV_HEADS: return &m->kv_heads;
+	case RLB_HF_HEAD_DIM: return &m->head_dim;
+	case RLB_HF_WINDOW: return &m->attention_window;
+	default: return &m->full_attention_period;
+	}
+}
+
+/* Set relibra key KEY to V, noting the config.json fields it came from. */
+static void set(struct reader *r, int key, int v, const char *from)
+{
+	*field_of(&r->hm->model, key) = v;
+	snprintf(r->hm->from[key], sizeof(r->hm->from[key]), "%s", from);
+}
+
+static int is_null(const json_t *v)
+{
+	return !v || json_is_null(v);
+}
+
+/*
+ * Field NAME as a non-negative int: 1 when given, 0 when absent or null,
+ * RLB_ECONFIG when of another type or out of range.
+ */
+static int get_int(struct reader *r, const char *name, int *out)
+{
+	json_t *v = json_object_get(r->obj, name);
+	double d;
+
+	if (is_null(v))
+		return 0;
+	if (json_is_integer(v)) {
+		json_int_t x = json_integer_value(v);
+
+		if (x >= 0 && x <= INT_MAX) {
+			*out = (int)x;
+			return 1;
+		}
+	} else if (json_is_real(v)) {
+		d = json_real_value(v);
+		if (d >= 0 && d <= INT_MAX && d == (double)(int)d) {
+			*out = (int)d;
+			return 1;
+		}
+	}
+	return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' is not a non-negative integer",
+			   r->path, name);
+}
+
+/* The first of NAMES (NULL-terminated) given: its value and name, or 0. */
+static int get_first(struct reader *r, const char *const *names, int *out,
+		     const char **which)
+{
+	int ret;
+
+	for (; *names; names++) {
+		ret = get_int(r, *names, out);
+		if (ret) {
+			*which = *names;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int required(struct reader *r, const char *const *names, int *out, const char **which)
+{
+	char list[256];
+	size_t n = 0;
+	int ret = get_first(r, names, out, which);
+
+	if (ret)
+		return ret;
+	for (; *names && n < sizeof(list); names++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s'%s'", n ? " or " : "", *names);
+	return rlb_err_set(r->err, RLB_ECONFIG, "%s: no %s", r->path, list);
+}
+
+/* A JSON array of strings or integers, as FIELD; NULL with no error when absent. */
+static json_t *get_array(struct reader *r, const char *name, int *ret)
+{
+	json_t *v = json_object_get(r->obj, name);
+
+	*ret = 0;
+	if (is_null(v))
+		return NULL;
+	if (!json_is_array(v))
+		*ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' is not an array", r->path, name);
+	return json_is_array(v) ? v : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Which layers are MoE, by each family's rule.                        */
+
+/*
+ * moe[i] for the L hidden layers: an explicit `moe_layers` list (Llama
+ * 4), `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi,
+ * GLM-4.5: MoE where i >= k and i is a multiple of the frequency),
+ * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where
+ * i + 1 is a multiple of the step, outside the list),
+ * `interleave_moe_layer_step` (Llama 4: i + 1 a multiple of it); else
+ * every layer.  RULE receives the fields used.
+ */
+static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule, size_t size)
+{
+	json_t *list, *item;
+	int i, k = 0, freq = 1, step = 1, ret;
+	size_t j;
+
+	memset(moe, 0, (size_t)L);
+	list = get_array(r, "moe_layers", &ret);
+	if (ret < 0)
+		return ret;
+	if (list) {
+		json_array_foreach(list, j, item) {
+			json_int_t x = json_is_integer(item) ? json_integer_value(item) : -1;
+
+			if (x < 0 || x >= L)
+				return rlb_err_set(r->err, RLB_ECONFIG,
+						   "%s: 'moe_layers'[%zu] is not a layer index in [0, %d)",
+						   r->path, j, L);
+			moe[x] = 1;
+		}
+		snprintf(rule, size, "moe_layers");
+		return 0;
+	}
+	if ((ret = get_int(r, "first_k_dense_replace", &k)) < 0 ||
+	    (ret = get_int(r, "moe_layer_freq", &freq)) < 0)
+		return ret;
+	if (json_object_get(r->obj, "first_k_dense_replace")) {
+		if (freq < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'moe_layer_freq' is 0", r->path);
+		for (i = k; i < L; i++)
+			moe[i] = i % freq == 0;
+		snprintf(rule, size, "first_k_dense_replace%s",
+			 json_object_get(r->obj, "moe_layer_freq") ? ", moe_layer_freq" : "");
+		return 0;
+	}
+	if ((ret = get_int(r, "decoder_sparse_step", &step)) < 0)
+		return ret;
+	if (ret == 0 && (ret = get_int(r, "interleave_moe_layer_step", &step)) < 0)
+		return ret;
+	if (step < 1)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: the MoE layer step is 0", r->path);
+	for (i = 0; i < L; i++)
+		moe[i] = (i + 1) % step == 0;
+	snprintf(rule, size, "%s", json_object_get(r->obj, "decoder_sparse_step") ?
+		 "decoder_sparse_step" : json_object_get(r->obj, "interleave_moe_layer_step") ?
+		 "interleave_moe_layer_step" : "num_hidden_layers");
+	list = get_array(r, "mlp_only_layers", &ret);
+	if (ret < 0)
+		return ret;
+	json_array_foreach(list, j, item) {
+		json_int_t x = json_is_integer(item) ? json_integer_value(item) : -1;
+
+		if (x < 0 || x >= L)
+			return rlb_err_set(r->err, RLB_ECONFIG,
+					   "%s: 'mlp_only_layers'[%zu] is not a layer index in [0, %d)",
+					   r->path, j, L);
+		moe[x] = 0;
+	}
+	if (list && json_array_size(list))
+		snprintf(rule + strlen(rule), size - strlen(rule), ", mlp_only_layers");
+	return 0;
+}
+
+/*
+ * Fit moe[0..L) to relibra's layout: F first dense layers, then M blocks
+ * of P layers whose layer O is MoE, F + M * P = L.
+ */
+static int fit_layout(struct reader *r, const unsigned char *moe, int L, const char *rule)
+{
+	int i, first = -1, second = -1, M = 0, P, F, O;
+	char list[160], from[96];
+	size_t n = 0;
+
+	for (i = 0; i < L; i++)
+		if (moe[i]) {
+			if (first < 0)
+				first = i;
+			else if (second < 0)
+				second = i;
+			M++;
+		}
+	if (!M)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: no MoE layer among the %d layers (%s)",
+				   r->path, L, rule);
+	P = M > 1 ? second - first : L - first;
+	F = L - M * P;
+	O = first - F;
+	for (i = 0; F >= 0 && O >= 0 && O < P && i < L; i++)
+		if (moe[i] != (i >= F && (i - F) % P == O))
+			break;
+	if (F < 0 || O < 0 || O >= P || i < L) {
+		for (i = 0; i < L && n + 16 < sizeof(list); i++)
+			if (moe[i])
+				n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d", n ? ", " : "", i);
+		if (i < L)
+			snprintf(list + n, sizeof(list) - n, ", ...");
+		return rlb_err_set(r->err, RLB_ECONFIG,
+				   "%s: the MoE layers (%s: %s of %d) do not repeat with one period "
+				   "after the first dense layers, which relibra.yaml(5) cannot describe",
+				   r->path, rule, list, L);
+	}
+	snprintf(from, sizeof(from), "num_hidden_layers %d, %s", L, rule);
+	set(r, RLB_HF_MOE_LAYERS, M, from);
+	set(r, RLB_HF_FIRST_DENSE, F, from);
+	set(r, RLB_HF_PERIOD, P, from);
+	set(r, RLB_HF_OFFSET, O, from);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Which layers attend within a window.                                */
+
+/*
+ * windowed[i] for the L layers: `layer_types` (sliding_attention or
+ * full_attention per layer; gpt-oss, newer Qwen and Mistral configs),
+ * else `sliding_window` on every layer unless `use_sliding_window` is
+ * false (Qwen) or `sliding_window_pattern` N makes every N-th full.
+ * Returns the window, 0 for none.
+ */
+static int windows_of(struct reader *r, int L, unsigned char *windowed, char *rule,
+		      size_t size, int *window)
+{
+	json_t *types, *t, *use = json_object_get(r->obj, "use_sliding_window");
+	int W = 0, pattern = 0, ret, any = 0;
+	size_t i;
+
+	memset(windowed, 0, (size_t)L);
+	*window = 0;
+	types = get_array(r, "layer_types", &ret);
+	if (ret < 0)
+		return ret;
+	if (types && json_array_size(types) != (size_t)L)
+		return rlb_err_set(r->err, RLB_ECONFIG,
+				   "%s: 'layer_types' has %zu entries for %d layers",
+				   r->path, json_array_size(types), L);
+	json_array_foreach(types, i, t) {
+		const char *s = json_is_string(t) ? json_string_value(t) : "";
+
+		if (!strcmp(s, "sliding_attention"))
+			windowed[i] = any = 1;
+		else if (strcmp(s, "full_attention"))
+			return rlb_err_set(r->err, RLB_ECONFIG,
+					   "%s: 'layer_types'[%zu] is %s%s%s; relibra models "
+					   "full_attention and sliding_attention layers only",
+					   r->path, i, json_is_string(t) ? "'" : "",
+					   json_is_string(t) ? s : "not a string",
+					   json_is_string(t) ? "'" : "");
+	}
+	if ((ret = get_int(r, "sliding_window", &W)) < 0)
+		return ret;
+	if (types) {
+		if (any && W < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG,
+					   "%s: 'layer_types' has sliding_attention layers but "
+					   "'sliding_window' is not a positive integer", r->path);
+		snprintf(rule, size, "sliding_window, layer_types");
+		*window = any ? W : 0;
+		return 0;
+	}
+	if (W < 1 || (use && json_is_false(use)))
+		return 0;
+	if ((ret = get_int(r, "sliding_window_pattern", &pattern)) < 0)
+		return ret;
+	for (i = 0; i < (size_t)L; i++)
+		windowed[i] = !(pattern > 0 && (i + 1) % (size_t)pattern == 0);
+	snprintf(rule, size, "sliding_window%s", pattern ? ", sliding_window_pattern" : "");
+	*window = W;
+	return 0;
+}
+
+/* Fit windowed[0..L) to: full where i + 1 is a multiple of P (P 0: none). */
+static int fit_windows(struct reader *r, const unsigned char *windowed, int L, int W,
+		       const char *rule)
+{
+	int P, i;
+
+	if (!W) {
+		set(r, RLB_HF_WINDOW, 0, "no sliding window");
+		set(r, RLB_HF_FULL_PERIOD, 0, "no sliding window");
+		return 0;
+	}
+	for (P = 0; P <= L; P++) {
+		for (i = 0; i < L; i++)
+			if (windowed[i] != !(P > 0 && (i + 1) % P == 0))
+				break;
+		if (i == L) {
+			set(r, RLB_HF_WINDOW, W, "sliding_window");
+			set(r, RLB_HF_FULL_PERIOD, P, rule);
+			return 0;
+		}
+	}
+	return rlb_err_set(r->err, RLB_ECONFIG,
+			   "%s: the sliding-window layers (%s) do not leave every P-th layer "
+			   "full for any P, which relibra.yaml(5) cannot describe", r->path, rule);
+}
+
+/* ------------------------------------------------------------------ */
+
+static int read_model(struct reader *r)
+{
+	static const char *const n_experts[] = { "n_routed_experts", "num_local_experts",
+						 "num_experts", NULL };
+	static const char *const n_topk[] = { "num_experts_per_tok", "experts_per_token", NULL };
+	static const char *const n_hidden[] = { "hidden_size", NULL };
+	static const char *const n_layers[] = { "num_hidden_layers", NULL };
+	static const char *const n_expert_ffn[] = { "moe_intermediate_size", "intermediate_size", NULL };
+	struct rlb_model_config *m = &r->hm->model;
+	unsigned char *flags = NULL;
+	const char *which = NULL;
+	char rule[96] = "", from[96];
+	int v, L, ret, heads = 0, kv = 0, nope = 0, rope = 0, W = 0, shared = 0, groups = 0;
+	int expert_ffn;
+
+	if ((ret = required(r, n_experts, &v, &which)) < 0)
+		return ret;
+	set(r, RLB_HF_EXPERTS, v, which);
+	if ((ret = required(r, n_topk, &v, &which)) < 0)
+		return ret;
+	set(r, RLB_HF_TOPK, v, which);
+	if ((ret = required(r, n_hidden, &v, &which)) < 0)
+		return ret;
+	set(r, RLB_HF_HIDDEN, v, which);
+	if ((ret = required(r, n_expert_ffn, &expert_ffn, &which)) < 0)
+		return ret;
+	set(r, RLB_HF_EXPERT_FFN, expert_ffn, which);
+	if ((ret = required(r, n_layers, &L, &which)) < 0)
+		return ret;
+	if (L < 1 || L > RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'num_hidden_layers' %d is out of "
+				   "range [1, %d]", r->path, L,
+				   RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD);
+	if (json_object_get(r->obj, "attn_layer_period") ||
+	    json_object_get(r->obj, "hybrid_override_pattern"))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: a hybrid model whose layers are "
+				   "not all attention ('%s'): relibra's cost model has no term for "
+				   "its other layers", r->path,
+				   json_object_get(r->obj, "attn_layer_period") ?
+				   "attn_layer_period" : "hybrid_override_pattern");
+	flags = malloc((size_t)L);
+	if (!flags)
+		return rlb_err_set(r->err, RLB_ENOMEM, "out of memory");
+	if ((ret = moe_layers_of(r, L, flags, rule, sizeof(rule))) < 0 ||
+	    (ret = fit_layout(r, flags, L, rule)) < 0)
+		goto out;
+
+	/* the dense layers' FFN: intermediate_size beside a separate expert width */
+	v = 0;
+	if (m->first_dense_layers || m->moe_layer_period > 1) {
+		static const char *const n_dense[] = { "intermediate_size_mlp", "intermediate_size", NULL };
+
+		if (strcmp(r->hm->from[RLB_HF_EXPERT_FFN], "moe_intermediate_size") &&
+		    !json_object_get(r->obj, "intermediate_size_mlp")) {
+			ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: dense layers, but no FFN width "
+					  "of theirs ('intermediate_size_mlp', or 'intermediate_size' "
+					  "beside 'moe_intermediate_size')", r->path);
+			goto out;
+		}
+		if ((ret = required(r, n_dense, &v, &which)) < 0)
+			goto out;
+		set(r, RLB_HF_DENSE_FFN, v, which);
+	} else {
+		set(r, RLB_HF_DENSE_FFN, 0, "no dense layers");
+	}
+
+	/* shared experts: fused n_shared_experts, or one of its own width */
+	if ((ret = get_int(r, "n_shared_experts", &shared)) < 0)
+		goto out;
+	if (ret && shared) {
+		set(r, RLB_HF_SHARED, 1, "n_shared_experts");
+		snprintf(from, sizeof(from), "moe_intermediate_size * n_shared_experts %d", shared);
+		set(r, RLB_HF_SHARED_FFN, expert_ffn * shared, from);
+	} else if ((ret = get_int(r, "shared_expert_intermediate_size", &v)) < 0) {
+		goto out;
+	} else if (ret && v) {
+		set(r, RLB_HF_SHARED, 1, "shared_expert_intermediate_size");
+		set(r, RLB_HF_SHARED_FFN, v, "shared_expert_intermediate_size");
+	} else if (r->hm->model_type[0] && !strcmp(r->hm->model_type, "llama4_text")) {
+		set(r, RLB_HF_SHARED, 1, "llama4: one shared expert");
+		set(r, RLB_HF_SHARED_FFN, expert_ffn, "intermediate_size");
+	} else {
+		set(r, RLB_HF_SHARED, 0, "no shared experts");
+		set(r, RLB_HF_SHARED_FFN, 0, "no shared experts");
+	}
+	ret = 0;
+
+	/* group-limited routing; one group limits nothing */
+	if ((ret = get_int(r, "n_group", &groups)) < 0 ||
+	    (ret = get_int(r, "topk_group", &v)) < 0)
+		goto out;
+	if (groups > 1) {
+		set(r, RLB_HF_GROUPS, groups, "n_group");
+		set(r, RLB_HF_TOPK_GROUPS, v, "topk_group");
+	} else {
+		set(r, RLB_HF_GROUPS, 0, groups ? "n_group 1: no group limit" : "no expert groups");
+		set(r, RLB_HF_TOPK_GROUPS, 0, groups ? "n_group 1: no group limit" : "no expert groups");
+	}
+
+	/* attention: MLA's query/key head, an explicit head_dim, or hidden / heads */
+	if ((ret = get_int(r, "num_attention_heads", &heads)) < 0 ||
+	    (ret = get_int(r, "qk_nope_head_dim", &nope)) < 0 ||
+	    (ret = get_int(r, "qk_rope_head_dim", &rope)) < 0)
+		goto out;
+	set(r, RLB_HF_Q_HEADS, heads, heads ? "num_attention_heads" : "no attention heads given");
+	if (nope + rope > 0) {
+		set(r, RLB_HF_KV_HEADS, heads, "MLA: num_attention_heads");
+		set(r, RLB_HF_HEAD_DIM, nope + rope, "qk_nope_head_dim + qk_rope_head_dim");
+	} else {
+		if ((ret = get_int(r, "num_key_value_heads", &kv)) < 0)
+			goto out;
+		set(r, RLB_HF_KV_HEADS, ret ? kv : heads,
+		    ret ? "num_key_value_heads" : "num_attention_heads");
+		if ((ret = get_int(r, "head_dim", &v)) < 0)
+			goto out;
+		if (ret)
+			set(r, RLB_HF_HEAD_DIM, v, "head_dim");
+		else
+			set(r, RLB_HF_HEAD_DIM, heads ? m->hidden / heads : 0,
+			    "hidden_size / num_attention_heads");
+	}
+	if ((ret = windows_of(r, L, flags, rule, sizeof(rule), &W)) < 0 ||
+	    (ret = fit_windows(r, flags, L, W, rule)) < 0)
+		goto out;
+	ret = 0;
+out:
+	free(flags);
+	return ret;
+}
+
+/* The checks relibra.yaml(5) makes on a model section, on one GPU. */
+static int check_model(struct reader *r)
+{
+	struct rlb_config cfg;
+	int ret;
+
+	rlb_config_defaults(&cfg);
+	cfg.model = r->hm->model;
+	cfg.cluster.nodes = 1;
+	cfg.cluster.gpus_per_node = 1;
+	ret = rlb_config_validate(&cfg, r->err);
+	if (ret < 0)
+		rlb_err_prefix(r->err, "%s: the model section made from it", r->path);
+	return ret;
+}
+
+static void default_name(struct reader *r, const char *name)
+{
+	json_t *v = json_object_get(r->obj, "_name_or_path");
+	const char *s = NULL, *slash;
+
+	if (name)
+		s = name;
+	else if (json_is_string(v) && json_string_length(v)) {
+		s = json_string_value(v);
+		slash = strrchr(s, '/');
+		s = slash && slash[1] ? slash + 1 : s;
+		if (!rlb_cfg_preset_name_ok(s, strlen(s)))
+			s = NULL;
+	}
+	if (!s)
+		s = rlb_cfg_preset_name_ok(r->hm->model_type, strlen(r->hm->model_type)) ?
+		    r->hm->model_type : "model";
+	snprintf(r->hm->model.name, sizeof(r->hm->model.name), "%s", s);
+}
+
+int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *name,
+		      struct rlb_err *err)
+{
+	struct reader r = { path, NULL, hm, err };
+	int is_stdin = !strcmp(path, "-");
+	json_error_t je;
+	json_t *root = NULL, *text, *type;
+	FILE *fp;
+	int ret;
+
+	memset(hm, 0, sizeof(*hm));
+	snprintf(hm->path, sizeof(hm->path), "%s", path);
+	if (name && !rlb_cfg_preset_name_ok(name, strlen(name)))
+		return rlb_err_set(err, RLB_EINVAL, "model name '%s' must be letters, digits, "
+				   "'-', '_' or '.', not first, at most %d bytes", name,
+				   RLB_NAME_MAX - 1);
+	fp = is_stdin ? stdin : fopen(path, "rb");
+	if (!fp)
+		return rlb_err_errno(err, RLB_EIO, "cannot open '%s'", path);
+	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		int line, column, byte;
+
+		rlb_json_error_where(&je, &line, &column, &byte);
+		if (ferror(fp))
+			ret = rlb_err_errno(err, RLB_EIO, "cannot read '%s'", path);
+		else
+			ret = rlb_err_set(err, RLB_EPARSE, "%s:%d:%d: invalid JSON (byte %d): %s",
+					  path, line, column, byte, je.text);
+		goto out;
+	}
+	if (!json_is_object(root)) {
+		ret = rlb_err_set(err, RLB_ECONFIG, "%s: expected a JSON object (a config.json)",
+				  path);
+		goto out;
+	}
+	/* a multimodal model keeps its language model's fields in text_config */
+	text = json_object_get(root, "text_config");
+	r.obj = json_is_object(text) ? text : root;
+	type = json_object_get(r.obj, "model_type");
+	if (!json_is_string(type))
+		type = json_object_get(root, "model_type");
+	if (json_is_string(type))
+		snprintf(hm->model_type, sizeof(hm->model_type), "%s", json_string_value(type));
+	ret = read_model(&r);
+	if (ret == 0) {
+		r.obj = root;
+		default_name(&r, name);
+		ret = check_model(&r);
+	}
+out:
+	json_decref(root);
+	if (!is_stdin)
+		fclose(fp);
+	return ret;
+}
+
+int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err)
+{
+	struct rlb_model_config m = hm->model;
+	int k, w;
+
+	fprintf(fp, "# Model preset %s, made by `relibra config --from-hf` from %s%s%s%s.\n"
+		    "# Each key names the config.json fields it comes from.\n"
+		    "model:\n  name: %s\n", m.name, hm->path,
+		hm->model_type[0] ? " (model_type " : "", hm->model_type,
+		hm->model_type[0] ? ")" : "", m.name);
+	for (k = 0; k < RLB_HF_KEYS; k++) {
+		w = fprintf(fp, "  %s: %d", key_names[k], *field_of(&m, k));
+		fprintf(fp, "%*s# %s\n", w < 26 ? 26 - w : 1, "", hm->from[k]);
+	}
+	if (fflush(fp) != 0 || ferror(fp))
+		return rlb_err_errno(err, RLB_EIO, "cannot write the model preset");
+	return 0;
+}

@@ -1,0 +1,304 @@
+/*
+ * test_config_hf.c - unit tests of lib/config_hf: every shipped model
+ * preset made again from its model's config.json (tests/fixtures/hf/),
+ * each family's layout and window rules on small configs, and every
+ * error: bad JSON, missing and mistyped fields, layouts relibra cannot
+ * describe.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "config_hf.h"
+#include "suites.h"
+
+/* Write TEXT to a scratch file NAME and return its path. */
+static const char *scratch(const char *name, const char *text)
+{
+	static char path[RLB_PATH_MAX];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/hf-%s", rlb_test_tmpdir(), name);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs(text, fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	return path;
+}
+
+static void assert_same_model(const struct rlb_model_config *a,
+			      const struct rlb_model_config *b, const char *what)
+{
+#define SAME(f) ck_assert_msg(a->f == b->f, "%s: " #f " %d, expected %d", what, a->f, b->f)
+	ck_assert_str_eq(a->name, b->name);
+	SAME(experts);
+	SAME(topk);
+	SAME(hidden);
+	SAME(expert_ffn);
+	SAME(moe_layers);
+	SAME(first_dense_layers);
+	SAME(moe_layer_period);
+	SAME(moe_layer_offset);
+	SAME(dense_ffn);
+	SAME(shared_experts);
+	SAME(shared_expert_ffn);
+	SAME(expert_groups);
+	SAME(topk_groups);
+	SAME(q_heads);
+	SAME(kv_heads);
+	SAME(head_dim);
+	SAME(attention_window);
+	SAME(full_attention_period);
+#undef SAME
+}
+
+/* Every shipped model preset equals what its config.json gives. */
+START_TEST(test_shipped_presets)
+{
+	const char *const *names = rlb_config_preset_names("models");
+	const char *name = names[_i];
+	struct rlb_hf_model hm;
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	char path[RLB_PATH_MAX], set[128];
+	const char *sets[1] = { set };
+
+	if (!name)
+		return;
+	snprintf(path, sizeof(path), "%s/fixtures/hf/%s.json", rlb_test_srcdir(), name);
+	ck_assert_msg(rlb_hf_model_load(&hm, path, name, &err) == 0, "%s", err.msg);
+	snprintf(set, sizeof(set), "model.preset=%s", name);
+	ck_assert_msg(rlb_config_load(&cfg, NULL, sets, 1, &err) == 0, "%s", err.msg);
+	assert_same_model(&hm.model, &cfg.model, name);
+}
+END_TEST
+
+/* The model of the config.json TEXT (named "m"), which must load. */
+static void load(struct rlb_hf_model *hm, const char *text)
+{
+	struct rlb_err err = { 0, "" };
+
+	ck_assert_msg(rlb_hf_model_load(hm, scratch("ok.json", text), "m", &err) == 0, "%s",
+		      err.msg);
+}
+
+/* The error of the config.json TEXT: CODE, and MSG after "PATH: ". */
+static void refused(const char *text, int code, const char *msg)
+{
+	struct rlb_hf_model hm;
+	struct rlb_err err = { 0, "" };
+	const char *path = scratch("bad.json", text);
+	char want[2 * RLB_PATH_MAX];
+
+	ck_assert_int_eq(rlb_hf_model_load(&hm, path, NULL, &err), code);
+	snprintf(want, sizeof(want), "%s%s%s", path, msg[0] == ':' ? "" : ": ", msg);
+	ck_assert_str_eq(err.msg, want);
+}
+
+#define BASE "\"hidden_size\": 64, \"intermediate_size\": 256, \"num_attention_heads\": 4, " \
+	     "\"num_key_value_heads\": 2, \"num_experts_per_tok\": 2, "
+
+/* Each family's rules, on configs of a few layers. */
+START_TEST(test_family_rules)
+{
+	struct rlb_hf_model hm, hm2;
+
+	/* DeepSeek-V2-Lite's shape: fused shared experts, first dense layer */
+	load(&hm, "{" BASE "\"num_hidden_layers\": 5, \"first_k_dense_replace\": 1, "
+	     "\"n_routed_experts\": 8, \"moe_intermediate_size\": 32, \"n_shared_experts\": 2, "
+	     "\"qk_nope_head_dim\": 24, \"qk_rope_head_dim\": 8, \"_name_or_path\": \"a/B-1\"}");
+	ck_assert_int_eq(hm.model.first_dense_layers, 1);
+	ck_assert_int_eq(hm.model.moe_layers, 4);
+	ck_assert_int_eq(hm.model.dense_ffn, 256);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 64);
+	ck_assert_int_eq(hm.model.kv_heads, 4);		/* MLA: as many as the query heads */
+	ck_assert_int_eq(hm.model.head_dim, 32);
+	ck_assert_str_eq(hm.model.name, "m");
+	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "moe_intermediate_size * n_shared_experts 2");
+	/* moe_layer_freq 2 after 3 dense layers: MoE at 4, 6, 8 of 9 */
+	load(&hm, "{" BASE "\"num_hidden_layers\": 9, \"first_k_dense_replace\": 3, "
+	     "\"moe_layer_freq\": 2, \"n_routed_experts\": 8, \"moe_intermediate_size\": 32}");
+	ck_assert_int_eq(hm.model.moe_layers, 3);
+	ck_assert_int_eq(hm.model.first_dense_layers, 3);
+	ck_assert_int_eq(hm.model.moe_layer_period, 2);
+	ck_assert_int_eq(hm.model.moe_layer_offset, 1);
+	ck_assert_int_eq(rlb_model_moe_layer_index(&hm.model, 0), 4);
+	ck_assert_int_eq(rlb_model_moe_layer_index(&hm.model, 2), 8);
+	/* Qwen MoE: decoder_sparse_step 3 (MoE at 2, 5, 8), a shared expert of its own */
+	load(&hm, "{" BASE "\"num_hidden_layers\": 9, \"decoder_sparse_step\": 3, "
+	     "\"num_experts\": 6, \"moe_intermediate_size\": 32, "
+	     "\"shared_expert_intermediate_size\": 128, \"mlp_only_layers\": []}");
+	ck_assert_int_eq(hm.model.moe_layers, 3);
+	ck_assert_int_eq(hm.model.first_dense_layers, 0);
+	ck_assert_int_eq(hm.model.moe_layer_period, 3);
+	ck_assert_int_eq(hm.model.moe_layer_offset, 2);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 128);
+	/* mlp_only_layers that leave a periodic layout: the first two dense */
+	load(&hm, "{" BASE "\"num_hidden_layers\": 6, \"mlp_only_layers\": [0, 1], "
+	     "\"num_experts\": 6, \"moe_intermediate_size\": 32}");
+	ck_assert_int_eq(hm.model.first_dense_layers, 2);
+	ck_assert_int_eq(hm.model.moe_layers, 4);
+	/* Llama 4: an explicit moe_layers list is the same as the step */
+	load(&hm, "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+	     BASE "\"num_hidden_layers\": 6, \"interleave_moe_layer_step\": 2, "
+	     "\"num_local_experts\": 4, \"intermediate_size_mlp\": 512}}");
+	load(&hm2, "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+	     BASE "\"num_hidden_layers\": 6, \"moe_layers\": [1, 3, 5], "
+	     "\"num_local_experts\": 4, \"intermediate_size_mlp\": 512}}");
+	assert_same_model(&hm2.model, &hm.model, "llama4 moe_layers");
+	ck_assert_int_eq(hm.model.dense_ffn, 512);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 256);
+	/* no head_dim: hidden / heads; one group limits nothing */
+	load(&hm, "{" BASE "\"num_hidden_layers\": 2, \"num_local_experts\": 4, "
+	     "\"n_group\": 1, \"topk_group\": 1}");
+	ck_assert_int_eq(hm.model.head_dim, 16);
+	ck_assert_int_eq(hm.model.expert_groups, 0);
+	ck_assert_int_eq(hm.model.expert_ffn, 256);
+	/* group-limited routing */
+	load(&hm, "{" BASE "\"num_hidden_layers\": 2, \"num_local_experts\": 8, "
+	     "\"n_group\": 4, \"topk_group\": 2}");
+	ck_assert_int_eq(hm.model.expert_groups, 4);
+	ck_assert_int_eq(hm.model.topk_groups, 2);
+}
+END_TEST
+
+/* Sliding windows: layer_types, every layer, a pattern, switched off. */
+START_TEST(test_window_rules)
+{
+	struct rlb_hf_model hm;
+
+#define E "\"num_local_experts\": 4, "
+	load(&hm, "{" BASE E "\"num_hidden_layers\": 4, \"sliding_window\": 128, \"layer_types\": "
+	     "[\"sliding_attention\", \"full_attention\", \"sliding_attention\", \"full_attention\"]}");
+	ck_assert_int_eq(hm.model.attention_window, 128);
+	ck_assert_int_eq(hm.model.full_attention_period, 2);
+	load(&hm, "{" BASE E "\"num_hidden_layers\": 4, \"sliding_window\": 4096}");
+	ck_assert_int_eq(hm.model.attention_window, 4096);
+	ck_assert_int_eq(hm.model.full_attention_period, 0);
+	load(&hm, "{" BASE E "\"num_hidden_layers\": 12, \"sliding_window\": 512, "
+	     "\"sliding_window_pattern\": 6}");
+	ck_assert_int_eq(hm.model.full_attention_period, 6);
+	/* Qwen: a window that is off */
+	load(&hm, "{" BASE E "\"num_hidden_layers\": 4, \"sliding_window\": 4096, "
+	     "\"use_sliding_window\": false}");
+	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* every layer full */
+	load(&hm, "{" BASE E "\"num_hidden_layers\": 2, \"sliding_window\": null, \"layer_types\": "
+	     "[\"full_attention\", \"full_attention\"]}");
+	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* the last of 3 layers full: period 3 */
+	load(&hm, "{" BASE E "\"num_hidden_layers\": 3, \"sliding_window\": 64, \"layer_types\": "
+	     "[\"sliding_attention\", \"sliding_attention\", \"full_attention\"]}");
+	ck_assert_int_eq(hm.model.full_attention_period, 3);
+#undef E
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+	struct rlb_hf_model hm;
+	struct rlb_err err = { 0, "" };
+
+	refused("{\n  \"hidden_size\": 64,\n  \"num_experts\" 8\n}", RLB_EPARSE,
+		":3:17: invalid JSON (byte 40): ':' expected near '8'");
+	refused("[1]", RLB_ECONFIG, "expected a JSON object (a config.json)");
+	refused("{\"hidden_size\": 64}", RLB_ECONFIG,
+		"no 'n_routed_experts' or 'num_local_experts' or 'num_experts'");
+	refused("{\"num_experts\": 8, \"num_experts_per_tok\": -2}", RLB_ECONFIG,
+		"'num_experts_per_tok' is not a non-negative integer");
+	refused("{\"num_experts\": 8, \"num_experts_per_tok\": \"2\"}", RLB_ECONFIG,
+		"'num_experts_per_tok' is not a non-negative integer");
+	refused("{\"num_experts\": 8, \"num_experts\": 8}", RLB_EPARSE,
+		":1:32: invalid JSON (byte 32): duplicate object key near '\"num_experts\"'");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 5, "
+		"\"mlp_only_layers\": [0, 3]}", RLB_ECONFIG,
+		"the MoE layers (num_hidden_layers, mlp_only_layers: 1, 2, 4 of 5) do not repeat "
+		"with one period after the first dense layers, which relibra.yaml(5) cannot "
+		"describe");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"mlp_only_layers\": [7]}",
+		RLB_ECONFIG, "'mlp_only_layers'[0] is not a layer index in [0, 3)");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 4, \"layer_types\": "
+		"[\"linear_attention\", \"linear_attention\", \"linear_attention\", "
+		"\"full_attention\"]}", RLB_ECONFIG,
+		"'layer_types'[0] is 'linear_attention'; relibra models full_attention and "
+		"sliding_attention layers only");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"layer_types\": "
+		"[\"full_attention\"]}", RLB_ECONFIG, "'layer_types' has 1 entries for 3 layers");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"sliding_window\": 64, "
+		"\"layer_types\": [\"full_attention\", \"sliding_attention\", \"sliding_attention\"]}",
+		RLB_ECONFIG, "the sliding-window layers (sliding_window, layer_types) do not leave "
+		"every P-th layer full for any P, which relibra.yaml(5) cannot describe");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, \"layer_types\": "
+		"[\"sliding_attention\", \"full_attention\"]}", RLB_ECONFIG,
+		"'layer_types' has sliding_attention layers but 'sliding_window' is not a "
+		"positive integer");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 8, \"attn_layer_period\": 8, "
+		"\"expert_layer_period\": 2}", RLB_ECONFIG,
+		"a hybrid model whose layers are not all attention ('attn_layer_period'): "
+		"relibra's cost model has no term for its other layers");
+	/* dense layers with no width of theirs */
+	refused("{" BASE "\"num_local_experts\": 8, \"num_hidden_layers\": 4, "
+		"\"first_k_dense_replace\": 1}", RLB_ECONFIG,
+		"dense layers, but no FFN width of theirs ('intermediate_size_mlp', or "
+		"'intermediate_size' beside 'moe_intermediate_size')");
+	/* the model section's own checks */
+	refused("{\"hidden_size\": 64, \"intermediate_size\": 256, \"num_experts\": 8, "
+		"\"num_hidden_layers\": 2, \"num_experts_per_tok\": 9}",
+		RLB_ECONFIG, "the model section made from it: 'model.topk' 9 exceeds 'model.experts' 8");
+	ck_assert_int_eq(rlb_hf_model_load(&hm, scratch("ok.json", "{}"), "../x", &err), RLB_EINVAL);
+	ck_assert_int_eq(rlb_hf_model_load(&hm, "/nonexistent/config.json", NULL, &err), RLB_EIO);
+}
+END_TEST
+
+/* The preset written, loaded back as a preset, is the same model. */
+START_TEST(test_write_round_trip)
+{
+	struct rlb_hf_model hm;
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	char path[2 * RLB_PATH_MAX], dir[RLB_PATH_MAX], conf[RLB_PATH_MAX];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/fixtures/hf/deepseek-v3.json", rlb_test_srcdir());
+	ck_assert_int_eq(rlb_hf_model_load(&hm, path, NULL, &err), 0);
+	ck_assert_str_eq(hm.model.name, "deepseek_v3");	/* no _name_or_path: model_type */
+	snprintf(dir, sizeof(dir), "%s/hfm", rlb_test_tmpdir());
+	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	snprintf(dir, sizeof(dir), "%s/hfm/models", rlb_test_tmpdir());
+	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	snprintf(path, sizeof(path), "%s/deepseek_v3.yaml", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(rlb_hf_model_write_yaml(&hm, fp, &err), 0);
+	ck_assert_int_eq(fclose(fp), 0);
+	snprintf(conf, sizeof(conf), "%s/hfm/c.yaml", rlb_test_tmpdir());
+	fp = fopen(conf, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("model: {preset: deepseek_v3}\n", fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	ck_assert_msg(rlb_config_load(&cfg, conf, NULL, 0, &err) == 0, "%s", err.msg);
+	assert_same_model(&cfg.model, &hm.model, "written preset");
+}
+END_TEST
+
+Suite *rlb_suite_config_hf(void)
+{
+	Suite *s = suite_create("config_hf");
+	TCase *tc = tcase_create("config_hf");
+	int n = 0;
+
+	while (rlb_config_preset_names("models")[n])
+		n++;
+	tcase_add_loop_test(tc, test_shipped_presets, 0, n);
+	tcase_add_test(tc, test_family_rules);
+	tcase_add_test(tc, test_window_rules);
+	tcase_add_test(tc, test_errors);
+	tcase_add_test(tc, test_write_round_trip);
+	suite_add_tcase(s, tc);
+	return s;
+}
