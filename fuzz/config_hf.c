@@ -13,6 +13,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	/* on one GPU, as the model section was checked */
+	static const char *const one_gpu[] = { "cluster.gpus_per_node=1" };
 	struct rlb_hf_model hm;
 	struct rlb_config cfg;
 	struct rlb_err err;
@@ -25,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fp = open_memstream(&text, &len);
 	if (!fp || rlb_hf_model_write_yaml(&hm, fp, &err) != 0 || fclose(fp) != 0)
 		abort();
-	if (rlb_config_load(&cfg, fuzz_file((const uint8_t *)text, len, "preset.yaml"), NULL, 0,
+	if (rlb_config_load(&cfg, fuzz_file((const uint8_t *)text, len, "preset.yaml"), one_gpu, 1,
 			    &err) != 0)
 		abort();
 	/* the model section alone: the rest of cfg is the defaults */

@@ -141,7 +141,7 @@ int rlb_balancer_new(struct rlb_balancer **out, const struct rlb_config *cfg,
 {
 	struct rlb_balancer *b;
 	int ep = cfg->parallel.ep_size ? cfg->parallel.ep_size : rlb_config_gpus(cfg);
-	int gpn = cfg->cluster.gpus_per_node;
+	int gpn = rlb_config_ep_gpus_per_node(cfg);
 	double mig;
 
 	*out = NULL;

@@ -190,7 +190,12 @@ int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err);
 int rlb_config_gpus(const struct rlb_config *cfg);		/* nodes * gpus_per_node */
 int rlb_config_ep_size(const struct rlb_config *cfg);		/* parallel.ep_size, 0: every GPU */
 int rlb_config_experts_per_gpu(const struct rlb_config *cfg);	/* experts / ep_size */
-int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / gpus_per_node */
+/*
+ * The EP group's GPUs per node: gpus_per_node, or the EP size when the
+ * group fits in one node (an NVLink domain); and its nodes.
+ */
+int rlb_config_ep_gpus_per_node(const struct rlb_config *cfg);
+int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / the above */
 
 /*
  * The model's layer layout: first_dense_layers dense layers, then

@@ -223,10 +223,11 @@ int rlb_cfg_validate(struct loader *ld)
 				  m->kv_heads, m->q_heads);
 	gpus = rlb_config_gpus(c);
 	ep = c->parallel.ep_size ? c->parallel.ep_size : gpus;
-	if (ep % c->cluster.gpus_per_node)
+	/* an EP group spans whole nodes, or fits in one */
+	if (ep > c->cluster.gpus_per_node && ep % c->cluster.gpus_per_node)
 		return fail_keys2(ld, KEY(SEC_PARALLEL, "ep_size"), KEY(SEC_CLUSTER, "gpus_per_node"),
-				  "'parallel.ep_size' %d is not a multiple of 'cluster.gpus_per_node' %d",
-				  ep, c->cluster.gpus_per_node);
+				  "'parallel.ep_size' %d is neither a multiple of 'cluster.gpus_per_node' %d "
+				  "nor below it", ep, c->cluster.gpus_per_node);
 	if (ep > gpus)
 		return fail_keys2(ld, KEY(SEC_PARALLEL, "ep_size"), KEY(SEC_CLUSTER, "nodes"),
 				  "'parallel.ep_size' %d exceeds the cluster's %d GPU%s ('cluster.nodes' %d x 'cluster.gpus_per_node' %d)",

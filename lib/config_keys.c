@@ -80,7 +80,7 @@ static const struct key model_keys[] = {
 static const struct key cluster_keys[] = {
 	KSTR(cluster, name),
 	KINT(cluster, nodes, 1, 4096),
-	KINT(cluster, gpus_per_node, 1, 64),
+	KINT(cluster, gpus_per_node, 1, 1024),
 	/* rates and efficiency from 1e-6: near 0, no time would be finite */
 	KDBL(cluster, peak_tflops, 1e-6, 1e6),
 	KDBL(cluster, hbm_gbps, 1e-6, 1e6),
@@ -328,9 +328,16 @@ int rlb_config_experts_per_gpu(const struct rlb_config *cfg)
 	return ep > 0 ? cfg->model.experts / ep : 0;
 }
 
+int rlb_config_ep_gpus_per_node(const struct rlb_config *cfg)
+{
+	int gpn = cfg->cluster.gpus_per_node, ep = rlb_config_ep_size(cfg);
+
+	return gpn < ep ? gpn : ep;
+}
+
 int rlb_config_ep_nodes(const struct rlb_config *cfg)
 {
-	int gpn = cfg->cluster.gpus_per_node;
+	int gpn = rlb_config_ep_gpus_per_node(cfg);
 
 	return gpn > 0 ? rlb_config_ep_size(cfg) / gpn : 0;
 }

@@ -221,9 +221,7 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	ex->experts = th->experts;
 	ex->topk = th->topk;
 	ex->ranks = (uint32_t)cfg->parallel.ep_size;
-	ex->gpn = (uint32_t)cfg->cluster.gpus_per_node;
-	if (ex->gpn > ex->ranks)
-		ex->gpn = ex->ranks;
+	ex->gpn = (uint32_t)rlb_config_ep_gpus_per_node(cfg);
 	ex->hidden = (uint32_t)cfg->model.hidden;
 	ex->ffn = (uint32_t)cfg->model.expert_ffn;
 	ex->shape.hidden = ex->hidden;

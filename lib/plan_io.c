@@ -147,7 +147,7 @@ void rlb_plan_header_init(struct rlb_plan_header *h,
 	h->topk = th->topk;
 	h->ranks = ep > 0 ? (uint32_t)ep : 0;
 	h->gpus_per_node = cfg->cluster.gpus_per_node > 0 ?
-		(uint32_t)cfg->cluster.gpus_per_node : 0;
+		(uint32_t)rlb_config_ep_gpus_per_node(cfg) : 0;
 	h->trace_hash = rlb_plan_trace_hash(th);
 	if (steps && nsteps) {
 		h->trace_first_step = steps[0];
@@ -400,10 +400,11 @@ int rlb_plan_check_inputs(const struct rlb_plan_header *h,
 		if (h->ranks != ep)
 			return MISMATCH("config", "parallel.ep_size", "%ld",
 					(long)h->ranks, ep);
-		if (h->gpus_per_node != (long)cfg->cluster.gpus_per_node)
+		/* the EP group's: the EP size when it fits in a node */
+		if (h->gpus_per_node != (long)rlb_config_ep_gpus_per_node(cfg))
 			return MISMATCH("config", "cluster.gpus_per_node", "%ld",
 					(long)h->gpus_per_node,
-					(long)cfg->cluster.gpus_per_node);
+					(long)rlb_config_ep_gpus_per_node(cfg));
 		if (h->experts != (long)cfg->model.experts)
 			return MISMATCH("config", "model.experts", "%ld",
 					(long)h->experts, (long)cfg->model.experts);

@@ -121,7 +121,7 @@ static int plan_one_step(struct rlb_trace_reader *r,
 	struct rlb_traffic static_t;
 	struct rlb_sim_step static_step;
 	struct rlb_traffic **all[2] = { NULL, NULL };
-	uint32_t gpn = (uint32_t)cfg->cluster.gpus_per_node;
+	uint32_t gpn = (uint32_t)rlb_config_ep_gpus_per_node(cfg);
 	size_t i, nall[2] = { 1, 0 };
 	int ret, k, dc = 0, named = 0;
 

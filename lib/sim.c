@@ -34,7 +34,7 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 	p->planner_overlap = cfg->balancer.planner_overlap;
 	p->passes = cfg->parallel.recompute ? 4 : 3;
 	p->a2a_phases = cfg->parallel.recompute ? 6 : 4;
-	p->gpus_per_node = c->gpus_per_node > 0 ? (uint32_t)c->gpus_per_node : 1;
+	p->gpus_per_node = c->gpus_per_node > 0 ? (uint32_t)rlb_config_ep_gpus_per_node(cfg) : 1;
 	p->dense_time_s = m->dense_time_ms * 1e-3;
 	p->hidden = h;
 	p->q_heads = m->q_heads;

@@ -555,7 +555,7 @@ int rlb_trace_stats_compute(struct rlb_trace_reader *r,
 	p.experts = h->experts;
 	p.topk = h->topk;
 	p.ranks = (uint32_t)ep;
-	p.gpus_per_node = cfg->cluster.gpus_per_node > 0 ? (uint32_t)cfg->cluster.gpus_per_node : 0;
+	p.gpus_per_node = cfg->cluster.gpus_per_node > 0 ? (uint32_t)rlb_config_ep_gpus_per_node(cfg) : 0;
 	p.mb_tokens = (uint32_t)cfg->parallel.micro_batch_tokens;
 	p.pack = pack;
 	ret = rlb_stats_acc_new(&a, &p, err);

@@ -166,32 +166,37 @@ START_TEST(test_cluster_presets)
 {
 	static const struct {
 		const char *name;
-		int nodes;
-		double hbm_gbps;
+		int nodes, gpn, ep, ep_nodes;
+		double hbm_gbps, peak, nvlink;
 	} c[] = {
-		{ "h100-1x8", 1, 2700 }, { "h100-4x8", 4, 2700 },
-		{ "h100-8x8", 8, 2700 }, { "h200-8x8", 8, 3800 },
+		{ "b200-8x8", 8, 8, 64, 8, 6200, 2250, 680 },
+		/* EP 64 of the rack's 72 GPUs: one NVLink domain */
+		{ "gb200-nvl72", 1, 72, 64, 1, 6400, 2500, 680 },
+		{ "h100-1x8", 1, 8, 8, 1, 2700, 989, 340 }, { "h100-4x8", 4, 8, 32, 4, 2700, 989, 340 },
+		{ "h100-8x8", 8, 8, 64, 8, 2700, 989, 340 }, { "h200-8x8", 8, 8, 64, 8, 3800, 989, 340 },
 	};
 	const char *const *names = rlb_config_preset_names("clusters");
 	struct rlb_config cfg;
-	char set[128];
-	const char *sets[2] = { "model.preset=qwen3-30b-a3b", set };
+	char set[128], ep[64];
+	const char *sets[3] = { "model.preset=qwen3-30b-a3b", set, ep };
 	size_t i;
 
 	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		ck_assert_ptr_nonnull(names[i]);
 		ck_assert_str_eq(names[i], c[i].name);
 		snprintf(set, sizeof(set), "cluster.preset=%s", c[i].name);
-		load_ok(&cfg, NULL, sets, 2);
+		snprintf(ep, sizeof(ep), "parallel.ep_size=%d", c[i].ep);
+		load_ok(&cfg, NULL, sets, c[i].ep == c[i].nodes * c[i].gpn ? 2 : 3);
 		ck_assert_str_eq(cfg.cluster.name, c[i].name);
 		ck_assert_int_eq(cfg.cluster.nodes, c[i].nodes);
-		ck_assert_int_eq(cfg.cluster.gpus_per_node, 8);
+		ck_assert_int_eq(cfg.cluster.gpus_per_node, c[i].gpn);
 		ck_assert(cfg.cluster.hbm_gbps == c[i].hbm_gbps);
-		ck_assert(cfg.cluster.peak_tflops == 989);
-		ck_assert(cfg.cluster.nvlink_gbps == 340);
+		ck_assert(cfg.cluster.peak_tflops == c[i].peak);
+		ck_assert(cfg.cluster.nvlink_gbps == c[i].nvlink);
 		ck_assert(cfg.cluster.rdma_gbps == 45);
-		ck_assert_int_eq(cfg.parallel.ep_size, 8 * c[i].nodes);
-		ck_assert_int_eq(rlb_config_ep_nodes(&cfg), c[i].nodes);
+		ck_assert_int_eq(rlb_config_ep_size(&cfg), c[i].ep);
+		ck_assert_int_eq(rlb_config_ep_nodes(&cfg), c[i].ep_nodes);
+		ck_assert_int_eq(rlb_config_ep_gpus_per_node(&cfg), c[i].ep / c[i].ep_nodes);
 	}
 	ck_assert_ptr_null(names[i]);
 	ck_assert_ptr_null(rlb_config_preset_names("bogus")[0]);
@@ -518,7 +523,7 @@ START_TEST(test_new_get)
 	ck_assert_int_eq(cfg->parallel.ep_size, 4);
 	ck_assert_int_eq(rlb_config_set(cfg, "parallel.ep_size=3", &err), 0);
 	ck_assert_int_eq(rlb_config_validate(cfg, &err), RLB_ECONFIG);
-	ck_assert_ptr_nonnull(strstr(err.msg, "'parallel.ep_size' 3 is not a multiple of 'cluster.gpus_per_node' 2"));
+	ck_assert_ptr_nonnull(strstr(err.msg, "'parallel.ep_size' 3 is neither a multiple of 'cluster.gpus_per_node' 2 nor below it"));
 	rlb_config_free(cfg);
 	rlb_config_free(NULL);
 	/* A failing load gives NULL and says why. */
@@ -639,7 +644,7 @@ static const struct {
 	  ": missing required keys 'model.experts', 'model.topk', 'model.hidden', "
 	  "'model.expert_ffn', 'model.moe_layers'" },
 	{ "ep-multiple.yaml",
-	  ":6:3: 'parallel.ep_size' 12 is not a multiple of 'cluster.gpus_per_node' 8\n"
+	  ":6:3: 'parallel.ep_size' 12 is neither a multiple of 'cluster.gpus_per_node' 8 nor below it\n"
 	  "    ep_size: 12\n"
 	  "    ^" },
 	{ "ep-exceeds.yaml",
@@ -766,7 +771,7 @@ START_TEST(test_error_misc)
 
 		ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 2, &err), RLB_ECONFIG);
 		ck_assert_str_eq(err.msg, "--set 'parallel.ep_size=12': 'parallel.ep_size' 12 "
-				 "is not a multiple of 'cluster.gpus_per_node' 8");
+				 "is neither a multiple of 'cluster.gpus_per_node' 8 nor below it");
 	}
 
 	/* empty documents are all defaults */
