@@ -91,6 +91,15 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.dense_time_ms=0.
 check "$cfg" t.rrt --policy static --no-timing --set model.attention_window=64
 check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window=100 \
 	--set model.full_attention_period=2
+# The same layout with a dense part small enough and copies slow enough
+# that relibra's window leaves copies on the critical path: the window
+# before MoE layer 0 (layers 0 windowed, 1 full, and the MoE layer 2
+# windowed) sets the replication term.
+check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window=30 \
+	--set model.full_attention_period=2 --set model.head_dim=1 --set model.dense_ffn=1 \
+	--set cluster.nvlink_latency_us=1000 --set balancer.min_tokens_per_replica=0
+python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
+	"s$n.json" || fail "no replication beyond relibra's window: the check above tests nothing"
 # A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
 run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
 expect_status 0
@@ -144,6 +153,35 @@ json.dump(d, sys.stdout)
 PY
 check dense.yaml d.rrt --policy relibra --no-timing --steps 0:0 --schedule ranks.json \
 	--set model.dense_ffn=1024
+# A window that a micro-batch's only chunk starts beyond: micro-batch 0
+# holds the last 200 tokens of the longest sequence, on rank 1 alone, so
+# its windowed context is 200 times the window.
+run inspect --schedule -c dense.yaml --steps 0:0 d.rrt
+expect_status 0
+python3 - out > beyond.json <<'PY' || fail "cannot edit the schedule"
+import json, sys
+d = json.load(open(sys.argv[1]))
+st = d["steps"][0]
+ranges = [r for mb in st["micro_batches"] for rk in mb for r in rk]
+lens = {}
+for q, a, b in ranges:
+    lens[q] = max(lens.get(q, 0), b)
+long_ = max(lens, key=lambda q: lens[q])
+G = len(st["micro_batches"][0])
+n = lens[long_]
+assert n > 300
+mbs = [[[] for _ in range(G)]]
+mbs[0][1].append([long_, n - 200, n])
+rest = [[long_, 0, n - 200]] + [[q, 0, lens[q]] for q in sorted(lens) if q != long_]
+for j, r in enumerate(rest):
+    if j % G == 0:
+        mbs.append([[] for _ in range(G)])
+    mbs[-1][j % G].append(r)
+st["micro_batches"] = mbs
+json.dump(d, sys.stdout)
+PY
+check dense.yaml d.rrt --policy relibra --no-timing --steps 0:0 --schedule beyond.json \
+	--set model.attention_window=64 --set model.full_attention_period=3
 
 # The comparison fails on one figure changed: the RDMA part of the
 # all-to-all of the first step.
