@@ -575,16 +575,27 @@ out:
 	return ret;
 }
 
+/* S in a YAML comment: printable ASCII, '?' for every other byte. */
+static void put_comment_text(FILE *fp, const char *s)
+{
+	for (; *s; s++)
+		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', fp);
+}
+
 int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err)
 {
 	struct rlb_model_config m = hm->model;
 	int k, w;
 
-	fprintf(fp, "# Model preset %s, made by `relibra config --from-hf` from %s%s%s%s.\n"
-		    "# Each key names the config.json fields it comes from.\n"
-		    "model:\n  name: %s\n", m.name, hm->path,
-		hm->model_type[0] ? " (model_type " : "", hm->model_type,
-		hm->model_type[0] ? ")" : "", m.name);
+	fprintf(fp, "# Model preset %s, made by `relibra config --from-hf` from ", m.name);
+	put_comment_text(fp, hm->path);
+	if (hm->model_type[0]) {
+		fputs(" (model_type ", fp);
+		put_comment_text(fp, hm->model_type);
+		fputc(')', fp);
+	}
+	fprintf(fp, ".\n# Each key names the config.json fields it comes from.\n"
+		    "model:\n  name: %s\n", m.name);
 	for (k = 0; k < RLB_HF_KEYS; k++) {
 		w = fprintf(fp, "  %s: %d", key_names[k], *field_of(&m, k));
 		fprintf(fp, "%*s# %s\n", w < 26 ? 26 - w : 1, "", hm->from[k]);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -286,6 +287,26 @@ START_TEST(test_write_round_trip)
 }
 END_TEST
 
+/* What the comment quotes of the input is printable: a YAML comment takes nothing else. */
+START_TEST(test_write_control_chars)
+{
+	struct rlb_hf_model hm;
+	struct rlb_err err = { 0, "" };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp;
+
+	load(&hm, "{" BASE "\"num_hidden_layers\": 2, \"num_local_experts\": 4, "
+	     "\"model_type\": \"a\\u0001b\\u00e9\"}");
+	fp = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(rlb_hf_model_write_yaml(&hm, fp, &err), 0);
+	ck_assert_int_eq(fclose(fp), 0);
+	ck_assert_msg(strstr(text, "(model_type a?b?" "?).\n"), "%s", text);
+	free(text);
+}
+END_TEST
+
 Suite *rlb_suite_config_hf(void)
 {
 	Suite *s = suite_create("config_hf");
@@ -299,6 +320,7 @@ Suite *rlb_suite_config_hf(void)
 	tcase_add_test(tc, test_window_rules);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_write_round_trip);
+	tcase_add_test(tc, test_write_control_chars);
 	suite_add_tcase(s, tc);
 	return s;
 }
