@@ -399,14 +399,20 @@ static void print_table(const struct rlb_config *cfg,
 	double speedup = s->policy_time.total_s > 0 ?
 		st->policy_time.total_s / s->policy_time.total_s : 0;
 	double ms = 1e3 / (s->steps ? s->steps : 1);	/* per-step milliseconds */
-	char planner[32] = "not timed", label[128];
+	char planner[32] = "not timed", label[128], cluster[RLB_NAME_MAX + 32];
 
 	if (!po->no_timing)
 		snprintf(planner, sizeof(planner), "%.3f s", s->planner_ns / 1e9);
+	/* a cluster made of keys alone has no name */
+	if (cfg->cluster.name[0])
+		snprintf(cluster, sizeof(cluster), "%s", cfg->cluster.name);
+	else
+		snprintf(cluster, sizeof(cluster), "%d x %d GPUs", cfg->cluster.nodes,
+			 cfg->cluster.gpus_per_node);
 
 	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64
 	       " micro-batch%s, %s packing, %d token%s per GPU per micro-batch\n\n",
-	       rlb_result_label(bo, label, sizeof(label)), cfg->model.name, cfg->cluster.name,
+	       rlb_result_label(bo, label, sizeof(label)), cfg->model.name, cluster,
 	       cfg->parallel.ep_size, s->steps, cmd_s(s->steps),
 	       s->micro_batches, s->micro_batches == 1 ? "" : "es",
 	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens,

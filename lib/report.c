@@ -808,8 +808,9 @@ const char *rlb_report_group_title(const struct rlb_report *r, size_t gi,
 	if (g->sweep_value)
 		PUT("%s=%s: ", r->sweep_key ? r->sweep_key : "sweep",
 		    g->sweep_value);
-	PUT("%s on %s (%d node%s x %d GPU%s, EP %d), %s packing, %d token%s per GPU per micro-batch, trace %s",
-	    g->model, g->cluster, g->nodes, g->nodes == 1 ? "" : "s",
+	/* a cluster made of keys alone has no name */
+	PUT("%s on %s%s(%d node%s x %d GPU%s, EP %d), %s packing, %d token%s per GPU per micro-batch, trace %s",
+	    g->model, g->cluster, g->cluster[0] ? " " : "", g->nodes, g->nodes == 1 ? "" : "s",
 	    g->gpus_per_node, g->gpus_per_node == 1 ? "" : "s", g->ep_size, g->pack,
 	    g->micro_batch_tokens, g->micro_batch_tokens == 1 ? "" : "s",
 	    g->trace_hash[0] ? g->trace_hash : "(no hash)");
