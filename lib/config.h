@@ -51,7 +51,11 @@ struct rlb_model_config {
 	int kv_heads;		/* attention key/value heads */
 	int head_dim;		/* attention head dimension */
 	int attention_window;	/* tokens a windowed layer attends to (0: full attention) */
-	int full_attention_period; /* with a window: layer i is full when i + 1 is a multiple (0: none) */
+	int full_attention_period; /* with a window or linear heads: layer i is full when i + 1 is a multiple (0: none) */
+	int linear_key_heads;	/* linear attention (Gated DeltaNet): key heads (0: none) */
+	int linear_value_heads;	/* ... value heads */
+	int linear_key_head_dim;
+	int linear_value_head_dim;
 	double dense_time_ms;	/* cost model: dense time per layer and micro-batch, forward + backward (0: estimate) */
 };
 
@@ -211,11 +215,18 @@ long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j);
 long rlb_model_dense_before(const struct rlb_model_config *m, long j);
 
 /*
- * 1 when hidden layer I (from 0) attends within attention_window tokens:
- * with a window, every layer but those where I + 1 is a multiple of
- * full_attention_period (none when it is 0); 0 without a window.
+ * How hidden layer I (from 0) attends.  With attention_window or linear
+ * heads, every layer but those where I + 1 is a multiple of
+ * full_attention_period (none when it is 0) is windowed or linear; without
+ * either, every layer is full.
  */
-int rlb_model_layer_windowed(const struct rlb_model_config *m, long i);
+enum rlb_attention {
+	RLB_ATT_FULL,		/* causal attention over the sequence so far */
+	RLB_ATT_WINDOW,		/* within attention_window positions */
+	RLB_ATT_LINEAR,		/* linear attention: a recurrent state, no context */
+	RLB_ATT_KINDS
+};
+enum rlb_attention rlb_model_layer_attention(const struct rlb_model_config *m, long i);
 
 /*
  * Name of a packing rule ("data-control" and "file" too, where a

@@ -217,6 +217,20 @@ int rlb_cfg_validate(struct loader *ld)
 		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layer_period"), KEY(SEC_MODEL, "dense_ffn"),
 				  "'model.moe_layer_period' %d needs 'model.dense_ffn'",
 				  m->moe_layer_period);
+	if (m->linear_value_heads && m->attention_window)
+		return fail_keys2(ld, KEY(SEC_MODEL, "linear_value_heads"),
+				  KEY(SEC_MODEL, "attention_window"),
+				  "'model.linear_value_heads' and 'model.attention_window' both set: "
+				  "the layers that are not full are either linear or windowed");
+	if ((m->linear_key_heads || m->linear_value_heads || m->linear_key_head_dim ||
+	     m->linear_value_head_dim) &&
+	    !(m->linear_key_heads && m->linear_value_heads && m->linear_key_head_dim &&
+	      m->linear_value_head_dim))
+		return fail_keys2(ld, KEY(SEC_MODEL, "linear_value_heads"),
+				  KEY(SEC_MODEL, "linear_key_heads"),
+				  "linear attention needs all of 'model.linear_key_heads', "
+				  "'model.linear_value_heads', 'model.linear_key_head_dim' and "
+				  "'model.linear_value_head_dim'");
 	if (m->q_heads && m->kv_heads && m->q_heads % m->kv_heads)
 		return fail_keys2(ld, KEY(SEC_MODEL, "kv_heads"), KEY(SEC_MODEL, "q_heads"),
 				  "'model.kv_heads' %d does not divide 'model.q_heads' %d",

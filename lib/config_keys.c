@@ -74,6 +74,10 @@ static const struct key model_keys[] = {
 	KINT(model, head_dim, 0, 4096),
 	KINT(model, attention_window, 0, 16777216),
 	KINT(model, full_attention_period, 0, RLB_TRACE_MAX_LAYERS),
+	KINT(model, linear_key_heads, 0, 4096),
+	KINT(model, linear_value_heads, 0, 4096),
+	KINT(model, linear_key_head_dim, 0, 4096),
+	KINT(model, linear_value_head_dim, 0, 4096),
 	KDBL(model, dense_time_ms, 0, 1e6),
 };
 
@@ -371,11 +375,15 @@ long rlb_model_dense_before(const struct rlb_model_config *m, long j)
 	return moe_period(m) - 1;
 }
 
-int rlb_model_layer_windowed(const struct rlb_model_config *m, long i)
+enum rlb_attention rlb_model_layer_attention(const struct rlb_model_config *m, long i)
 {
-	if (m->attention_window <= 0)
-		return 0;
-	return !(m->full_attention_period > 0 && (i + 1) % m->full_attention_period == 0);
+	int full_period = m->full_attention_period;
+
+	if (full_period > 0 && (i + 1) % full_period == 0)
+		return RLB_ATT_FULL;
+	if (m->linear_value_heads > 0)
+		return RLB_ATT_LINEAR;
+	return m->attention_window > 0 ? RLB_ATT_WINDOW : RLB_ATT_FULL;
 }
 
 const char *rlb_pack_name(enum rlb_pack pack)

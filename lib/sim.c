@@ -327,17 +327,14 @@ static int has_instance(const struct rlb_step_plan *p, uint32_t mb, uint32_t lay
 	return 0;
 }
 
-/* Attention kinds of a layer: full causal attention, or within the window. */
-enum { ATT_FULL, ATT_WINDOW, ATT_KINDS };
-
 /* Per-step workspace. */
 struct work {
 	uint32_t R, E, nodes, gpn, mbs, layers;
 	double *tok, *ctx, *ctxw;	/* [mb][rank] tokens, causal context sums (full, windowed) */
-	/* [mb][ATT_KINDS] forward time of one MoE layer's dense part, of one dense layer */
+	/* [mb][RLB_ATT_KINDS] forward time of one MoE layer's dense part, of one dense layer */
 	double *moe_dense_f, *dense_f;
-	double dense_n[ATT_KINDS];	/* the model's dense layers of each attention kind */
-	double *before_n;		/* [layer][ATT_KINDS] dense layers since the previous MoE layer */
+	double dense_n[RLB_ATT_KINDS];	/* the model's dense layers of each attention kind */
+	double *before_n;		/* [layer][RLB_ATT_KINDS] dense layers since the previous MoE layer */
 	unsigned char *moe_att;		/* [layer] attention kind of the MoE layer */
 	uint64_t *erows;		/* [E] rows per expert */
 	uint64_t *gpu_static, *gpu_plan, *node_a, *node_b; /* [R], [R], [nodes], [nodes] */
@@ -383,9 +380,9 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->tok = calloc(mr + 1, sizeof(double));
 	w->ctx = calloc(mr + 1, sizeof(double));
 	w->ctxw = calloc(mr + 1, sizeof(double));
-	w->moe_dense_f = calloc(((size_t)w->mbs + 1) * ATT_KINDS, sizeof(double));
-	w->dense_f = calloc(((size_t)w->mbs + 1) * ATT_KINDS, sizeof(double));
-	w->before_n = calloc(((size_t)w->layers + 1) * ATT_KINDS, sizeof(double));
+	w->moe_dense_f = calloc(((size_t)w->mbs + 1) * RLB_ATT_KINDS, sizeof(double));
+	w->dense_f = calloc(((size_t)w->mbs + 1) * RLB_ATT_KINDS, sizeof(double));
+	w->before_n = calloc(((size_t)w->layers + 1) * RLB_ATT_KINDS, sizeof(double));
 	w->moe_att = calloc((size_t)w->layers + 1, 1);
 	w->erows = calloc(w->E, sizeof(uint64_t));
 	w->gpu_static = calloc(w->R, sizeof(uint64_t));
@@ -465,27 +462,38 @@ static void layer_kinds(const struct rlb_sim_params *p, struct work *w)
 		long at = j < m->moe_layers ? rlb_model_moe_layer_index(m, j) : hidden;
 
 		for (i = prev + 1; i < at; i++) {
-			int kind = rlb_model_layer_windowed(m, i) ? ATT_WINDOW : ATT_FULL;
+			int kind = rlb_model_layer_attention(m, i);
 
 			w->dense_n[kind] += 1;
 			if (j < (long)w->layers)
-				w->before_n[(size_t)j * ATT_KINDS + kind] += 1;
+				w->before_n[(size_t)j * RLB_ATT_KINDS + kind] += 1;
 		}
 		if (j < (long)w->layers)
-			w->moe_att[j] = rlb_model_layer_windowed(m, at) ? ATT_WINDOW : ATT_FULL;
+			w->moe_att[j] = (unsigned char)rlb_model_layer_attention(m, at);
 		prev = at;
 	}
 }
+
+/* The chunk length of linear attention's kernels (docs/cost-model.md). */
+#define LINEAR_CHUNK 64.0
 
 /*
  * Forward dense time per micro-batch and attention kind: of one MoE layer
  * (attention, QKV/O projections, router, shared experts) and of one dense
  * layer (attention, projections, dense FFN), each on the slowest rank.
+ * A linear-attention layer's token mixing is its projections (q, k, v,
+ * output gate, decay and beta, out) and its chunked recurrence.
  */
 static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
 			struct work *w)
 {
+	const struct rlb_model_config *m = &p->layout;
 	double rate = p->peak_flops * p->gemm_eff_max;
+	double hk = m->linear_key_heads, hv = m->linear_value_heads;
+	double dk = m->linear_key_head_dim, dv = m->linear_value_head_dim;
+	double lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
+			     2 * hv * dv * p->hidden +
+			     hv * (6 * dk * dv + 2 * LINEAR_CHUNK * (2 * dk + dv));
 	double shared_flops_per_row = 6.0 * p->hidden * p->shared_expert_ffn;
 	double shared_bytes = 6.0 * p->hidden * p->shared_expert_ffn;
 	size_t c;
@@ -506,11 +514,11 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 			w->ctxw[at] += window_ctx(st, n, p->layout.attention_window);
 	}
 	for (mb = 0; mb < w->mbs; mb++) {
-		double *moe = &w->moe_dense_f[(size_t)mb * ATT_KINDS];
-		double *dense = &w->dense_f[(size_t)mb * ATT_KINDS];
+		double *moe = &w->moe_dense_f[(size_t)mb * RLB_ATT_KINDS];
+		double *dense = &w->dense_f[(size_t)mb * RLB_ATT_KINDS];
 
 		if (p->dense_time_s > 0) {
-			for (k = 0; k < ATT_KINDS; k++)
+			for (k = 0; k < RLB_ATT_KINDS; k++)
 				moe[k] = dense[k] = p->dense_time_s / p->passes;
 			continue;
 		}
@@ -523,11 +531,12 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 			double shared = p->shared_experts *
 					gemm_s(p, tok, shared_flops_per_row, shared_bytes);
 
-			for (k = 0; k < ATT_KINDS; k++) {
-				double ctx = (k == ATT_WINDOW ? w->ctxw : w->ctx)[(size_t)mb * w->R + r];
-				double attn = 4 * ctx * p->q_heads * p->head_dim;
-				double tm = (proj + attn + router) / rate + shared;
-				double tf = (proj + attn + ffn) / rate;
+			for (k = 0; k < RLB_ATT_KINDS; k++) {
+				double ctx = (k == RLB_ATT_WINDOW ? w->ctxw : w->ctx)[(size_t)mb * w->R + r];
+				double mix = k == RLB_ATT_LINEAR ? tok * lin_per_tok :
+					     proj + 4 * ctx * p->q_heads * p->head_dim;
+				double tm = (mix + router) / rate + shared;
+				double tf = (mix + ffn) / rate;
 
 				if (tm > moe[k])
 					moe[k] = tm;
@@ -880,10 +889,12 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	dense_times(p, s, &w);
 
 	for (mb = 0; mb < l->micro_batches; mb++) {
-		const double *dense_f = &w.dense_f[(size_t)mb * ATT_KINDS];
-		double dense_layers = p->passes * (w.dense_n[ATT_FULL] * dense_f[ATT_FULL] +
-						   w.dense_n[ATT_WINDOW] * dense_f[ATT_WINDOW]);
-		double comp_prev = 0;
+		const double *dense_f = &w.dense_f[(size_t)mb * RLB_ATT_KINDS];
+		double dense_layers = 0, comp_prev = 0;
+
+		for (i = 0; i < RLB_ATT_KINDS; i++)
+			dense_layers += w.dense_n[i] * dense_f[i];
+		dense_layers *= p->passes;
 
 		pol->dense_s += dense_layers;
 		idl->dense_s += dense_layers;
@@ -891,8 +902,8 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 		for (layer = 0; layer < l->layers; layer++) {
 			size_t ml = (size_t)mb * l->layers + layer;
 			const struct rlb_traffic *pt = ideal ? static_t : t;
-			double moe_dense_f = w.moe_dense_f[(size_t)mb * ATT_KINDS + w.moe_att[layer]];
-			const double *before = &w.before_n[(size_t)layer * ATT_KINDS];
+			double moe_dense_f = w.moe_dense_f[(size_t)mb * RLB_ATT_KINDS + w.moe_att[layer]];
+			const double *before = &w.before_n[(size_t)layer * RLB_ATT_KINDS];
 			double dense = p->passes * moe_dense_f;
 			double comp_ideal, comp, phases = p->a2a_phases;
 			struct a2a ia, pa;
@@ -916,9 +927,12 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 				double window = 0, repl_s, grad_s;
 
 				/* the dense layers between the two MoE layers run in it too */
-				if (sim->o.window == RLB_SIM_WINDOW_PREV_LAYER)
-					window = comp_prev + before[ATT_FULL] * dense_f[ATT_FULL] +
-						 before[ATT_WINDOW] * dense_f[ATT_WINDOW] + moe_dense_f;
+				if (sim->o.window == RLB_SIM_WINDOW_PREV_LAYER) {
+					window = comp_prev;
+					for (i = 0; i < RLB_ATT_KINDS; i++)
+						window += before[i] * dense_f[i];
+					window += moe_dense_f;
+				}
 				replicas(sim, plan, mb, layer, &w, window, &st, &repl_s, &grad_s);
 				pol->replication_s += repl_s;
 				pol->grad_reduce_s += grad_s;

@@ -49,18 +49,28 @@ class Model:
         self.L = m["moe_layers"]
         # the layer layout (relibra.yaml(5)): first_dense_layers, then
         # moe_layers blocks of moe_layer_period layers, one of them MoE;
-        # with an attention window, every layer is windowed but those
-        # whose index + 1 is a multiple of full_attention_period.
-        # self.layers: (MoE?, windowed?) per hidden layer.
+        # with linear-attention heads or an attention window, every layer
+        # is linear or windowed but those whose index + 1 is a multiple of
+        # full_attention_period.
+        # self.layers: (MoE?, "full" | "window" | "linear") per hidden layer.
         period = m["moe_layer_period"]
         first = m["first_dense_layers"]
         self.window = m["attention_window"]
+        self.lin = (m["linear_key_heads"], m["linear_value_heads"],
+                    m["linear_key_head_dim"], m["linear_value_head_dim"])
         full_period = m["full_attention_period"]
         self.layers = []
         for i in range(first + self.L * period):
             moe = i >= first and (i - first) % period == m["moe_layer_offset"]
-            windowed = self.window > 0 and not (full_period > 0 and (i + 1) % full_period == 0)
-            self.layers.append((moe, windowed))
+            if full_period > 0 and (i + 1) % full_period == 0:
+                kind = "full"
+            elif self.lin[1] > 0:
+                kind = "linear"
+            elif self.window > 0:
+                kind = "window"
+            else:
+                kind = "full"
+            self.layers.append((moe, kind))
         self.dense_layers = sum(1 for (moe, _) in self.layers if not moe)
         self.dense_ffn = m["dense_ffn"]
         self.shared = m["shared_experts"]
@@ -317,8 +327,8 @@ class Traffic:
 
 def dense_fwd(model, data, m):
     """Forward dense time of micro-batch m per layer kind: {(MoE?,
-    windowed?): the slowest rank's time of one such layer}."""
-    kinds = [(moe, w) for moe in (True, False) for w in (False, True)]
+    attention kind): the slowest rank's time of one such layer}."""
+    kinds = [(moe, w) for moe in (True, False) for w in ("full", "window", "linear")]
     if model.dense_time_s > 0:
         # model.dense_time_ms: every layer and micro-batch costs it; its
         # forward share is dense_time_ms / passes.
@@ -329,26 +339,32 @@ def dense_fwd(model, data, m):
     pe = model.P * model.eta_max
     for r in range(model.G):
         tokens = 0
-        ctx = {False: 0, True: 0}
+        ctx = {"full": 0, "window": 0}
         for (_, a, b) in data.chunks[m][r]:
             tokens += b - a
             # the token at position p attends to p + 1 positions, at most
             # the window in a windowed layer
             for pos in range(a, b):
-                ctx[False] += pos + 1
+                ctx["full"] += pos + 1
                 if model.window > 0:
-                    ctx[True] += min(pos + 1, model.window)
+                    ctx["window"] += min(pos + 1, model.window)
         proj = 2.0 * tokens * h * (2 * q + 2 * kv) * d
         router = 2.0 * tokens * h * model.E
         ffn = 2.0 * tokens * h * model.dense_ffn * 3
+        # a linear-attention layer: its projections (q, k, v, output gate,
+        # decay and beta in, one out) and the chunked recurrence
+        hk, hv, dk, dv = model.lin
+        lin = 2.0 * tokens * h * (2 * hk * dk + 2 * hv * dv + 2 * hv) + \
+            2.0 * tokens * hv * dv * h + \
+            tokens * hv * (6.0 * dk * dv + 2 * 64 * (2 * dk + dv))
         for (moe, w) in kinds:
-            attn = 4.0 * ctx[w] * q * d
+            mix = lin if w == "linear" else proj + 4.0 * ctx[w] * q * d
             if moe:
-                x = (proj + attn + router) / pe
+                x = (mix + router) / pe
                 for _ in range(model.shared):
                     x += model.gemm(tokens, model.shared_ffn)
             else:
-                x = (proj + attn + ffn) / pe
+                x = (mix + ffn) / pe
             fwd[(moe, w)] = max(fwd[(moe, w)], x)
     return fwd
 

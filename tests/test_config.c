@@ -924,7 +924,23 @@ START_TEST(test_validate_programmatic)
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, "x.yaml: value -1 for 'model.attention_window' is out of "
 			 "range [0, 16777216]");
+	/* linear attention: all four keys, and not with a window */
+	cfg.model.attention_window = 128;
+	cfg.model.linear_value_heads = 32;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.linear_value_heads' and 'model.attention_window' "
+			 "both set: the layers that are not full are either linear or windowed");
 	cfg.model.attention_window = 0;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: linear attention needs all of 'model.linear_key_heads', "
+			 "'model.linear_value_heads', 'model.linear_key_head_dim' and "
+			 "'model.linear_value_head_dim'");
+	cfg.model.linear_key_heads = 16;
+	cfg.model.linear_key_head_dim = 128;
+	cfg.model.linear_value_head_dim = 128;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.model.linear_key_heads = cfg.model.linear_value_heads = 0;
+	cfg.model.linear_key_head_dim = cfg.model.linear_value_head_dim = 0;
 	cfg.model.full_attention_period = 0;
 	cfg.parallel.pack = RLB_PACK_DYNAMIC;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
@@ -1004,7 +1020,8 @@ END_TEST
  * Which layers attend within the window, against the models' own rules:
  * gpt-oss's layer_types (sliding on even layers), Gemma 3's
  * sliding_window_pattern 6 (every sixth layer full), Mistral's window on
- * every layer, and no window (whatever the period).
+ * every layer, and no window (whatever the period); Qwen3-Next's linear
+ * attention with full_attention_interval 4.
  */
 START_TEST(test_attention_layout)
 {
@@ -1031,10 +1048,19 @@ START_TEST(test_attention_layout)
 				sliding = (i + 1) % 6 != 0;
 			else
 				sliding = cases[c].window > 0;
-			ck_assert_msg(rlb_model_layer_windowed(&m, i) == sliding, "%s: layer %ld",
+			ck_assert_msg((rlb_model_layer_attention(&m, i) == RLB_ATT_WINDOW) == sliding, "%s: layer %ld",
 				      cases[c].model, i);
 		}
 	}
+	/* Qwen3-Next: full_attention_interval 4, Gated DeltaNet on the others */
+	memset(&m, 0, sizeof(m));
+	m.full_attention_period = 4;
+	m.linear_key_heads = 16;
+	m.linear_value_heads = 32;
+	m.linear_key_head_dim = m.linear_value_head_dim = 128;
+	for (i = 0; i < 48; i++)
+		ck_assert_int_eq(rlb_model_layer_attention(&m, i),
+				 (i + 1) % 4 == 0 ? RLB_ATT_FULL : RLB_ATT_LINEAR);
 }
 END_TEST
 

@@ -817,6 +817,9 @@ END_TEST
  * A window of 3 tokens caps the context at 1+2+3+3 = 9 and 3*4 = 12; of
  * 6, the second micro-batch's at 5+6+6+6 = 23, and with
  * full_attention_period 2 the MoE layer (layer 1) attends in full.
+ * Linear attention (1 key head of 4, 2 value heads of 8): per token
+ * 2*64*(8 + 32 + 4) + 2*2*8*64 + 2*(6*4*8 + 2*64*(8 + 8)) = 12160 FLOP,
+ * whatever the context; with full_attention_period 2 layer 0 is linear.
  * With recompute: 4 passes.  dense_time_ms replaces the estimate.
  */
 START_TEST(test_dense_estimate)
@@ -884,6 +887,25 @@ START_TEST(test_dense_estimate)
 	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1w));
 	rlb_sim_free(sim);
 	sim = NULL;
+	/* linear attention */
+	cfg.model.attention_window = 0;
+	cfg.model.linear_key_heads = 1;
+	cfg.model.linear_value_heads = 2;
+	cfg.model.linear_key_head_dim = 4;
+	cfg.model.linear_value_head_dim = 8;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + 2 * (4 * 12160 + 24576) / rate));
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.full_attention_period = 0;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * 2 * ((4 * 12160 + 2048) + (4 * 12160 + 24576)) / rate);
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.linear_key_heads = cfg.model.linear_value_heads = 0;
+	cfg.model.linear_key_head_dim = cfg.model.linear_value_head_dim = 0;
 	/* a window no sequence reaches changes nothing */
 	cfg.model.attention_window = 8;
 	cfg.model.full_attention_period = 0;

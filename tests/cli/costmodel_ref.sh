@@ -91,6 +91,10 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.dense_time_ms=0.
 check "$cfg" t.rrt --policy static --no-timing --set model.attention_window=64
 check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window=100 \
 	--set model.full_attention_period=2
+# Linear attention on every layer but every third (Gated DeltaNet's shape).
+check inter.yaml i.rrt --policy relibra --no-timing --set model.full_attention_period=3 \
+	--set model.linear_key_heads=2 --set model.linear_value_heads=4 \
+	--set model.linear_key_head_dim=16 --set model.linear_value_head_dim=8
 # The same layout with a dense part small enough and copies slow enough
 # that relibra's window leaves copies on the critical path: the window
 # before MoE layer 0 (layers 0 windowed, 1 full, and the MoE layer 2
