@@ -50,6 +50,7 @@ struct rlb_model_config {
 	int q_heads;		/* attention query heads */
 	int kv_heads;		/* attention key/value heads */
 	int head_dim;		/* attention head dimension */
+	int attention_output_gate; /* 1: the query projection also makes a gate per head (Qwen3-Next) */
 	int attention_window;	/* tokens a windowed layer attends to (0: full attention) */
 	int full_attention_period; /* with a window or linear heads: layer i is full when i + 1 is a multiple (0: none) */
 	int linear_key_heads;	/* linear attention (Gated DeltaNet): key heads (0: none) */

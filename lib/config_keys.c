@@ -72,6 +72,7 @@ static const struct key model_keys[] = {
 	KINT(model, q_heads, 0, 4096),
 	KINT(model, kv_heads, 0, 4096),
 	KINT(model, head_dim, 0, 4096),
+	KBOOL(model, attention_output_gate),
 	KINT(model, attention_window, 0, 16777216),
 	KINT(model, full_attention_period, 0, RLB_TRACE_MAX_LAYERS),
 	KINT(model, linear_key_heads, 0, 4096),

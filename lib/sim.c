@@ -489,6 +489,7 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 {
 	const struct rlb_model_config *m = &p->layout;
 	double rate = p->peak_flops * p->gemm_eff_max;
+	double gate = m->attention_output_gate ? 1 : 0;
 	double hk = m->linear_key_heads, hv = m->linear_value_heads;
 	double dk = m->linear_key_head_dim, dv = m->linear_value_head_dim;
 	double lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
@@ -525,7 +526,7 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 		for (r = 0; r < w->R; r++) {
 			double tok = w->tok[(size_t)mb * w->R + r];
 			double proj = 2 * tok * p->hidden *
-				      (2 * p->q_heads + 2 * p->kv_heads) * p->head_dim;
+				      ((2 + gate) * p->q_heads + 2 * p->kv_heads) * p->head_dim;
 			double router = 2 * tok * p->hidden * p->experts;
 			double ffn = 6 * tok * p->hidden * p->dense_ffn;
 			double shared = p->shared_experts *

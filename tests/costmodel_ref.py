@@ -78,6 +78,7 @@ class Model:
         self.q = m["q_heads"]
         self.kv = m["kv_heads"]
         self.d = m["head_dim"]
+        self.gate = 1 if m["attention_output_gate"] else 0
         self.dense_time_s = m["dense_time_ms"] * 1e-3
         self.G = p["ep_size"]
         self.g = min(c["gpus_per_node"], self.G)  # "capped at G"
@@ -348,7 +349,8 @@ def dense_fwd(model, data, m):
                 ctx["full"] += pos + 1
                 if model.window > 0:
                     ctx["window"] += min(pos + 1, model.window)
-        proj = 2.0 * tokens * h * (2 * q + 2 * kv) * d
+        # Q and O, K and V, and an output gate as wide as Q when the model has one
+        proj = 2.0 * tokens * h * ((2 + model.gate) * q + 2 * kv) * d
         router = 2.0 * tokens * h * model.E
         ffn = 2.0 * tokens * h * model.dense_ffn * 3
         # a linear-attention layer: its projections (q, k, v, output gate,

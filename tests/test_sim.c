@@ -820,6 +820,7 @@ END_TEST
  * Linear attention (1 key head of 4, 2 value heads of 8): per token
  * 2*64*(8 + 32 + 4) + 2*2*8*64 + 2*(6*4*8 + 2*64*(8 + 8)) = 12160 FLOP,
  * whatever the context; with full_attention_period 2 layer 0 is linear.
+ * An output gate adds 2*4*64*2*8 = 8192 FLOP of projection per layer.
  * With recompute: 4 passes.  dense_time_ms replaces the estimate.
  */
 START_TEST(test_dense_estimate)
@@ -915,6 +916,14 @@ START_TEST(test_dense_estimate)
 	rlb_sim_free(sim);
 	sim = NULL;
 	cfg.model.attention_window = 0;
+	/* an output gate: one more projection of the query's width, 2*4*64*2*8 FLOP */
+	cfg.model.attention_output_gate = 1;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1 + 4 * 8192 / rate));
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.attention_output_gate = 0;
 
 	cfg.parallel.recompute = 1;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);

@@ -94,7 +94,8 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window
 # Linear attention on every layer but every third (Gated DeltaNet's shape).
 check inter.yaml i.rrt --policy relibra --no-timing --set model.full_attention_period=3 \
 	--set model.linear_key_heads=2 --set model.linear_value_heads=4 \
-	--set model.linear_key_head_dim=16 --set model.linear_value_head_dim=8
+	--set model.linear_key_head_dim=16 --set model.linear_value_head_dim=8 \
+	--set model.attention_output_gate=true
 # The same layout with a dense part small enough and copies slow enough
 # that relibra's window leaves copies on the critical path: the window
 # before MoE layer 0 (layers 0 windowed, 1 full, and the MoE layer 2
