@@ -360,6 +360,7 @@ static int read_model(struct reader *r)
 	static const char *const n_hidden[] = { "hidden_size", NULL };
 	static const char *const n_layers[] = { "num_hidden_layers", NULL };
 	static const char *const n_expert_ffn[] = { "moe_intermediate_size", "intermediate_size", NULL };
+	static const char *const n_shared[] = { "n_shared_experts", "num_shared_experts", NULL };
 	struct rlb_model_config *m = &r->hm->model;
 	unsigned char *flags = NULL;
 	const char *which = NULL;
@@ -418,12 +419,15 @@ static int read_model(struct reader *r)
 		set(r, RLB_HF_DENSE_FFN, 0, "no dense layers");
 	}
 
-	/* shared experts: fused n_shared_experts, or one of its own width */
-	if ((ret = get_int(r, "n_shared_experts", &shared)) < 0)
+	/*
+	 * shared experts: fused n_shared_experts (Ling/Bailing call it
+	 * num_shared_experts), or one of its own width
+	 */
+	if ((ret = get_first(r, n_shared, &shared, &which)) < 0)
 		goto out;
 	if (ret && shared) {
-		set(r, RLB_HF_SHARED, 1, "n_shared_experts");
-		snprintf(from, sizeof(from), "moe_intermediate_size * n_shared_experts %d", shared);
+		set(r, RLB_HF_SHARED, 1, which);
+		snprintf(from, sizeof(from), "moe_intermediate_size * %s %d", which, shared);
 		set(r, RLB_HF_SHARED_FFN, expert_ffn * shared, from);
 	} else if ((ret = get_int(r, "shared_expert_intermediate_size", &v)) < 0) {
 		goto out;

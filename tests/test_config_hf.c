@@ -119,6 +119,13 @@ START_TEST(test_family_rules)
 	ck_assert_int_eq(hm.model.head_dim, 32);
 	ck_assert_str_eq(hm.model.name, "m");
 	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "moe_intermediate_size * n_shared_experts 2");
+	/* Ling (bailing_moe): num_shared_experts, fused as DeepSeek's */
+	load(&hm, "{\"model_type\": \"bailing_moe\", " BASE "\"num_hidden_layers\": 4, "
+	     "\"first_k_dense_replace\": 1, \"num_experts\": 8, \"moe_intermediate_size\": 32, "
+	     "\"num_shared_experts\": 2}");
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 64);
+	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "moe_intermediate_size * num_shared_experts 2");
 	/* moe_layer_freq 2 after 3 dense layers: MoE at 4, 6, 8 of 9 */
 	load(&hm, "{" BASE "\"num_hidden_layers\": 9, \"first_k_dense_replace\": 3, "
 	     "\"moe_layer_freq\": 2, \"n_routed_experts\": 8, \"moe_intermediate_size\": 32}");
