@@ -352,6 +352,38 @@ static int fit_windows(struct reader *r, const unsigned char *windowed, int L, i
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * A hybrid of linear and full attention whose config.json leaves
+ * layer_types to the family's default: Qwen3-Next (linear attention but
+ * every full_attention_interval-th layer), MiniMax (attn_type_list, 0
+ * for linear; without it every second layer linear).  Read as every
+ * layer full, these would be silently wrong.
+ */
+static int hybrid_without_layer_types(struct reader *r)
+{
+	const char *type = r->hm->model_type, *field = NULL;
+	json_t *list = json_object_get(r->obj, "attn_type_list"), *item;
+	size_t j;
+
+	if (json_object_get(r->obj, "layer_types"))
+		return 0;
+	if (json_object_get(r->obj, "full_attention_interval"))
+		field = "full_attention_interval";
+	else if (json_is_array(list)) {
+		json_array_foreach(list, j, item)
+			if (!json_is_integer(item) || json_integer_value(item) != 1)
+				field = "attn_type_list";
+	} else if (!strcmp(type, "qwen3_next") || !strcmp(type, "minimax"))
+		field = "model_type";
+	if (!field)
+		return 0;
+	return rlb_err_set(r->err, RLB_ECONFIG, "%s: a hybrid of linear and full attention "
+			   "('%s'%s%s%s, no 'layer_types'): relibra's cost model has no term "
+			   "for its linear-attention layers", r->path, field,
+			   strcmp(field, "model_type") ? "" : " ", strcmp(field, "model_type") ?
+			   "" : type, "");
+}
+
 static int read_model(struct reader *r)
 {
 	static const char *const n_experts[] = { "n_routed_experts", "num_local_experts",
@@ -393,6 +425,8 @@ static int read_model(struct reader *r)
 				   "its other layers", r->path,
 				   json_object_get(r->obj, "attn_layer_period") ?
 				   "attn_layer_period" : "hybrid_override_pattern");
+	if ((ret = hybrid_without_layer_types(r)) < 0)
+		return ret;
 	flags = malloc((size_t)L);
 	if (!flags)
 		return rlb_err_set(r->err, RLB_ENOMEM, "out of memory");

@@ -249,6 +249,27 @@ START_TEST(test_errors)
 		"\"expert_layer_period\": 2}", RLB_ECONFIG,
 		"a hybrid model whose layers are not all attention ('attn_layer_period'): "
 		"relibra's cost model has no term for its other layers");
+	/* linear-attention hybrids whose layer_types is left to the family's default */
+	refused("{\"model_type\": \"qwen3_next\", " BASE "\"num_experts\": 8, "
+		"\"num_hidden_layers\": 8, \"full_attention_interval\": 4}", RLB_ECONFIG,
+		"a hybrid of linear and full attention ('full_attention_interval', no "
+		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+	refused("{\"model_type\": \"qwen3_next\", " BASE "\"num_experts\": 8, "
+		"\"num_hidden_layers\": 8}", RLB_ECONFIG,
+		"a hybrid of linear and full attention ('model_type' qwen3_next, no "
+		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+	refused("{\"model_type\": \"minimax\", " BASE "\"num_local_experts\": 8, "
+		"\"num_hidden_layers\": 2, \"attn_type_list\": [0, 1]}", RLB_ECONFIG,
+		"a hybrid of linear and full attention ('attn_type_list', no "
+		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+	refused("{\"model_type\": \"minimax\", " BASE "\"num_local_experts\": 8, "
+		"\"num_hidden_layers\": 2}", RLB_ECONFIG,
+		"a hybrid of linear and full attention ('model_type' minimax, no "
+		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+	/* attn_type_list of softmax attention only (MiniMax-M2) is every layer full */
+	load(&hm, "{\"model_type\": \"minimax_m2\", " BASE "\"num_local_experts\": 8, "
+	     "\"num_hidden_layers\": 2, \"attn_type_list\": [1, 1]}");
+	ck_assert_int_eq(hm.model.attention_window, 0);
 	/* dense layers with no width of theirs */
 	refused("{" BASE "\"num_local_experts\": 8, \"num_hidden_layers\": 4, "
 		"\"first_k_dense_replace\": 1}", RLB_ECONFIG,
