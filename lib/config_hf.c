@@ -315,6 +315,26 @@ static int windows_of(struct reader *r, int L, unsigned char *windowed, char *ru
 	}
 	if (W < 1 || (use && json_is_false(use)))
 		return 0;
+	/* Qwen MoE configs default use_sliding_window to false */
+	if (!use && (!strcmp(r->hm->model_type, "qwen2_moe") ||
+		     !strcmp(r->hm->model_type, "qwen3_moe")))
+		return 0;
+	if ((ret = get_int(r, "max_window_layers", &pattern)) < 0)
+		return ret;
+	if (ret && !strcmp(r->hm->model_type, "dots1")) {
+		/* dots.llm1: the window on layers max_window_layers and later */
+		for (i = 0; i < (size_t)L; i++)
+			windowed[i] = any |= i >= (size_t)pattern;
+		snprintf(rule, size, "sliding_window, max_window_layers");
+		*window = any ? W : 0;
+		return 0;
+	}
+	if (ret && pattern < L)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'max_window_layers' %d of %d layers "
+				   "without 'layer_types': which layers attend within the window "
+				   "is the family's (and transformers version's) own rule; give "
+				   "'layer_types'", r->path, pattern, L);
+	pattern = 0;
 	if ((ret = get_int(r, "sliding_window_pattern", &pattern)) < 0)
 		return ret;
 	for (i = 0; i < (size_t)L; i++)

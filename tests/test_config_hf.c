@@ -195,6 +195,29 @@ START_TEST(test_window_rules)
 	load(&hm, "{" BASE E "\"num_hidden_layers\": 4, \"sliding_window\": 4096, "
 	     "\"use_sliding_window\": false}");
 	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* Qwen MoE: use_sliding_window absent is false */
+	load(&hm, "{\"model_type\": \"qwen3_moe\", " BASE E "\"num_hidden_layers\": 4, "
+	     "\"sliding_window\": 4096}");
+	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* dots.llm1: the window from max_window_layers on; none when that is every layer */
+	load(&hm, "{\"model_type\": \"dots1\", " BASE E "\"num_hidden_layers\": 4, "
+	     "\"sliding_window\": 4096, \"max_window_layers\": 4}");
+	ck_assert_int_eq(hm.model.attention_window, 0);
+	ck_assert_int_eq(hm.model.full_attention_period, 0);
+	load(&hm, "{\"model_type\": \"dots1\", " BASE E "\"num_hidden_layers\": 4, "
+	     "\"sliding_window\": 4096, \"max_window_layers\": 0}");
+	ck_assert_int_eq(hm.model.attention_window, 4096);
+	ck_assert_int_eq(hm.model.full_attention_period, 0);
+	/* max_window_layers below the layers under another family's rule: refused */
+	refused("{\"model_type\": \"qwen2_moe\", " BASE E "\"num_hidden_layers\": 4, "
+		"\"sliding_window\": 4096, \"use_sliding_window\": true, \"max_window_layers\": 2}",
+		RLB_ECONFIG, "'max_window_layers' 2 of 4 layers without 'layer_types': which "
+		"layers attend within the window is the family's (and transformers version's) "
+		"own rule; give 'layer_types'");
+	refused("{\"model_type\": \"dots1\", " BASE E "\"num_hidden_layers\": 4, "
+		"\"sliding_window\": 64, \"max_window_layers\": 2}", RLB_ECONFIG,
+		"the sliding-window layers (sliding_window, max_window_layers) do not leave "
+		"every P-th layer full for any P, which relibra.yaml(5) cannot describe");
 	/* every layer full */
 	load(&hm, "{" BASE E "\"num_hidden_layers\": 2, \"sliding_window\": null, \"layer_types\": "
 	     "[\"full_attention\", \"full_attention\"]}");
