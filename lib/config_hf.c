@@ -480,6 +480,12 @@ static int read_model(struct reader *r)
 	if ((ret = get_first(r, n_shared, &shared, &which)) < 0)
 		goto out;
 	if (ret && shared) {
+		if (expert_ffn > INT_MAX / shared) {
+			ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: the shared expert's width, "
+					  "'%s' %d times %d, is out of range", r->path, which,
+					  shared, expert_ffn);
+			goto out;
+		}
 		set(r, RLB_HF_SHARED, 1, which);
 		snprintf(from, sizeof(from), "moe_intermediate_size * %s %d", which, shared);
 		set(r, RLB_HF_SHARED_FFN, expert_ffn * shared, from);

@@ -293,6 +293,11 @@ START_TEST(test_errors)
 	load(&hm, "{\"model_type\": \"minimax_m2\", " BASE "\"num_local_experts\": 8, "
 	     "\"num_hidden_layers\": 2, \"attn_type_list\": [1, 1]}");
 	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* a fused shared expert wider than an int (it wrapped to a valid width) */
+	refused("{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+		"\"num_hidden_layers\": 2, \"moe_intermediate_size\": 1048576, "
+		"\"n_shared_experts\": 4097}", RLB_ECONFIG, "the shared expert's width, "
+		"'n_shared_experts' 4097 times 1048576, is out of range");
 	/* dense layers with no width of theirs */
 	refused("{" BASE "\"num_local_experts\": 8, \"num_hidden_layers\": 4, "
 		"\"first_k_dense_replace\": 1}", RLB_ECONFIG,
