@@ -52,7 +52,8 @@ struct rlb_model_config {
 	int head_dim;		/* attention head dimension */
 	int attention_output_gate; /* 1: the query projection also makes a gate per head (Qwen3-Next) */
 	int attention_window;	/* tokens a windowed layer attends to (0: full attention) */
-	int full_attention_period; /* with a window or linear heads: layer i is full when i + 1 is a multiple (0: none) */
+	int attention_chunk;	/* a chunked layer attends within aligned chunks of this many tokens (0: none) */
+	int full_attention_period; /* with a window, chunks or linear heads: layer i is full when i + 1 is a multiple (0: none) */
 	int linear_key_heads;	/* linear attention (Gated DeltaNet): key heads (0: none) */
 	int linear_value_heads;	/* ... value heads */
 	int linear_key_head_dim;
@@ -216,15 +217,16 @@ long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j);
 long rlb_model_dense_before(const struct rlb_model_config *m, long j);
 
 /*
- * How hidden layer I (from 0) attends.  With attention_window or linear
- * heads, every layer but those where I + 1 is a multiple of
- * full_attention_period (none when it is 0) is windowed or linear; without
- * either, every layer is full.
+ * How hidden layer I (from 0) attends.  With attention_window,
+ * attention_chunk or linear heads (one of them), every layer but those
+ * where I + 1 is a multiple of full_attention_period (none when it is 0)
+ * is windowed, chunked or linear; without any, every layer is full.
  */
 enum rlb_attention {
 	RLB_ATT_FULL,		/* causal attention over the sequence so far */
 	RLB_ATT_WINDOW,		/* within attention_window positions */
 	RLB_ATT_LINEAR,		/* linear attention: a recurrent state, no context */
+	RLB_ATT_CHUNK,		/* within its aligned chunk of attention_chunk positions */
 	RLB_ATT_KINDS
 };
 enum rlb_attention rlb_model_layer_attention(const struct rlb_model_config *m, long i);

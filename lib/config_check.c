@@ -217,11 +217,14 @@ int rlb_cfg_validate(struct loader *ld)
 		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layer_period"), KEY(SEC_MODEL, "dense_ffn"),
 				  "'model.moe_layer_period' %d needs 'model.dense_ffn'",
 				  m->moe_layer_period);
-	if (m->linear_value_heads && m->attention_window)
-		return fail_keys2(ld, KEY(SEC_MODEL, "linear_value_heads"),
-				  KEY(SEC_MODEL, "attention_window"),
-				  "'model.linear_value_heads' and 'model.attention_window' both set: "
-				  "the layers that are not full are either linear or windowed");
+	if (!!m->linear_value_heads + !!m->attention_window + !!m->attention_chunk > 1)
+		return fail_keys2(ld, KEY(SEC_MODEL, m->linear_value_heads ? "linear_value_heads" :
+					  "attention_chunk"),
+				  KEY(SEC_MODEL, m->attention_window ? "attention_window" :
+				      "attention_chunk"),
+				  "more than one of 'model.linear_value_heads', 'model.attention_window' "
+				  "and 'model.attention_chunk': the layers that are not full are "
+				  "linear, windowed or chunked");
 	if ((m->linear_key_heads || m->linear_value_heads || m->linear_key_head_dim ||
 	     m->linear_value_head_dim) &&
 	    !(m->linear_key_heads && m->linear_value_heads && m->linear_key_head_dim &&

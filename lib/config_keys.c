@@ -74,6 +74,7 @@ static const struct key model_keys[] = {
 	KINT(model, head_dim, 0, 4096),
 	KBOOL(model, attention_output_gate),
 	KINT(model, attention_window, 0, 16777216),
+	KINT(model, attention_chunk, 0, 16777216),
 	KINT(model, full_attention_period, 0, RLB_TRACE_MAX_LAYERS),
 	KINT(model, linear_key_heads, 0, 4096),
 	KINT(model, linear_value_heads, 0, 4096),
@@ -384,6 +385,8 @@ enum rlb_attention rlb_model_layer_attention(const struct rlb_model_config *m, l
 		return RLB_ATT_FULL;
 	if (m->linear_value_heads > 0)
 		return RLB_ATT_LINEAR;
+	if (m->attention_chunk > 0)
+		return RLB_ATT_CHUNK;
 	return m->attention_window > 0 ? RLB_ATT_WINDOW : RLB_ATT_FULL;
 }
 

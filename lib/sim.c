@@ -5,6 +5,7 @@
  * planning and the dense part; the uniform-traffic and same-traffic
  * ideals; imbalance values kept for the summary.  docs/cost-model.md.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,7 +331,7 @@ static int has_instance(const struct rlb_step_plan *p, uint32_t mb, uint32_t lay
 /* Per-step workspace. */
 struct work {
 	uint32_t R, E, nodes, gpn, mbs, layers;
-	double *tok, *ctx, *ctxw;	/* [mb][rank] tokens, causal context sums (full, windowed) */
+	double *tok, *ctx, *ctxw;	/* [mb][rank] tokens, causal context sums (full, windowed or chunked) */
 	/* [mb][RLB_ATT_KINDS] forward time of one MoE layer's dense part, of one dense layer */
 	double *moe_dense_f, *dense_f;
 	double dense_n[RLB_ATT_KINDS];	/* the model's dense layers of each attention kind */
@@ -449,6 +450,22 @@ static double window_ctx(double st, double t, double win)
 }
 
 /*
+ * Causal context of T tokens from position ST when each attends within
+ * its aligned chunk of C positions: the token at position p to p mod C + 1.
+ */
+static double chunk_ctx(double st, double t, double c)
+{
+	double off = fmod(st, c), head, full, tail;
+
+	if (off + t <= c)		/* inside one chunk */
+		return t * (2 * off + t + 1) / 2;
+	head = c - off;			/* the rest of the first chunk */
+	full = floor((t - head) / c);	/* whole chunks after it */
+	tail = t - head - full * c;	/* the start of the last one */
+	return head * (off + 1 + c) / 2 + full * c * (c + 1) / 2 + tail * (tail + 1) / 2;
+}
+
+/*
  * The layers' attention kinds: of each MoE layer, of the dense layers
  * before it (since the previous MoE layer), and of all the model's dense
  * layers (those after the last MoE layer included).
@@ -513,6 +530,8 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 		w->ctx[at] += n * st + n * (n + 1) / 2;
 		if (p->layout.attention_window > 0)
 			w->ctxw[at] += window_ctx(st, n, p->layout.attention_window);
+		else if (p->layout.attention_chunk > 0)
+			w->ctxw[at] += chunk_ctx(st, n, p->layout.attention_chunk);
 	}
 	for (mb = 0; mb < w->mbs; mb++) {
 		double *moe = &w->moe_dense_f[(size_t)mb * RLB_ATT_KINDS];
@@ -533,7 +552,8 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 					gemm_s(p, tok, shared_flops_per_row, shared_bytes);
 
 			for (k = 0; k < RLB_ATT_KINDS; k++) {
-				double ctx = (k == RLB_ATT_WINDOW ? w->ctxw : w->ctx)[(size_t)mb * w->R + r];
+				double ctx = (k == RLB_ATT_WINDOW || k == RLB_ATT_CHUNK ? w->ctxw :
+					      w->ctx)[(size_t)mb * w->R + r];
 				double mix = k == RLB_ATT_LINEAR ? tok * lin_per_tok :
 					     proj + 4 * ctx * p->q_heads * p->head_dim;
 				double tm = (mix + router) / rate + shared;

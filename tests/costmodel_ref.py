@@ -49,13 +49,14 @@ class Model:
         self.L = m["moe_layers"]
         # the layer layout (relibra.yaml(5)): first_dense_layers, then
         # moe_layers blocks of moe_layer_period layers, one of them MoE;
-        # with linear-attention heads or an attention window, every layer
-        # is linear or windowed but those whose index + 1 is a multiple of
-        # full_attention_period.
+        # with linear-attention heads, attention chunks or an attention
+        # window, every layer is linear, chunked or windowed but those whose
+        # index + 1 is a multiple of full_attention_period.
         # self.layers: (MoE?, "full" | "window" | "linear") per hidden layer.
         period = m["moe_layer_period"]
         first = m["first_dense_layers"]
         self.window = m["attention_window"]
+        self.chunk = m["attention_chunk"]
         self.lin = (m["linear_key_heads"], m["linear_value_heads"],
                     m["linear_key_head_dim"], m["linear_value_head_dim"])
         full_period = m["full_attention_period"]
@@ -66,6 +67,8 @@ class Model:
                 kind = "full"
             elif self.lin[1] > 0:
                 kind = "linear"
+            elif self.chunk > 0:
+                kind = "chunk"
             elif self.window > 0:
                 kind = "window"
             else:
@@ -329,7 +332,7 @@ class Traffic:
 def dense_fwd(model, data, m):
     """Forward dense time of micro-batch m per layer kind: {(MoE?,
     attention kind): the slowest rank's time of one such layer}."""
-    kinds = [(moe, w) for moe in (True, False) for w in ("full", "window", "linear")]
+    kinds = [(moe, w) for moe in (True, False) for w in ("full", "window", "linear", "chunk")]
     if model.dense_time_s > 0:
         # model.dense_time_ms: every layer and micro-batch costs it; its
         # forward share is dense_time_ms / passes.
@@ -340,7 +343,7 @@ def dense_fwd(model, data, m):
     pe = model.P * model.eta_max
     for r in range(model.G):
         tokens = 0
-        ctx = {"full": 0, "window": 0}
+        ctx = {"full": 0, "window": 0, "chunk": 0}
         for (_, a, b) in data.chunks[m][r]:
             tokens += b - a
             # the token at position p attends to p + 1 positions, at most
@@ -349,6 +352,9 @@ def dense_fwd(model, data, m):
                 ctx["full"] += pos + 1
                 if model.window > 0:
                     ctx["window"] += min(pos + 1, model.window)
+                # and in a chunked layer to those of its aligned chunk
+                if model.chunk > 0:
+                    ctx["chunk"] += pos % model.chunk + 1
         # Q and O, K and V, and an output gate as wide as Q when the model has one
         proj = 2.0 * tokens * h * ((2 + model.gate) * q + 2 * kv) * d
         router = 2.0 * tokens * h * model.E

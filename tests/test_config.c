@@ -928,8 +928,9 @@ START_TEST(test_validate_programmatic)
 	cfg.model.attention_window = 128;
 	cfg.model.linear_value_heads = 32;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
-	ck_assert_str_eq(err.msg, "x.yaml: 'model.linear_value_heads' and 'model.attention_window' "
-			 "both set: the layers that are not full are either linear or windowed");
+	ck_assert_str_eq(err.msg, "x.yaml: more than one of 'model.linear_value_heads', "
+			 "'model.attention_window' and 'model.attention_chunk': the layers that are "
+			 "not full are linear, windowed or chunked");
 	cfg.model.attention_window = 0;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, "x.yaml: linear attention needs all of 'model.linear_key_heads', "
@@ -1052,6 +1053,13 @@ START_TEST(test_attention_layout)
 				      cases[c].model, i);
 		}
 	}
+	/* Llama 4: chunked attention but on every fourth (NoPE) layer */
+	memset(&m, 0, sizeof(m));
+	m.attention_chunk = 8192;
+	m.full_attention_period = 4;
+	for (i = 0; i < 48; i++)
+		ck_assert_int_eq(rlb_model_layer_attention(&m, i),
+				 (i + 1) % 4 == 0 ? RLB_ATT_FULL : RLB_ATT_CHUNK);
 	/* Qwen3-Next: full_attention_interval 4, Gated DeltaNet on the others */
 	memset(&m, 0, sizeof(m));
 	m.full_attention_period = 4;

@@ -821,6 +821,7 @@ END_TEST
  * 2*64*(8 + 32 + 4) + 2*2*8*64 + 2*(6*4*8 + 2*64*(8 + 8)) = 12160 FLOP,
  * whatever the context; with full_attention_period 2 layer 0 is linear.
  * An output gate adds 2*4*64*2*8 = 8192 FLOP of projection per layer.
+ * Chunks of 3 positions: contexts 1+2+3+1 = 7 and 2+3+1+2 = 8.
  * With recompute: 4 passes.  dense_time_ms replaces the estimate.
  */
 START_TEST(test_dense_estimate)
@@ -916,6 +917,16 @@ START_TEST(test_dense_estimate)
 	rlb_sim_free(sim);
 	sim = NULL;
 	cfg.model.attention_window = 0;
+	/* chunked attention on every layer */
+	cfg.model.attention_chunk = 3;
+	cfg.model.full_attention_period = 0;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * ((24576 + 2048 + 64 * 7) + (24576 + 2048 + 64 * 8) +
+				       (24576 + 64 * 7 + 24576) + (24576 + 64 * 8 + 24576)) / rate);
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.attention_chunk = 0;
 	/* an output gate: one more projection of the query's width, 2*4*64*2*8 FLOP */
 	cfg.model.attention_output_gate = 1;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);

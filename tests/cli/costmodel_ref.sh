@@ -91,6 +91,9 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.dense_time_ms=0.
 check "$cfg" t.rrt --policy static --no-timing --set model.attention_window=64
 check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window=100 \
 	--set model.full_attention_period=2
+# Chunked attention but on every second layer (Llama 4's, in small).
+check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_chunk=100 \
+	--set model.full_attention_period=2
 # Linear attention on every layer but every third (Gated DeltaNet's shape).
 check inter.yaml i.rrt --policy relibra --no-timing --set model.full_attention_period=3 \
 	--set model.linear_key_heads=2 --set model.linear_value_heads=4 \
