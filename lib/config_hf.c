@@ -25,7 +25,9 @@ static const char *const key_names[RLB_HF_KEYS] = {
 	"experts", "topk", "hidden", "expert_ffn", "moe_layers", "first_dense_layers",
 	"moe_layer_period", "moe_layer_offset", "dense_ffn", "shared_experts",
 	"shared_expert_ffn", "expert_groups", "topk_groups", "q_heads", "kv_heads",
-	"head_dim", "attention_window", "full_attention_period",
+	"head_dim", "attention_output_gate", "attention_window", "attention_chunk",
+	"full_attention_period", "linear_key_heads", "linear_value_heads",
+	"linear_key_head_dim", "linear_value_head_dim",
 };
 
 struct reader {
@@ -54,8 +56,14 @@ static int *field_of(struct rlb_model_config *m, int key)
 	case RLB_HF_Q_HEADS: return &m->q_heads;
 	case RLB_HF_KV_HEADS: return &m->kv_heads;
 	case RLB_HF_HEAD_DIM: return &m->head_dim;
+	case RLB_HF_GATE: return &m->attention_output_gate;
 	case RLB_HF_WINDOW: return &m->attention_window;
-	default: return &m->full_attention_period;
+	case RLB_HF_CHUNK: return &m->attention_chunk;
+	case RLB_HF_FULL_PERIOD: return &m->full_attention_period;
+	case RLB_HF_LIN_KEY_HEADS: return &m->linear_key_heads;
+	case RLB_HF_LIN_VALUE_HEADS: return &m->linear_value_heads;
+	case RLB_HF_LIN_KEY_DIM: return &m->linear_key_head_dim;
+	default: return &m->linear_value_head_dim;
 	}
 }
 
@@ -264,55 +272,64 @@ static int fit_layout(struct reader *r, const unsigned char *moe, int L, const c
 }
 
 /* ------------------------------------------------------------------ */
-/* Which layers attend within a window.                                */
+/* How each layer attends.                                             */
+
+static const char *const kind_names[RLB_ATT_KINDS] = {
+	"full_attention", "sliding_attention", "linear_attention", "chunked_attention",
+};
 
 /*
- * windowed[i] for the L layers: `layer_types` (sliding_attention or
- * full_attention per layer; gpt-oss, newer Qwen and Mistral configs),
- * else `sliding_window` on every layer unless `use_sliding_window` is
- * false (Qwen) or `sliding_window_pattern` N makes every N-th full.
- * Returns the window, 0 for none.
+ * kinds[i] (RLB_ATT_*) from `layer_types`, or NULL with no error when the
+ * config has none.
  */
-static int windows_of(struct reader *r, int L, unsigned char *windowed, char *rule,
-		      size_t size, int *window)
+static int kinds_from_layer_types(struct reader *r, int L, unsigned char *kinds, int *given)
 {
-	json_t *types, *t, *use = json_object_get(r->obj, "use_sliding_window");
-	int W = 0, pattern = 0, ret, any = 0;
+	json_t *types, *t;
+	int ret, k;
 	size_t i;
 
-	memset(windowed, 0, (size_t)L);
-	*window = 0;
+	*given = 0;
 	types = get_array(r, "layer_types", &ret);
-	if (ret < 0)
+	if (ret < 0 || !types)
 		return ret;
-	if (types && json_array_size(types) != (size_t)L)
+	if (json_array_size(types) != (size_t)L)
 		return rlb_err_set(r->err, RLB_ECONFIG,
 				   "%s: 'layer_types' has %zu entries for %d layers",
 				   r->path, json_array_size(types), L);
 	json_array_foreach(types, i, t) {
 		const char *s = json_is_string(t) ? json_string_value(t) : "";
 
-		if (!strcmp(s, "sliding_attention"))
-			windowed[i] = any = 1;
-		else if (strcmp(s, "full_attention"))
+		for (k = 0; k < RLB_ATT_KINDS && strcmp(s, kind_names[k]); k++)
+			;
+		if (k == RLB_ATT_KINDS)
 			return rlb_err_set(r->err, RLB_ECONFIG,
 					   "%s: 'layer_types'[%zu] is %s%s%s; relibra models "
-					   "full_attention and sliding_attention layers only",
-					   r->path, i, json_is_string(t) ? "'" : "",
+					   "full_attention, sliding_attention, chunked_attention and "
+					   "linear_attention layers only", r->path, i,
+					   json_is_string(t) ? "'" : "",
 					   json_is_string(t) ? s : "not a string",
 					   json_is_string(t) ? "'" : "");
+		kinds[i] = (unsigned char)k;
 	}
+	*given = 1;
+	return 0;
+}
+
+/*
+ * The sliding-window layers of a config without `layer_types`:
+ * `sliding_window` on every layer unless `use_sliding_window` is false
+ * (default false for Qwen MoE), dots.llm1's from `max_window_layers` on,
+ * or but every `sliding_window_pattern`-th.
+ */
+static int windows_by_default(struct reader *r, int L, unsigned char *kinds, char *rule,
+			      size_t size)
+{
+	json_t *use = json_object_get(r->obj, "use_sliding_window");
+	int W = 0, pattern = 0, ret;
+	size_t i;
+
 	if ((ret = get_int(r, "sliding_window", &W)) < 0)
 		return ret;
-	if (types) {
-		if (any && W < 1)
-			return rlb_err_set(r->err, RLB_ECONFIG,
-					   "%s: 'layer_types' has sliding_attention layers but "
-					   "'sliding_window' is not a positive integer", r->path);
-		snprintf(rule, size, "sliding_window, layer_types");
-		*window = any ? W : 0;
-		return 0;
-	}
 	if (W < 1 || (use && json_is_false(use)))
 		return 0;
 	/* Qwen MoE configs default use_sliding_window to false */
@@ -324,9 +341,8 @@ static int windows_of(struct reader *r, int L, unsigned char *windowed, char *ru
 	if (ret && !strcmp(r->hm->model_type, "dots1")) {
 		/* dots.llm1: the window on layers max_window_layers and later */
 		for (i = 0; i < (size_t)L; i++)
-			windowed[i] = any |= i >= (size_t)pattern;
-		snprintf(rule, size, "sliding_window, max_window_layers");
-		*window = any ? W : 0;
+			kinds[i] = i >= (size_t)pattern ? RLB_ATT_WINDOW : RLB_ATT_FULL;
+		snprintf(rule, size, "max_window_layers");
 		return 0;
 	}
 	if (ret && pattern < L)
@@ -338,70 +354,149 @@ static int windows_of(struct reader *r, int L, unsigned char *windowed, char *ru
 	if ((ret = get_int(r, "sliding_window_pattern", &pattern)) < 0)
 		return ret;
 	for (i = 0; i < (size_t)L; i++)
-		windowed[i] = !(pattern > 0 && (i + 1) % (size_t)pattern == 0);
-	snprintf(rule, size, "sliding_window%s", pattern ? ", sliding_window_pattern" : "");
-	*window = W;
+		kinds[i] = pattern > 0 && (i + 1) % (size_t)pattern == 0 ? RLB_ATT_FULL :
+			   RLB_ATT_WINDOW;
+	snprintf(rule, size, "sliding_window%s", pattern ? "_pattern" : "");
 	return 0;
 }
 
-/* Fit windowed[0..L) to: full where i + 1 is a multiple of P (P 0: none). */
-static int fit_windows(struct reader *r, const unsigned char *windowed, int L, int W,
-		       const char *rule)
+/*
+ * kinds[i] for the L layers: `layer_types`; else the family's default:
+ * Qwen3-Next linear attention but every `full_attention_interval`-th
+ * layer (4), Llama 4 chunked attention on its RoPE layers
+ * (`no_rope_layers` 1, else but every `no_rope_layer_interval`-th, 4)
+ * when `attention_chunk_size` is set, the sliding-window rules above;
+ * else full attention.  MiniMax's lightning attention is refused.
+ */
+static int kinds_of(struct reader *r, int L, unsigned char *kinds, char *rule, size_t size)
 {
-	int P, i;
+	const char *type = r->hm->model_type;
+	json_t *list = json_object_get(r->obj, "attn_type_list"), *item;
+	int ret, given, step, chunk = 0;
+	size_t i;
 
-	if (!W) {
-		set(r, RLB_HF_WINDOW, 0, "no sliding window");
-		set(r, RLB_HF_FULL_PERIOD, 0, "no sliding window");
+	memset(kinds, RLB_ATT_FULL, (size_t)L);
+	snprintf(rule, size, "layer_types");
+	if ((ret = kinds_from_layer_types(r, L, kinds, &given)) < 0 || given)
+		return ret;
+	if (json_is_array(list) || !strcmp(type, "minimax")) {
+		json_array_foreach(list, i, item)
+			if (!json_is_integer(item) || json_integer_value(item) != 1)
+				break;
+		if (!json_is_array(list) || i < json_array_size(list))
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: MiniMax's lightning attention "
+					   "('%s'): relibra's cost model has no term for it",
+					   r->path, json_is_array(list) ? "attn_type_list" :
+					   "model_type");
+		return 0;	/* every layer full (MiniMax-M2) */
+	}
+	if (json_object_get(r->obj, "full_attention_interval") || !strcmp(type, "qwen3_next")) {
+		step = 4;
+		if ((ret = get_int(r, "full_attention_interval", &step)) < 0)
+			return ret;
+		if (step < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'full_attention_interval' is 0",
+					   r->path);
+		for (i = 0; i < (size_t)L; i++)
+			kinds[i] = (i + 1) % (size_t)step ? RLB_ATT_LINEAR : RLB_ATT_FULL;
+		snprintf(rule, size, "full_attention_interval");
 		return 0;
+	}
+	if ((ret = get_int(r, "attention_chunk_size", &chunk)) < 0)
+		return ret;
+	if (chunk > 0 && !strncmp(type, "llama4", 6)) {
+		json_t *nope = json_object_get(r->obj, "no_rope_layers");
+
+		step = 4;
+		if ((ret = get_int(r, "no_rope_layer_interval", &step)) < 0)
+			return ret;
+		if (json_is_array(nope) && json_array_size(nope)) {
+			if (json_array_size(nope) < (size_t)L)
+				return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'no_rope_layers' has "
+						   "%zu entries for %d layers", r->path,
+						   json_array_size(nope), L);
+			for (i = 0; i < (size_t)L; i++)
+				kinds[i] = json_is_true(json_array_get(nope, i)) ||
+					   json_integer_value(json_array_get(nope, i)) ?
+					   RLB_ATT_CHUNK : RLB_ATT_FULL;
+			snprintf(rule, size, "no_rope_layers");
+			return 0;
+		}
+		if (step < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'no_rope_layer_interval' is 0",
+					   r->path);
+		for (i = 0; i < (size_t)L; i++)
+			kinds[i] = (i + 1) % (size_t)step ? RLB_ATT_CHUNK : RLB_ATT_FULL;
+		snprintf(rule, size, "no_rope_layer_interval");
+		return 0;
+	}
+	return windows_by_default(r, L, kinds, rule, size);
+}
+
+/*
+ * Fit kinds[0..L) to relibra's pattern: one kind besides full attention,
+ * full where i + 1 is a multiple of P (P 0: nowhere), and set the keys
+ * of that kind from the config's fields.
+ */
+static int fit_kinds(struct reader *r, const unsigned char *kinds, int L, const char *rule)
+{
+	static const char *const lin_fields[4] = {
+		"linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+		"linear_value_head_dim",
+	};
+	int P, i, other = RLB_ATT_FULL, v, ret;
+	char from[96];
+
+	for (i = 0; i < L; i++) {
+		if (kinds[i] == RLB_ATT_FULL)
+			continue;
+		if (other != RLB_ATT_FULL && kinds[i] != other)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' mixes %s and %s layers; "
+					   "relibra models one kind besides full attention",
+					   r->path, rule, kind_names[other], kind_names[kinds[i]]);
+		other = kinds[i];
 	}
 	for (P = 0; P <= L; P++) {
 		for (i = 0; i < L; i++)
-			if (windowed[i] != !(P > 0 && (i + 1) % P == 0))
+			if ((kinds[i] == RLB_ATT_FULL) != (P > 0 && (i + 1) % P == 0))
 				break;
-		if (i == L) {
-			set(r, RLB_HF_WINDOW, W, "sliding_window");
-			set(r, RLB_HF_FULL_PERIOD, P, rule);
-			return 0;
-		}
+		if (i == L)
+			break;
 	}
-	return rlb_err_set(r->err, RLB_ECONFIG,
-			   "%s: the sliding-window layers (%s) do not leave every P-th layer "
-			   "full for any P, which relibra.yaml(5) cannot describe", r->path, rule);
-}
-
-/* ------------------------------------------------------------------ */
-
-/*
- * A hybrid of linear and full attention whose config.json leaves
- * layer_types to the family's default: Qwen3-Next (linear attention but
- * every full_attention_interval-th layer), MiniMax (attn_type_list, 0
- * for linear; without it every second layer linear).  Read as every
- * layer full, these would be silently wrong.
- */
-static int hybrid_without_layer_types(struct reader *r)
-{
-	const char *type = r->hm->model_type, *field = NULL;
-	json_t *list = json_object_get(r->obj, "attn_type_list"), *item;
-	size_t j;
-
-	if (json_object_get(r->obj, "layer_types"))
+	if (other != RLB_ATT_FULL && P > L)
+		return rlb_err_set(r->err, RLB_ECONFIG,
+				   "%s: the %s layers (%s) do not leave every P-th layer full for "
+				   "any P, which relibra.yaml(5) cannot describe", r->path,
+				   kind_names[other], rule);
+	for (i = RLB_HF_WINDOW; i <= RLB_HF_LIN_VALUE_DIM; i++)
+		set(r, i, 0, other == RLB_ATT_FULL ? "every layer full attention" :
+		    "not this model's kind");
+	if (other == RLB_ATT_FULL)
 		return 0;
-	if (json_object_get(r->obj, "full_attention_interval"))
-		field = "full_attention_interval";
-	else if (json_is_array(list)) {
-		json_array_foreach(list, j, item)
-			if (!json_is_integer(item) || json_integer_value(item) != 1)
-				field = "attn_type_list";
-	} else if (!strcmp(type, "qwen3_next") || !strcmp(type, "minimax"))
-		field = "model_type";
-	if (!field)
+	set(r, RLB_HF_FULL_PERIOD, P, rule);
+	if (other == RLB_ATT_WINDOW || other == RLB_ATT_CHUNK) {
+		const char *field = other == RLB_ATT_WINDOW ? "sliding_window" : "attention_chunk_size";
+
+		v = 0;
+		if ((ret = get_int(r, field, &v)) < 0)
+			return ret;
+		if (v < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: %s layers but '%s' is not a "
+					   "positive integer", r->path, kind_names[other], field);
+		set(r, other == RLB_ATT_WINDOW ? RLB_HF_WINDOW : RLB_HF_CHUNK, v, field);
 		return 0;
-	return rlb_err_set(r->err, RLB_ECONFIG, "%s: a hybrid of linear and full attention "
-			   "('%s'%s%s%s, no 'layer_types'): relibra's cost model has no term "
-			   "for its linear-attention layers", r->path, field,
-			   strcmp(field, "model_type") ? "" : " ", strcmp(field, "model_type") ?
-			   "" : type, "");
+	}
+	for (i = 0; i < 4; i++) {
+		v = 0;
+		if ((ret = get_int(r, lin_fields[i], &v)) < 0)
+			return ret;
+		if (v < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: linear_attention layers but "
+					   "'%s' is not a positive integer", r->path, lin_fields[i]);
+		snprintf(from, sizeof(from), "%s", lin_fields[i]);
+		set(r, RLB_HF_LIN_KEY_HEADS + i, v, from);
+	}
+	return 0;
 }
 
 static int read_model(struct reader *r)
@@ -417,7 +512,7 @@ static int read_model(struct reader *r)
 	unsigned char *flags = NULL;
 	const char *which = NULL;
 	char rule[96] = "", from[96];
-	int v, L, ret, heads = 0, kv = 0, nope = 0, rope = 0, W = 0, shared = 0, groups = 0;
+	int v, L, ret, heads = 0, kv = 0, nope = 0, rope = 0, shared = 0, groups = 0;
 	int expert_ffn;
 
 	if ((ret = required(r, n_experts, &v, &which)) < 0)
@@ -445,8 +540,6 @@ static int read_model(struct reader *r)
 				   "its other layers", r->path,
 				   json_object_get(r->obj, "attn_layer_period") ?
 				   "attn_layer_period" : "hybrid_override_pattern");
-	if ((ret = hybrid_without_layer_types(r)) < 0)
-		return ret;
 	flags = malloc((size_t)L);
 	if (!flags)
 		return rlb_err_set(r->err, RLB_ENOMEM, "out of memory");
@@ -504,6 +597,7 @@ static int read_model(struct reader *r)
 	ret = 0;
 
 	/* group-limited routing; one group limits nothing */
+	v = 0;
 	if ((ret = get_int(r, "n_group", &groups)) < 0 ||
 	    (ret = get_int(r, "topk_group", &v)) < 0)
 		goto out;
@@ -537,8 +631,15 @@ static int read_model(struct reader *r)
 			set(r, RLB_HF_HEAD_DIM, heads ? m->hidden / heads : 0,
 			    "hidden_size / num_attention_heads");
 	}
-	if ((ret = windows_of(r, L, flags, rule, sizeof(rule), &W)) < 0 ||
-	    (ret = fit_windows(r, flags, L, W, rule)) < 0)
+	/* Qwen3-Next's attention gates its output; Qwen3.5 says so */
+	if (!strcmp(r->hm->model_type, "qwen3_next"))
+		set(r, RLB_HF_GATE, 1, "qwen3_next: gated attention");
+	else if (json_is_true(json_object_get(r->obj, "attn_output_gate")))
+		set(r, RLB_HF_GATE, 1, "attn_output_gate");
+	else
+		set(r, RLB_HF_GATE, 0, "no output gate");
+	if ((ret = kinds_of(r, L, flags, rule, sizeof(rule))) < 0 ||
+	    (ret = fit_kinds(r, flags, L, rule)) < 0)
 		goto out;
 	ret = 0;
 out:
@@ -661,7 +762,10 @@ int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_
 	fprintf(fp, ".\n# Each key names the config.json fields it comes from.\n"
 		    "model:\n  name: %s\n", m.name);
 	for (k = 0; k < RLB_HF_KEYS; k++) {
-		w = fprintf(fp, "  %s: %d", key_names[k], *field_of(&m, k));
+		if (k == RLB_HF_GATE)
+			w = fprintf(fp, "  %s: %s", key_names[k], m.attention_output_gate ? "true" : "false");
+		else
+			w = fprintf(fp, "  %s: %d", key_names[k], *field_of(&m, k));
 		fprintf(fp, "%*s# %s\n", w < 26 ? 26 - w : 1, "", hm->from[k]);
 	}
 	if (fflush(fp) != 0 || ferror(fp))

@@ -106,20 +106,22 @@ struct model_shape {
 	int shared, shared_ffn, groups, topk_groups, q_heads, kv_heads, head_dim;
 	int period, offset;
 	int window, full_period;	/* attention_window, full_attention_period */
+	int chunk, linear_heads, gate;	/* attention_chunk, linear_value_heads, attention_output_gate */
 };
 
 static const struct model_shape shapes[] = {
-	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192, 1, 0, 0, 0 },
-	{ "glm-4.5-air", 128, 8, 4096, 1408, 45, 1, 10944, 1, 1408, 0, 0, 96, 8, 128, 1, 0, 0, 0 },
-	{ "glm-4.5", 160, 8, 5120, 1536, 89, 3, 12288, 1, 1536, 0, 0, 96, 8, 128, 1, 0, 0, 0 },
-	{ "gpt-oss-120b", 128, 4, 2880, 2880, 36, 0, 0, 0, 0, 0, 0, 64, 8, 64, 1, 0, 128, 2 },
-	{ "gpt-oss-20b", 32, 4, 2880, 2880, 24, 0, 0, 0, 0, 0, 0, 64, 8, 64, 1, 0, 128, 2 },
-	{ "kimi-k2", 384, 8, 7168, 2048, 60, 1, 18432, 1, 2048, 0, 0, 64, 64, 192, 1, 0, 0, 0 },
-	{ "llama4-maverick", 128, 1, 5120, 8192, 24, 0, 16384, 1, 8192, 0, 0, 40, 8, 128, 2, 1, 0, 0 },
-	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128, 1, 0, 0, 0 },
-	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128, 1, 0, 0, 0 },
-	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128, 1, 0, 0, 0 },
-	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128, 1, 0, 0, 0 },
+	{ "deepseek-v3", 256, 8, 7168, 2048, 58, 3, 18432, 1, 2048, 8, 4, 128, 128, 192, 1, 0, 0, 0, 0, 0, 0 },
+	{ "glm-4.5-air", 128, 8, 4096, 1408, 45, 1, 10944, 1, 1408, 0, 0, 96, 8, 128, 1, 0, 0, 0, 0, 0, 0 },
+	{ "glm-4.5", 160, 8, 5120, 1536, 89, 3, 12288, 1, 1536, 0, 0, 96, 8, 128, 1, 0, 0, 0, 0, 0, 0 },
+	{ "gpt-oss-120b", 128, 4, 2880, 2880, 36, 0, 0, 0, 0, 0, 0, 64, 8, 64, 1, 0, 128, 2, 0, 0, 0 },
+	{ "gpt-oss-20b", 32, 4, 2880, 2880, 24, 0, 0, 0, 0, 0, 0, 64, 8, 64, 1, 0, 128, 2, 0, 0, 0 },
+	{ "kimi-k2", 384, 8, 7168, 2048, 60, 1, 18432, 1, 2048, 0, 0, 64, 64, 192, 1, 0, 0, 0, 0, 0, 0 },
+	{ "llama4-maverick", 128, 1, 5120, 8192, 24, 0, 16384, 1, 8192, 0, 0, 40, 8, 128, 2, 1, 0, 4, 8192, 0, 0 },
+	{ "mixtral-8x7b", 8, 2, 4096, 14336, 32, 0, 0, 0, 0, 0, 0, 32, 8, 128, 1, 0, 0, 0, 0, 0, 0 },
+	{ "olmoe", 64, 8, 2048, 1024, 16, 0, 0, 0, 0, 0, 0, 16, 16, 128, 1, 0, 0, 0, 0, 0, 0 },
+	{ "qwen3-235b-a22b", 128, 8, 4096, 1536, 94, 0, 0, 0, 0, 0, 0, 64, 4, 128, 1, 0, 0, 0, 0, 0, 0 },
+	{ "qwen3-30b-a3b", 128, 8, 2048, 768, 48, 0, 0, 0, 0, 0, 0, 32, 4, 128, 1, 0, 0, 0, 0, 0, 0 },
+	{ "qwen3-next-80b-a3b", 512, 10, 2048, 512, 48, 0, 0, 1, 512, 0, 0, 16, 2, 256, 1, 0, 0, 4, 0, 32, 1 },
 };
 
 START_TEST(test_model_presets)
@@ -156,6 +158,9 @@ START_TEST(test_model_presets)
 	ck_assert_int_eq(cfg.model.moe_layer_offset, s->offset);
 	ck_assert_int_eq(cfg.model.attention_window, s->window);
 	ck_assert_int_eq(cfg.model.full_attention_period, s->full_period);
+	ck_assert_int_eq(cfg.model.attention_chunk, s->chunk);
+	ck_assert_int_eq(cfg.model.linear_value_heads, s->linear_heads);
+	ck_assert_int_eq(cfg.model.attention_output_gate, s->gate);
 	/* the default cluster: one node of 8, EP over all of it */
 	ck_assert_int_eq(cfg.parallel.ep_size, 8);
 	ck_assert_int_eq(rlb_config_experts_per_gpu(&cfg), s->experts / 8);

@@ -216,12 +216,40 @@ START_TEST(test_window_rules)
 		"own rule; give 'layer_types'");
 	refused("{\"model_type\": \"dots1\", " BASE E "\"num_hidden_layers\": 4, "
 		"\"sliding_window\": 64, \"max_window_layers\": 2}", RLB_ECONFIG,
-		"the sliding-window layers (sliding_window, max_window_layers) do not leave "
+		"the sliding_attention layers (max_window_layers) do not leave "
 		"every P-th layer full for any P, which relibra.yaml(5) cannot describe");
 	/* every layer full */
 	load(&hm, "{" BASE E "\"num_hidden_layers\": 2, \"sliding_window\": null, \"layer_types\": "
 	     "[\"full_attention\", \"full_attention\"]}");
 	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* Qwen3-Next: linear attention but every full_attention_interval-th, gated */
+	load(&hm, "{\"model_type\": \"qwen3_next\", " BASE E "\"num_hidden_layers\": 8, "
+	     "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, "
+	     "\"linear_key_head_dim\": 16, \"linear_value_head_dim\": 8}");
+	ck_assert_int_eq(hm.model.full_attention_period, 4);
+	ck_assert_int_eq(hm.model.linear_key_heads, 2);
+	ck_assert_int_eq(hm.model.linear_value_heads, 4);
+	ck_assert_int_eq(hm.model.linear_key_head_dim, 16);
+	ck_assert_int_eq(hm.model.linear_value_head_dim, 8);
+	ck_assert_int_eq(hm.model.attention_output_gate, 1);
+	ck_assert_int_eq(hm.model.attention_window, 0);
+	/* Qwen3.5: layer_types, and the gate it names */
+	load(&hm, "{\"model_type\": \"qwen3_5_moe_text\", " BASE E "\"num_hidden_layers\": 4, "
+	     "\"attn_output_gate\": true, \"layer_types\": [\"linear_attention\", "
+	     "\"full_attention\", \"linear_attention\", \"full_attention\"], "
+	     "\"linear_num_key_heads\": 2, \"linear_num_value_heads\": 4, "
+	     "\"linear_key_head_dim\": 16, \"linear_value_head_dim\": 8}");
+	ck_assert_int_eq(hm.model.full_attention_period, 2);
+	ck_assert_int_eq(hm.model.attention_output_gate, 1);
+	/* Llama 4: chunked attention on the RoPE layers, by interval or by list */
+	load(&hm, "{\"model_type\": \"llama4_text\", " BASE E "\"num_hidden_layers\": 8, "
+	     "\"attention_chunk_size\": 8192}");
+	ck_assert_int_eq(hm.model.attention_chunk, 8192);
+	ck_assert_int_eq(hm.model.full_attention_period, 4);
+	load(&hm, "{\"model_type\": \"llama4_text\", " BASE E "\"num_hidden_layers\": 4, "
+	     "\"attention_chunk_size\": 128, \"no_rope_layers\": [1, 0, 1, 0]}");
+	ck_assert_int_eq(hm.model.attention_chunk, 128);
+	ck_assert_int_eq(hm.model.full_attention_period, 2);
 	/* the last of 3 layers full: period 3 */
 	load(&hm, "{" BASE E "\"num_hidden_layers\": 3, \"sliding_window\": 64, \"layer_types\": "
 	     "[\"sliding_attention\", \"sliding_attention\", \"full_attention\"]}");
@@ -256,39 +284,44 @@ START_TEST(test_errors)
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 4, \"layer_types\": "
 		"[\"linear_attention\", \"linear_attention\", \"linear_attention\", "
 		"\"full_attention\"]}", RLB_ECONFIG,
-		"'layer_types'[0] is 'linear_attention'; relibra models full_attention and "
-		"sliding_attention layers only");
+		"linear_attention layers but 'linear_num_key_heads' is not a positive integer");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, \"layer_types\": "
+		"[\"full_attention\", \"mamba\"]}", RLB_ECONFIG,
+		"'layer_types'[1] is 'mamba'; relibra models full_attention, sliding_attention, "
+		"chunked_attention and linear_attention layers only");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"sliding_window\": 8, "
+		"\"layer_types\": [\"sliding_attention\", \"linear_attention\", \"full_attention\"]}",
+		RLB_ECONFIG, "'layer_types' mixes sliding_attention and linear_attention layers; "
+		"relibra models one kind besides full attention");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"layer_types\": "
 		"[\"full_attention\"]}", RLB_ECONFIG, "'layer_types' has 1 entries for 3 layers");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"sliding_window\": 64, "
 		"\"layer_types\": [\"full_attention\", \"sliding_attention\", \"sliding_attention\"]}",
-		RLB_ECONFIG, "the sliding-window layers (sliding_window, layer_types) do not leave "
+		RLB_ECONFIG, "the sliding_attention layers (layer_types) do not leave "
 		"every P-th layer full for any P, which relibra.yaml(5) cannot describe");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, \"layer_types\": "
 		"[\"sliding_attention\", \"full_attention\"]}", RLB_ECONFIG,
-		"'layer_types' has sliding_attention layers but 'sliding_window' is not a "
-		"positive integer");
+		"sliding_attention layers but 'sliding_window' is not a positive integer");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 8, \"attn_layer_period\": 8, "
 		"\"expert_layer_period\": 2}", RLB_ECONFIG,
 		"a hybrid model whose layers are not all attention ('attn_layer_period'): "
 		"relibra's cost model has no term for its other layers");
-	/* linear-attention hybrids whose layer_types is left to the family's default */
+	/* Qwen3-Next's default layer_types (linear but every 4th) need the linear shape */
 	refused("{\"model_type\": \"qwen3_next\", " BASE "\"num_experts\": 8, "
 		"\"num_hidden_layers\": 8, \"full_attention_interval\": 4}", RLB_ECONFIG,
-		"a hybrid of linear and full attention ('full_attention_interval', no "
-		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+		"linear_attention layers but 'linear_num_key_heads' is not a positive integer");
 	refused("{\"model_type\": \"qwen3_next\", " BASE "\"num_experts\": 8, "
-		"\"num_hidden_layers\": 8}", RLB_ECONFIG,
-		"a hybrid of linear and full attention ('model_type' qwen3_next, no "
-		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+		"\"num_hidden_layers\": 8, \"linear_num_key_heads\": 2}", RLB_ECONFIG,
+		"linear_attention layers but 'linear_num_value_heads' is not a positive integer");
+	/* MiniMax's lightning attention has no cost term */
 	refused("{\"model_type\": \"minimax\", " BASE "\"num_local_experts\": 8, "
 		"\"num_hidden_layers\": 2, \"attn_type_list\": [0, 1]}", RLB_ECONFIG,
-		"a hybrid of linear and full attention ('attn_type_list', no "
-		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+		"MiniMax's lightning attention ('attn_type_list'): relibra's cost model has no "
+		"term for it");
 	refused("{\"model_type\": \"minimax\", " BASE "\"num_local_experts\": 8, "
 		"\"num_hidden_layers\": 2}", RLB_ECONFIG,
-		"a hybrid of linear and full attention ('model_type' minimax, no "
-		"'layer_types'): relibra's cost model has no term for its linear-attention layers");
+		"MiniMax's lightning attention ('model_type'): relibra's cost model has no term "
+		"for it");
 	/* attn_type_list of softmax attention only (MiniMax-M2) is every layer full */
 	load(&hm, "{\"model_type\": \"minimax_m2\", " BASE "\"num_local_experts\": 8, "
 	     "\"num_hidden_layers\": 2, \"attn_type_list\": [1, 1]}");

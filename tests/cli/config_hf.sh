@@ -13,7 +13,7 @@ expect_empty out
 expect_empty err
 grep -qx '  attention_window: 128   # sliding_window' models/oss.yaml ||
 	{ cat models/oss.yaml; fail "the window's line"; }
-grep -q '^  full_attention_period: 2 # sliding_window, layer_types$' models/oss.yaml ||
+grep -q '^  full_attention_period: 2 # layer_types$' models/oss.yaml ||
 	{ cat models/oss.yaml; fail "the period's line"; }
 printf 'model: {preset: oss}\ncluster: {preset: h100-1x8}\n' > mine.yaml
 printf 'model: {preset: gpt-oss-20b}\ncluster: {preset: h100-1x8}\n' > shipped.yaml
@@ -47,7 +47,7 @@ JSON
 run config --from-hf next.json
 expect_status 1
 expect_empty out
-expect_err "relibra config: next.json: 'layer_types'[0] is 'linear_attention'; relibra models full_attention and sliding_attention layers only"
+expect_err "relibra config: next.json: linear_attention layers but 'linear_num_key_heads' is not a positive integer"
 run config --from-hf missing.json
 expect_status 1
 expect_err "relibra config: cannot open 'missing.json'"
