@@ -49,7 +49,11 @@ struct rlb_model_config {
 	int topk_groups;	/* groups chosen per token (0: none) */
 	int q_heads;		/* attention query heads */
 	int kv_heads;		/* attention key/value heads */
-	int head_dim;		/* attention head dimension */
+	int head_dim;		/* attention head dimension (MLA: the query/key head, nope + rope) */
+	int kv_lora_rank;	/* MLA: the compressed key/value width (0: no MLA) */
+	int q_lora_rank;	/* MLA: the compressed query width (0: a full query projection) */
+	int qk_rope_head_dim;	/* MLA: the rotary part of head_dim, shared by the heads */
+	int v_head_dim;		/* MLA: value head dimension (0: head_dim) */
 	int attention_output_gate; /* 1: the query projection also makes a gate per head (Qwen3-Next) */
 	int attention_window;	/* tokens a windowed layer attends to (0: full attention) */
 	int attention_chunk;	/* a chunked layer attends within aligned chunks of this many tokens (0: none) */

@@ -234,6 +234,18 @@ int rlb_cfg_validate(struct loader *ld)
 				  "linear attention needs all of 'model.linear_key_heads', "
 				  "'model.linear_value_heads', 'model.linear_key_head_dim' and "
 				  "'model.linear_value_head_dim'");
+	if (!m->kv_lora_rank && (m->q_lora_rank || m->qk_rope_head_dim || m->v_head_dim))
+		return fail_keys2(ld, KEY(SEC_MODEL, m->q_lora_rank ? "q_lora_rank" :
+					  m->qk_rope_head_dim ? "qk_rope_head_dim" : "v_head_dim"),
+				  KEY(SEC_MODEL, "kv_lora_rank"),
+				  "'model.%s' needs 'model.kv_lora_rank' (multi-head latent attention)",
+				  m->q_lora_rank ? "q_lora_rank" : m->qk_rope_head_dim ?
+				  "qk_rope_head_dim" : "v_head_dim");
+	if (m->kv_lora_rank && m->head_dim && m->qk_rope_head_dim >= m->head_dim)
+		return fail_keys2(ld, KEY(SEC_MODEL, "qk_rope_head_dim"), KEY(SEC_MODEL, "head_dim"),
+				  "'model.qk_rope_head_dim' %d is not below 'model.head_dim' %d (the "
+				  "query/key head, its rotary part included)",
+				  m->qk_rope_head_dim, m->head_dim);
 	if (m->q_heads && m->kv_heads && m->q_heads % m->kv_heads)
 		return fail_keys2(ld, KEY(SEC_MODEL, "kv_heads"), KEY(SEC_MODEL, "q_heads"),
 				  "'model.kv_heads' %d does not divide 'model.q_heads' %d",

@@ -25,7 +25,8 @@ static const char *const key_names[RLB_HF_KEYS] = {
 	"experts", "topk", "hidden", "expert_ffn", "moe_layers", "first_dense_layers",
 	"moe_layer_period", "moe_layer_offset", "dense_ffn", "shared_experts",
 	"shared_expert_ffn", "expert_groups", "topk_groups", "q_heads", "kv_heads",
-	"head_dim", "attention_output_gate", "attention_window", "attention_chunk",
+	"head_dim", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
+	"attention_output_gate", "attention_window", "attention_chunk",
 	"full_attention_period", "linear_key_heads", "linear_value_heads",
 	"linear_key_head_dim", "linear_value_head_dim",
 };
@@ -56,6 +57,10 @@ static int *field_of(struct rlb_model_config *m, int key)
 	case RLB_HF_Q_HEADS: return &m->q_heads;
 	case RLB_HF_KV_HEADS: return &m->kv_heads;
 	case RLB_HF_HEAD_DIM: return &m->head_dim;
+	case RLB_HF_KV_LORA: return &m->kv_lora_rank;
+	case RLB_HF_Q_LORA: return &m->q_lora_rank;
+	case RLB_HF_ROPE_DIM: return &m->qk_rope_head_dim;
+	case RLB_HF_V_DIM: return &m->v_head_dim;
 	case RLB_HF_GATE: return &m->attention_output_gate;
 	case RLB_HF_WINDOW: return &m->attention_window;
 	case RLB_HF_CHUNK: return &m->attention_chunk;
@@ -615,9 +620,29 @@ static int read_model(struct reader *r)
 	    (ret = get_int(r, "qk_rope_head_dim", &rope)) < 0)
 		goto out;
 	set(r, RLB_HF_Q_HEADS, heads, heads ? "num_attention_heads" : "no attention heads given");
+	for (v = RLB_HF_KV_LORA; v <= RLB_HF_V_DIM; v++)
+		set(r, v, 0, "no MLA");
 	if (nope + rope > 0) {
+		static const char *const f[] = { "kv_lora_rank", "q_lora_rank", "v_head_dim" };
+		static const int k[] = { RLB_HF_KV_LORA, RLB_HF_Q_LORA, RLB_HF_V_DIM };
+		int x, i;
+
 		set(r, RLB_HF_KV_HEADS, heads, "MLA: num_attention_heads");
 		set(r, RLB_HF_HEAD_DIM, nope + rope, "qk_nope_head_dim + qk_rope_head_dim");
+		set(r, RLB_HF_ROPE_DIM, rope, "qk_rope_head_dim");
+		for (i = 0; i < 3; i++) {
+			x = 0;
+			if ((ret = get_int(r, f[i], &x)) < 0)
+				goto out;
+			set(r, k[i], x, ret ? f[i] : i == 1 ? "no q_lora_rank: a full query" :
+			    "not given");
+		}
+		if (!r->hm->model.kv_lora_rank) {
+			ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: MLA head dimensions "
+					  "('qk_nope_head_dim', 'qk_rope_head_dim') without "
+					  "'kv_lora_rank'", r->path);
+			goto out;
+		}
 	} else {
 		if ((ret = get_int(r, "num_key_value_heads", &kv)) < 0)
 			goto out;

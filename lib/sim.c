@@ -507,6 +507,18 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 	const struct rlb_model_config *m = &p->layout;
 	double rate = p->peak_flops * p->gemm_eff_max;
 	double gate = m->attention_output_gate ? 1 : 0;
+	/*
+	 * Multi-head latent attention, per token: the query (through its
+	 * compressed width when q_lora_rank is set), the compressed keys and
+	 * values with the shared rotary key, their expansion to every head's
+	 * key (the part without rope) and value, and the output.
+	 */
+	int mla = m->kv_lora_rank > 0;
+	double q = p->q_heads, d = p->head_dim, rope = m->qk_rope_head_dim;
+	double mla_v = m->v_head_dim > 0 ? m->v_head_dim : d, ql = m->q_lora_rank;
+	double mla_per_tok = 2 * ((ql > 0 ? p->hidden * ql + ql * q * d : p->hidden * q * d) +
+				  p->hidden * (m->kv_lora_rank + rope) +
+				  m->kv_lora_rank * q * (d - rope + mla_v) + q * mla_v * p->hidden);
 	double hk = m->linear_key_heads, hv = m->linear_value_heads;
 	double dk = m->linear_key_head_dim, dv = m->linear_value_head_dim;
 	double lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
@@ -544,7 +556,8 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 		}
 		for (r = 0; r < w->R; r++) {
 			double tok = w->tok[(size_t)mb * w->R + r];
-			double proj = 2 * tok * p->hidden *
+			double proj = mla ? tok * mla_per_tok :
+				      2 * tok * p->hidden *
 				      ((2 + gate) * p->q_heads + 2 * p->kv_heads) * p->head_dim;
 			double router = 2 * tok * p->hidden * p->experts;
 			double ffn = 6 * tok * p->hidden * p->dense_ffn;
@@ -555,6 +568,7 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 				double ctx = (k == RLB_ATT_WINDOW || k == RLB_ATT_CHUNK ? w->ctxw :
 					      w->ctx)[(size_t)mb * w->R + r];
 				double mix = k == RLB_ATT_LINEAR ? tok * lin_per_tok :
+					     mla ? proj + 2 * ctx * p->q_heads * (p->head_dim + mla_v) :
 					     proj + 4 * ctx * p->q_heads * p->head_dim;
 				double tm = (mix + router) / rate + shared;
 				double tf = (mix + ffn) / rate;

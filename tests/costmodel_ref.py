@@ -82,6 +82,9 @@ class Model:
         self.kv = m["kv_heads"]
         self.d = m["head_dim"]
         self.gate = 1 if m["attention_output_gate"] else 0
+        # multi-head latent attention: compressed widths, rotary part, value head
+        self.mla = (m["kv_lora_rank"], m["q_lora_rank"], m["qk_rope_head_dim"],
+                    m["v_head_dim"] or m["head_dim"])
         self.dense_time_s = m["dense_time_ms"] * 1e-3
         self.G = p["ep_size"]
         self.g = min(c["gpus_per_node"], self.G)  # "capped at G"
@@ -357,6 +360,11 @@ def dense_fwd(model, data, m):
                     ctx["chunk"] += pos % model.chunk + 1
         # Q and O, K and V, and an output gate as wide as Q when the model has one
         proj = 2.0 * tokens * h * ((2 + model.gate) * q + 2 * kv) * d
+        r_kv, l_q, p_rope, v = model.mla
+        if r_kv > 0:
+            q_in = h * l_q + l_q * q * d if l_q > 0 else h * q * d
+            proj = 2.0 * tokens * (q_in + h * (r_kv + p_rope) +
+                                   r_kv * q * (d - p_rope + v) + q * v * h)
         router = 2.0 * tokens * h * model.E
         ffn = 2.0 * tokens * h * model.dense_ffn * 3
         # a linear-attention layer: its projections (q, k, v, output gate,
@@ -366,7 +374,12 @@ def dense_fwd(model, data, m):
             2.0 * tokens * hv * dv * h + \
             tokens * hv * (6.0 * dk * dv + 2 * 64 * (2 * dk + dv))
         for (moe, w) in kinds:
-            mix = lin if w == "linear" else proj + 4.0 * ctx[w] * q * d
+            if w == "linear":
+                mix = lin
+            elif r_kv > 0:
+                mix = proj + 2.0 * ctx[w] * q * (d + v)
+            else:
+                mix = proj + 4.0 * ctx[w] * q * d
             if moe:
                 x = (mix + router) / pe
                 for _ in range(model.shared):

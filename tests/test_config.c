@@ -929,6 +929,22 @@ START_TEST(test_validate_programmatic)
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, "x.yaml: value -1 for 'model.attention_window' is out of "
 			 "range [0, 16777216]");
+	/* multi-head latent attention */
+	cfg.model.attention_window = 0;
+	cfg.model.v_head_dim = 128;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.v_head_dim' needs 'model.kv_lora_rank' "
+			 "(multi-head latent attention)");
+	cfg.model.kv_lora_rank = 512;
+	cfg.model.head_dim = 192;
+	cfg.model.qk_rope_head_dim = 192;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.qk_rope_head_dim' 192 is not below "
+			 "'model.head_dim' 192 (the query/key head, its rotary part included)");
+	cfg.model.qk_rope_head_dim = 64;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	cfg.model.kv_lora_rank = cfg.model.v_head_dim = cfg.model.qk_rope_head_dim = 0;
+	cfg.model.head_dim = 0;
 	/* linear attention: all four keys, and not with a window */
 	cfg.model.attention_window = 128;
 	cfg.model.linear_value_heads = 32;

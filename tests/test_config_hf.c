@@ -50,6 +50,16 @@ static void assert_same_model(const struct rlb_model_config *a,
 	SAME(q_heads);
 	SAME(kv_heads);
 	SAME(head_dim);
+	SAME(kv_lora_rank);
+	SAME(q_lora_rank);
+	SAME(qk_rope_head_dim);
+	SAME(v_head_dim);
+	SAME(attention_output_gate);
+	SAME(attention_chunk);
+	SAME(linear_key_heads);
+	SAME(linear_value_heads);
+	SAME(linear_key_head_dim);
+	SAME(linear_value_head_dim);
 	SAME(attention_window);
 	SAME(full_attention_period);
 #undef SAME
@@ -109,7 +119,8 @@ START_TEST(test_family_rules)
 	/* DeepSeek-V2-Lite's shape: fused shared experts, first dense layer */
 	load(&hm, "{" BASE "\"num_hidden_layers\": 5, \"first_k_dense_replace\": 1, "
 	     "\"n_routed_experts\": 8, \"moe_intermediate_size\": 32, \"n_shared_experts\": 2, "
-	     "\"qk_nope_head_dim\": 24, \"qk_rope_head_dim\": 8, \"_name_or_path\": \"a/B-1\"}");
+	     "\"qk_nope_head_dim\": 24, \"qk_rope_head_dim\": 8, \"kv_lora_rank\": 16, "
+	     "\"q_lora_rank\": null, \"v_head_dim\": 20, \"_name_or_path\": \"a/B-1\"}");
 	ck_assert_int_eq(hm.model.first_dense_layers, 1);
 	ck_assert_int_eq(hm.model.moe_layers, 4);
 	ck_assert_int_eq(hm.model.dense_ffn, 256);
@@ -117,6 +128,10 @@ START_TEST(test_family_rules)
 	ck_assert_int_eq(hm.model.shared_expert_ffn, 64);
 	ck_assert_int_eq(hm.model.kv_heads, 4);		/* MLA: as many as the query heads */
 	ck_assert_int_eq(hm.model.head_dim, 32);
+	ck_assert_int_eq(hm.model.kv_lora_rank, 16);
+	ck_assert_int_eq(hm.model.q_lora_rank, 0);		/* a full query projection */
+	ck_assert_int_eq(hm.model.qk_rope_head_dim, 8);
+	ck_assert_int_eq(hm.model.v_head_dim, 20);
 	ck_assert_str_eq(hm.model.name, "m");
 	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "moe_intermediate_size * n_shared_experts 2");
 	/* Ling (bailing_moe): num_shared_experts, fused as DeepSeek's */
@@ -331,6 +346,11 @@ START_TEST(test_errors)
 		"\"num_hidden_layers\": 2, \"moe_intermediate_size\": 1048576, "
 		"\"n_shared_experts\": 4097}", RLB_ECONFIG, "the shared expert's width, "
 		"'n_shared_experts' 4097 times 1048576, is out of range");
+	/* MLA's head dimensions without its compressed width */
+	refused("{" BASE "\"num_local_experts\": 8, \"num_hidden_layers\": 2, "
+		"\"qk_nope_head_dim\": 24, \"qk_rope_head_dim\": 8}", RLB_ECONFIG,
+		"MLA head dimensions ('qk_nope_head_dim', 'qk_rope_head_dim') without "
+		"'kv_lora_rank'");
 	/* dense layers with no width of theirs */
 	refused("{" BASE "\"num_local_experts\": 8, \"num_hidden_layers\": 4, "
 		"\"first_k_dense_replace\": 1}", RLB_ECONFIG,

@@ -822,6 +822,9 @@ END_TEST
  * whatever the context; with full_attention_period 2 layer 0 is linear.
  * An output gate adds 2*4*64*2*8 = 8192 FLOP of projection per layer.
  * Chunks of 3 positions: contexts 1+2+3+1 = 7 and 2+3+1+2 = 8.
+ * MLA (kv_lora_rank 4, q_lora_rank 2, rotary 2, value head 6), per token:
+ * 2*(64*2 + 2*2*8 + 64*(4 + 2) + 4*2*(8 - 2 + 6) + 2*6*64) = 2816 FLOP of
+ * projections; attention 2*ctx*2*(8 + 6) = 56 ctx.
  * With recompute: 4 passes.  dense_time_ms replaces the estimate.
  */
 START_TEST(test_dense_estimate)
@@ -927,6 +930,19 @@ START_TEST(test_dense_estimate)
 	rlb_sim_free(sim);
 	sim = NULL;
 	cfg.model.attention_chunk = 0;
+	/* multi-head latent attention */
+	cfg.model.kv_lora_rank = 4;
+	cfg.model.q_lora_rank = 2;
+	cfg.model.qk_rope_head_dim = 2;
+	cfg.model.v_head_dim = 6;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * ((11264 + 560 + 2048) + (11264 + 1456 + 2048) +
+				       (11264 + 560 + 24576) + (11264 + 1456 + 24576)) / rate);
+	rlb_sim_free(sim);
+	sim = NULL;
+	cfg.model.kv_lora_rank = cfg.model.q_lora_rank = 0;
+	cfg.model.qk_rope_head_dim = cfg.model.v_head_dim = 0;
 	/* an output gate: one more projection of the query's width, 2*4*64*2*8 FLOP */
 	cfg.model.attention_output_gate = 1;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);

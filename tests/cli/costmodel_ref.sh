@@ -94,6 +94,11 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window
 # Chunked attention but on every second layer (Llama 4's, in small).
 check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_chunk=100 \
 	--set model.full_attention_period=2
+# Multi-head latent attention, with and without a compressed query.
+check dense.yaml d.rrt --policy relibra --no-timing --set model.kv_lora_rank=12 \
+	--set model.q_lora_rank=10 --set model.qk_rope_head_dim=4 --set model.v_head_dim=6
+check dense.yaml d.rrt --policy static --no-timing --set model.kv_lora_rank=12 \
+	--set model.qk_rope_head_dim=4
 # Linear attention on every layer but every third (Gated DeltaNet's shape).
 check inter.yaml i.rrt --policy relibra --no-timing --set model.full_attention_period=3 \
 	--set model.linear_key_heads=2 --set model.linear_value_heads=4 \
