@@ -499,7 +499,12 @@ static void layer_kinds(const struct rlb_sim_params *p, struct work *w)
  * (attention, QKV/O projections, router, shared experts) and of one dense
  * layer (attention, projections, dense FFN), each on the slowest rank.
  * A linear-attention layer's token mixing is its projections (q, k, v,
- * output gate, decay and beta, out) and its chunked recurrence.
+ * output gate, decay and beta, out) and its chunked recurrence: per
+ * token and value head, the state read (w h), update (k^T v) and
+ * applied (q h), 6 dk dv, and within the chunk K K^T, the WY products
+ * A (beta k) and A (beta v), Q K^T and its product with the values,
+ * 2 * 64 * (3 dk + 2 dv), as flash-linear-attention's
+ * chunk_gated_delta_rule runs them.
  */
 static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
 			struct work *w)
@@ -523,7 +528,7 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 	double dk = m->linear_key_head_dim, dv = m->linear_value_head_dim;
 	double lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
 			     2 * hv * dv * p->hidden +
-			     hv * (6 * dk * dv + 2 * LINEAR_CHUNK * (2 * dk + dv));
+			     hv * (6 * dk * dv + 2 * LINEAR_CHUNK * (3 * dk + 2 * dv));
 	double shared_flops_per_row = 6.0 * p->hidden * p->shared_expert_ffn;
 	double shared_bytes = 6.0 * p->hidden * p->shared_expert_ffn;
 	size_t c;

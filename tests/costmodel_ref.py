@@ -372,7 +372,7 @@ def dense_fwd(model, data, m):
         hk, hv, dk, dv = model.lin
         lin = 2.0 * tokens * h * (2 * hk * dk + 2 * hv * dv + 2 * hv) + \
             2.0 * tokens * hv * dv * h + \
-            tokens * hv * (6.0 * dk * dv + 2 * 64 * (2 * dk + dv))
+            tokens * hv * (6.0 * dk * dv + 2 * 64 * (3 * dk + 2 * dv))
         for (moe, w) in kinds:
             if w == "linear":
                 mix = lin

@@ -818,7 +818,7 @@ END_TEST
  * 6, the second micro-batch's at 5+6+6+6 = 23, and with
  * full_attention_period 2 the MoE layer (layer 1) attends in full.
  * Linear attention (1 key head of 4, 2 value heads of 8): per token
- * 2*64*(8 + 32 + 4) + 2*2*8*64 + 2*(6*4*8 + 2*64*(8 + 8)) = 12160 FLOP,
+ * 2*64*(8 + 32 + 4) + 2*2*8*64 + 2*(6*4*8 + 2*64*(12 + 16)) = 15232 FLOP,
  * whatever the context; with full_attention_period 2 layer 0 is linear.
  * An output gate adds 2*4*64*2*8 = 8192 FLOP of projection per layer.
  * Chunks of 3 positions: contexts 1+2+3+1 = 7 and 2+3+1+2 = 8.
@@ -900,13 +900,13 @@ START_TEST(test_dense_estimate)
 	cfg.model.linear_value_head_dim = 8;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
 	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
-	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + 2 * (4 * 12160 + 24576) / rate));
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + 2 * (4 * 15232 + 24576) / rate));
 	rlb_sim_free(sim);
 	sim = NULL;
 	cfg.model.full_attention_period = 0;
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
 	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
-	REL_EQ(st.policy.dense_s, 3 * 2 * ((4 * 12160 + 2048) + (4 * 12160 + 24576)) / rate);
+	REL_EQ(st.policy.dense_s, 3 * 2 * ((4 * 15232 + 2048) + (4 * 15232 + 24576)) / rate);
 	rlb_sim_free(sim);
 	sim = NULL;
 	cfg.model.linear_key_heads = cfg.model.linear_value_heads = 0;
