@@ -241,7 +241,13 @@ int rlb_cfg_validate(struct loader *ld)
 				  "'model.%s' needs 'model.kv_lora_rank' (multi-head latent attention)",
 				  m->q_lora_rank ? "q_lora_rank" : m->qk_rope_head_dim ?
 				  "qk_rope_head_dim" : "v_head_dim");
-	if (m->kv_lora_rank && m->head_dim && m->qk_rope_head_dim >= m->head_dim)
+	/* without its heads MLA would charge negative or headless projections */
+	if (m->kv_lora_rank && (!m->q_heads || !m->head_dim))
+		return fail_keys2(ld, KEY(SEC_MODEL, "kv_lora_rank"),
+				  KEY(SEC_MODEL, m->q_heads ? "head_dim" : "q_heads"),
+				  "'model.kv_lora_rank' %d needs 'model.q_heads' and 'model.head_dim' "
+				  "(multi-head latent attention's query/key heads)", m->kv_lora_rank);
+	if (m->kv_lora_rank && m->qk_rope_head_dim >= m->head_dim)
 		return fail_keys2(ld, KEY(SEC_MODEL, "qk_rope_head_dim"), KEY(SEC_MODEL, "head_dim"),
 				  "'model.qk_rope_head_dim' %d is not below 'model.head_dim' %d (the "
 				  "query/key head, its rotary part included)",

@@ -936,7 +936,17 @@ START_TEST(test_validate_programmatic)
 	ck_assert_str_eq(err.msg, "x.yaml: 'model.v_head_dim' needs 'model.kv_lora_rank' "
 			 "(multi-head latent attention)");
 	cfg.model.kv_lora_rank = 512;
+	/* MLA without its heads: no head_dim (d - rope < 0), then no q_heads */
+	cfg.model.qk_rope_head_dim = 64;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.kv_lora_rank' 512 needs 'model.q_heads' and "
+			 "'model.head_dim' (multi-head latent attention's query/key heads)");
 	cfg.model.head_dim = 192;
+	cfg.model.q_heads = 0;
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	ck_assert_str_eq(err.msg, "x.yaml: 'model.kv_lora_rank' 512 needs 'model.q_heads' and "
+			 "'model.head_dim' (multi-head latent attention's query/key heads)");
+	cfg.model.q_heads = 8;
 	cfg.model.qk_rope_head_dim = 192;
 	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, "x.yaml: 'model.qk_rope_head_dim' 192 is not below "
