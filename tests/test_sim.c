@@ -822,6 +822,8 @@ END_TEST
  * whatever the context; with full_attention_period 2 layer 0 is linear.
  * An output gate adds 2*4*64*2*8 = 8192 FLOP of projection per layer.
  * Chunks of 3 positions: contexts 1+2+3+1 = 7 and 2+3+1+2 = 8.
+ * One linear value head: 2*64*(8 + 16 + 2) + 2*8*64 + 6*4*8 +
+ * 2*64*(12 + 16) = 8128 FLOP per token.
  * MLA (kv_lora_rank 4, q_lora_rank 2, rotary 2, value head 6), per token:
  * 2*(64*2 + 2*2*8 + 64*(4 + 2) + 4*2*(8 - 2 + 6) + 2*6*64) = 2816 FLOP of
  * projections; attention 2*ctx*2*(8 + 6) = 56 ctx.
@@ -909,6 +911,13 @@ START_TEST(test_dense_estimate)
 	REL_EQ(st.policy.dense_s, 3 * 2 * ((4 * 15232 + 2048) + (4 * 15232 + 24576)) / rate);
 	rlb_sim_free(sim);
 	sim = NULL;
+	/* one value head is linear attention too: 8128 FLOP per token */
+	cfg.model.linear_value_heads = 1;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * 2 * ((4 * 8128 + 2048) + (4 * 8128 + 24576)) / rate);
+	rlb_sim_free(sim);
+	sim = NULL;
 	cfg.model.linear_key_heads = cfg.model.linear_value_heads = 0;
 	cfg.model.linear_key_head_dim = cfg.model.linear_value_head_dim = 0;
 	/* a window no sequence reaches changes nothing */
@@ -927,6 +936,21 @@ START_TEST(test_dense_estimate)
 	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
 	REL_EQ(st.policy.dense_s, 3 * ((24576 + 2048 + 64 * 7) + (24576 + 2048 + 64 * 8) +
 				       (24576 + 64 * 7 + 24576) + (24576 + 64 * 8 + 24576)) / rate);
+	rlb_sim_free(sim);
+	sim = NULL;
+	/* chunks of 5: [0, 4) inside the first (10), [4, 8) across (5+1+2+3) */
+	cfg.model.attention_chunk = 5;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * ((24576 + 2048 + 64 * 10) + (24576 + 2048 + 64 * 11) +
+				       (24576 + 64 * 10 + 24576) + (24576 + 64 * 11 + 24576)) / rate);
+	rlb_sim_free(sim);
+	sim = NULL;
+	/* of 9: both inside the first, [4, 8) from its middle: full attention */
+	cfg.model.attention_chunk = 9;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t, NULL, &st, &err), 0);
+	REL_EQ(st.policy.dense_s, 3 * (moe0 + moe1 + first0 + first1));
 	rlb_sim_free(sim);
 	sim = NULL;
 	cfg.model.attention_chunk = 0;

@@ -94,6 +94,9 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window
 # Chunked attention but on every second layer (Llama 4's, in small).
 check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_chunk=100 \
 	--set model.full_attention_period=2
+# Chunks longer than most sequences: ranges inside one chunk set the
+# slowest rank's time, and the longer sequences are cut at 700.
+check "$cfg" t.rrt --policy static --no-timing --set model.attention_chunk=700
 # Multi-head latent attention, with and without a compressed query.
 check dense.yaml d.rrt --policy relibra --no-timing --set model.kv_lora_rank=12 \
 	--set model.q_lora_rank=10 --set model.qk_rope_head_dim=4 --set model.v_head_dim=6
