@@ -116,6 +116,20 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_window
 	--set cluster.nvlink_latency_us=1000 --set balancer.min_tokens_per_replica=0
 python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
 	"s$n.json" || fail "no replication beyond relibra's window: the check above tests nothing"
+# The same with chunked and with linear attention on the layers but every
+# second: relibra's window sums each layer's own kind.
+check inter.yaml i.rrt --policy relibra --no-timing --set model.attention_chunk=40 \
+	--set model.full_attention_period=2 --set model.head_dim=1 --set model.dense_ffn=1 \
+	--set cluster.nvlink_latency_us=1000 --set balancer.min_tokens_per_replica=0
+python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
+	"s$n.json" || fail "no replication beyond relibra's window with chunked attention"
+check inter.yaml i.rrt --policy relibra --no-timing --set model.full_attention_period=2 \
+	--set model.linear_key_heads=1 --set model.linear_value_heads=1 \
+	--set model.linear_key_head_dim=1 --set model.linear_value_head_dim=1 \
+	--set model.head_dim=1 --set model.dense_ffn=1 \
+	--set cluster.nvlink_latency_us=1000 --set balancer.min_tokens_per_replica=0
+python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
+	"s$n.json" || fail "no replication beyond relibra's window with linear attention"
 # A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
 run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
 expect_status 0
