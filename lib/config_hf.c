@@ -158,6 +158,25 @@ static json_t *get_array(struct reader *r, const char *name, int *ret)
 /* ------------------------------------------------------------------ */
 /* Which layers are MoE, by each family's rule.                        */
 
+/* moe[i] = VALUE for every layer index i of LIST (field NAME), each in [0, L). */
+static int mark_layers(struct reader *r, json_t *list, const char *name, int L,
+		       unsigned char *moe, unsigned char value)
+{
+	json_t *item;
+	size_t j;
+
+	json_array_foreach(list, j, item) {
+		json_int_t x = json_is_integer(item) ? json_integer_value(item) : -1;
+
+		if (x < 0 || x >= L)
+			return rlb_err_set(r->err, RLB_ECONFIG,
+					   "%s: '%s'[%zu] is not a layer index in [0, %d)",
+					   r->path, name, j, L);
+		moe[x] = value;
+	}
+	return 0;
+}
+
 /*
  * moe[i] for the L hidden layers: an explicit `moe_layers` list (Llama
  * 4), `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi,
@@ -169,26 +188,16 @@ static json_t *get_array(struct reader *r, const char *name, int *ret)
  */
 static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule, size_t size)
 {
-	json_t *list, *item;
+	json_t *list;
 	int i, k = 0, freq = 1, step = 1, ret;
-	size_t j;
 
 	memset(moe, 0, (size_t)L);
 	list = get_array(r, "moe_layers", &ret);
 	if (ret < 0)
 		return ret;
 	if (list) {
-		json_array_foreach(list, j, item) {
-			json_int_t x = json_is_integer(item) ? json_integer_value(item) : -1;
-
-			if (x < 0 || x >= L)
-				return rlb_err_set(r->err, RLB_ECONFIG,
-						   "%s: 'moe_layers'[%zu] is not a layer index in [0, %d)",
-						   r->path, j, L);
-			moe[x] = 1;
-		}
 		snprintf(rule, size, "moe_layers");
-		return 0;
+		return mark_layers(r, list, "moe_layers", L, moe, 1);
 	}
 	if ((ret = get_int(r, "first_k_dense_replace", &k)) < 0 ||
 	    (ret = get_int(r, "moe_layer_freq", &freq)) < 0)
@@ -214,17 +223,8 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 		 "decoder_sparse_step" : json_object_get(r->obj, "interleave_moe_layer_step") ?
 		 "interleave_moe_layer_step" : "num_hidden_layers");
 	list = get_array(r, "mlp_only_layers", &ret);
-	if (ret < 0)
+	if (ret < 0 || (ret = mark_layers(r, list, "mlp_only_layers", L, moe, 0)) < 0)
 		return ret;
-	json_array_foreach(list, j, item) {
-		json_int_t x = json_is_integer(item) ? json_integer_value(item) : -1;
-
-		if (x < 0 || x >= L)
-			return rlb_err_set(r->err, RLB_ECONFIG,
-					   "%s: 'mlp_only_layers'[%zu] is not a layer index in [0, %d)",
-					   r->path, j, L);
-		moe[x] = 0;
-	}
 	if (list && json_array_size(list))
 		snprintf(rule + strlen(rule), size - strlen(rule), ", mlp_only_layers");
 	return 0;
