@@ -450,7 +450,6 @@ static int fit_kinds(struct reader *r, const unsigned char *kinds, int L, const 
 		"linear_value_head_dim",
 	};
 	int P, i, other = RLB_ATT_FULL, v, ret;
-	char from[96];
 
 	for (i = 0; i < L; i++) {
 		if (kinds[i] == RLB_ATT_FULL)
@@ -498,20 +497,24 @@ static int fit_kinds(struct reader *r, const unsigned char *kinds, int L, const 
 		if (v < 1)
 			return rlb_err_set(r->err, RLB_ECONFIG, "%s: linear_attention layers but "
 					   "'%s' is not a positive integer", r->path, lin_fields[i]);
-		snprintf(from, sizeof(from), "%s", lin_fields[i]);
-		set(r, RLB_HF_LIN_KEY_HEADS + i, v, from);
+		set(r, RLB_HF_LIN_KEY_HEADS + i, v, lin_fields[i]);
 	}
 	return 0;
 }
 
 static int read_model(struct reader *r)
 {
-	static const char *const n_experts[] = { "n_routed_experts", "num_local_experts",
-						 "num_experts", NULL };
-	static const char *const n_topk[] = { "num_experts_per_tok", "experts_per_token", NULL };
-	static const char *const n_hidden[] = { "hidden_size", NULL };
+	/* the keys every MoE config.json gives, each by one of these fields */
+	static const struct {
+		int key;
+		const char *const names[4];
+	} needed[] = {
+		{ RLB_HF_EXPERTS, { "n_routed_experts", "num_local_experts", "num_experts", NULL } },
+		{ RLB_HF_TOPK, { "num_experts_per_tok", "experts_per_token", NULL } },
+		{ RLB_HF_HIDDEN, { "hidden_size", NULL } },
+		{ RLB_HF_EXPERT_FFN, { "moe_intermediate_size", "intermediate_size", NULL } },
+	};
 	static const char *const n_layers[] = { "num_hidden_layers", NULL };
-	static const char *const n_expert_ffn[] = { "moe_intermediate_size", "intermediate_size", NULL };
 	static const char *const n_shared[] = { "n_shared_experts", "num_shared_experts", NULL };
 	struct rlb_model_config *m = &r->hm->model;
 	unsigned char *flags = NULL;
@@ -520,18 +523,14 @@ static int read_model(struct reader *r)
 	int v, L, ret, heads = 0, kv = 0, nope = 0, rope = 0, shared = 0, groups = 0;
 	int expert_ffn;
 
-	if ((ret = required(r, n_experts, &v, &which)) < 0)
-		return ret;
-	set(r, RLB_HF_EXPERTS, v, which);
-	if ((ret = required(r, n_topk, &v, &which)) < 0)
-		return ret;
-	set(r, RLB_HF_TOPK, v, which);
-	if ((ret = required(r, n_hidden, &v, &which)) < 0)
-		return ret;
-	set(r, RLB_HF_HIDDEN, v, which);
-	if ((ret = required(r, n_expert_ffn, &expert_ffn, &which)) < 0)
-		return ret;
-	set(r, RLB_HF_EXPERT_FFN, expert_ffn, which);
+	for (v = 0; v < (int)(sizeof(needed) / sizeof(needed[0])); v++) {
+		int x;
+
+		if ((ret = required(r, needed[v].names, &x, &which)) < 0)
+			return ret;
+		set(r, needed[v].key, x, which);
+	}
+	expert_ffn = m->expert_ffn;
 	if ((ret = required(r, n_layers, &L, &which)) < 0)
 		return ret;
 	if (L < 1 || L > RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD)
