@@ -612,6 +612,19 @@ static int apply_set(struct loader *ld, const char *assignment)
 		return rlb_cfg_fail_src(ld, si, "unknown key '%s'%s%s%s", key,
 					sug ? " (did you mean '" : "", sug ? sug : "", sug ? "'?)" : "");
 	}
+	if (ki >= 0 && rlb_cfg_sections[sec].keys[ki].type == KT_STRING &&
+	    *val != '"' && *val != '\'') {
+		/*
+		 * A string as written, unless quoted: a layer pattern starts
+		 * with '*' or '-', which YAML would read as an alias or a list.
+		 */
+		memset(&v, 0, sizeof(v));
+		v.type = YAML_SCALAR_NODE;
+		v.s = val;
+		v.len = strlen(val);
+		v.null = !*val;
+		return set_value(ld, si, sec, ki, &v, NULL);
+	}
 	rc = rlb_cfg_parse_doc(ld, si, val, strlen(val), &doc);
 	if (rc < 0)
 		return rc;

@@ -17,6 +17,8 @@ extern "C" {
 #endif
 
 #define RLB_NAME_MAX 64
+/* model.layer_pattern: a letter per layer, at most 1024 layers, and the NUL. */
+#define RLB_LAYER_PATTERN_MAX 1025
 #define RLB_PATH_MAX 4096
 
 /*
@@ -42,9 +44,12 @@ struct rlb_model_config {
 	int first_dense_layers;	/* dense layers before the first MoE layer */
 	int moe_layer_period;	/* after them, blocks of this many layers ... */
 	int moe_layer_offset;	/* ... whose layer at this offset is MoE */
+	/* or one letter per layer: E MoE, - dense FFN, * attention, M Mamba-2 ("": none) */
+	char layer_pattern[RLB_LAYER_PATTERN_MAX];
 	int dense_ffn;		/* intermediate size of the dense layers */
 	int shared_experts;	/* always-active shared experts per MoE layer */
 	int shared_expert_ffn;	/* intermediate size of a shared expert */
+	int gated_ffn;		/* 1: FFNs have a gate projection (3 matrices); 0: up and down only */
 	int expert_groups;	/* routing groups (0: none) */
 	int topk_groups;	/* groups chosen per token (0: none) */
 	int q_heads;		/* attention query heads */
@@ -62,6 +67,10 @@ struct rlb_model_config {
 	int linear_value_heads;	/* ... value heads */
 	int linear_key_head_dim;
 	int linear_value_head_dim;
+	int mamba_heads;	/* Mamba-2 layers of a layer_pattern: heads (0: none) */
+	int mamba_head_dim;
+	int mamba_state;	/* state size per head */
+	int mamba_groups;	/* groups sharing the input-dependent B and C (0: 1) */
 	double dense_time_ms;	/* cost model: dense time per layer and micro-batch, forward + backward (0: estimate) */
 };
 
@@ -210,15 +219,36 @@ int rlb_config_ep_nodes(const struct rlb_config *cfg);		/* ep_size / the above *
 /*
  * The model's layer layout: first_dense_layers dense layers, then
  * moe_layers blocks of moe_layer_period layers, each block's layer
- * moe_layer_offset MoE and the others dense (a period of 0 counts as 1).
- * Hidden layers, dense layers, the hidden-layer index (from 0) of MoE
- * layer J, and the dense layers between MoE layer J - 1 and J (before
- * the first one for J = 0; after the last for J = moe_layers).
+ * moe_layer_offset MoE and the others dense (a period of 0 counts as 1);
+ * or, when layer_pattern is set, its letters, one per layer, the MoE
+ * layers those that are 'E'.  Hidden layers, the layers that are not
+ * MoE, the hidden-layer index (from 0) of MoE layer J, the MoE layer of
+ * hidden layer I (-1 when it is not MoE or out of range), and the
+ * layers that are not MoE between MoE layer J - 1 and J (before the
+ * first one for J = 0; after the last for J = moe_layers).
  */
 long rlb_model_hidden_layers(const struct rlb_model_config *m);
 long rlb_model_dense_layers(const struct rlb_model_config *m);
 long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j);
+long rlb_model_moe_layer_of(const struct rlb_model_config *m, long i);
 long rlb_model_dense_before(const struct rlb_model_config *m, long j);
+
+/*
+ * What hidden layer I holds.  Without a layer_pattern every layer is a
+ * decoder layer: attention, then an FFN (MoE or dense, as the layout
+ * says).  A pattern's layers hold one part each, as its letter says.
+ */
+enum rlb_block {
+	RLB_BLOCK_DECODER,	/* attention and an FFN */
+	RLB_BLOCK_MOE,		/* 'E': router, routed and shared experts */
+	RLB_BLOCK_MLP,		/* '-': a dense FFN of dense_ffn */
+	RLB_BLOCK_ATTENTION,	/* '*': attention and its projections */
+	RLB_BLOCK_MAMBA,	/* 'M': a Mamba-2 mixer */
+};
+enum rlb_block rlb_model_layer_block(const struct rlb_model_config *m, long i);
+
+/* Matrices of an FFN (expert, shared expert, dense): 3 when gated_ffn, else 2. */
+int rlb_model_ffn_matrices(const struct rlb_model_config *m);
 
 /*
  * How hidden layer I (from 0) attends.  With attention_window,

@@ -164,6 +164,80 @@ static int check_ranges(struct loader *ld)
 	return 0;
 }
 
+/*
+ * A layer pattern: its letters, its MoE layers as many as moe_layers, no
+ * periodic layout beside it, and the keys its letters need.  Its
+ * attention layers attend in full: the keys that make layers windowed,
+ * chunked or linear say which of a decoder's layers are, not which of a
+ * pattern's.
+ */
+static int check_layer_pattern(struct loader *ld)
+{
+	const struct rlb_model_config *m = &ld->cfg->model;
+	static const char *const periodic[] = {
+		"first_dense_layers", "moe_layer_period", "moe_layer_offset",
+		"attention_window", "attention_chunk", "full_attention_period",
+		"linear_value_heads",
+	};
+	const int values[] = {
+		m->first_dense_layers, m->moe_layer_period > 1, m->moe_layer_offset,
+		m->attention_window, m->attention_chunk, m->full_attention_period,
+		m->linear_value_heads,
+	};
+	int mamba = m->mamba_heads || m->mamba_head_dim || m->mamba_state || m->mamba_groups;
+	long i, moe = 0, has_mamba = 0, has_mlp = 0;
+	size_t k;
+
+	if (!m->layer_pattern[0]) {
+		if (mamba)
+			return fail_keys2(ld, KEY(SEC_MODEL, "mamba_heads"), KEY(SEC_MODEL, "layer_pattern"),
+					  "the 'model.mamba_*' keys need a 'model.layer_pattern' with "
+					  "Mamba-2 layers ('M')");
+		return 0;
+	}
+	for (i = 0; m->layer_pattern[i]; i++) {
+		char c = m->layer_pattern[i];
+
+		if (!strchr("EM*-", c))
+			return fail_key(ld, KEY(SEC_MODEL, "layer_pattern"),
+					  (unsigned char)c < 0x20 || (unsigned char)c >= 0x7f ?
+					  "'model.layer_pattern' has byte 0x%02x at layer %ld (expected E, M, * or -)" :
+					  "'model.layer_pattern' has '%c' at layer %ld (expected E, M, * or -)",
+					  (unsigned char)c, i);
+		moe += c == 'E';
+		has_mamba |= c == 'M';
+		has_mlp |= c == '-';
+	}
+	if (moe != m->moe_layers)
+		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layers"), KEY(SEC_MODEL, "layer_pattern"),
+				  "'model.moe_layers' %d is not the %ld MoE layers ('E') of "
+				  "'model.layer_pattern'", m->moe_layers, moe);
+	for (k = 0; k < sizeof(periodic) / sizeof(periodic[0]); k++)
+		if (values[k])
+			return fail_keys2(ld, KEY(SEC_MODEL, periodic[k]), KEY(SEC_MODEL, "layer_pattern"),
+					  "'model.%s' with 'model.layer_pattern': the pattern gives "
+					  "every layer (its attention layers attend in full)", periodic[k]);
+	if (has_mlp && !m->dense_ffn)
+		return fail_keys2(ld, KEY(SEC_MODEL, "layer_pattern"), KEY(SEC_MODEL, "dense_ffn"),
+				  "'model.layer_pattern' has dense FFN layers ('-') and needs "
+				  "'model.dense_ffn'");
+	if (has_mamba && !(m->mamba_heads && m->mamba_head_dim && m->mamba_state))
+		return fail_keys2(ld, KEY(SEC_MODEL, !m->mamba_heads ? "mamba_heads" :
+				      !m->mamba_head_dim ? "mamba_head_dim" : "mamba_state"),
+				  KEY(SEC_MODEL, "layer_pattern"),
+				  "'model.layer_pattern' has Mamba-2 layers ('M') and needs "
+				  "'model.mamba_heads', 'model.mamba_head_dim' and 'model.mamba_state'");
+	if (!has_mamba && mamba)
+		return fail_keys2(ld, KEY(SEC_MODEL, "mamba_heads"), KEY(SEC_MODEL, "layer_pattern"),
+				  "the 'model.mamba_*' keys need Mamba-2 layers ('M') in "
+				  "'model.layer_pattern'");
+	if (m->mamba_groups && m->mamba_heads % m->mamba_groups)
+		return fail_keys2(ld, KEY(SEC_MODEL, "mamba_groups"), KEY(SEC_MODEL, "mamba_heads"),
+				  "'model.mamba_groups' %d does not divide 'model.mamba_heads' %d",
+				  m->mamba_groups, m->mamba_heads);
+	return 0;
+}
+
 int rlb_cfg_validate(struct loader *ld)
 {
 	const struct rlb_config *c = ld->cfg;
@@ -175,6 +249,9 @@ int rlb_cfg_validate(struct loader *ld)
 	if (rc < 0)
 		return rc;
 	rc = check_ranges(ld);
+	if (rc < 0)
+		return rc;
+	rc = check_layer_pattern(ld);
 	if (rc < 0)
 		return rc;
 	if (m->topk > m->experts)

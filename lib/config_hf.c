@@ -718,6 +718,7 @@ int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *nam
 	int ret;
 
 	memset(hm, 0, sizeof(*hm));
+	hm->model.gated_ffn = 1;	/* the key's default: every family here gates its FFNs */
 	snprintf(hm->path, sizeof(hm->path), "%s", path);
 	if (name && !rlb_cfg_preset_name_ok(name, strlen(name)))
 		return rlb_err_set(err, RLB_EINVAL, "model name '%s' must be letters, digits, "

@@ -52,6 +52,8 @@ static const char *const policy_names[] = {
 
 _Static_assert(sizeof(enum rlb_pack) == sizeof(int), "enum rlb_pack is stored as int");
 _Static_assert(FIELD_SIZE(balancer, policy) == RLB_NAME_MAX, "policy buffer");
+_Static_assert(RLB_LAYER_PATTERN_MAX == RLB_TRACE_MAX_LAYERS + 1,
+	       "a layer pattern holds the layers a trace can");
 
 static const struct key model_keys[] = {
 	KSTR(model, name),
@@ -64,9 +66,11 @@ static const struct key model_keys[] = {
 	KINT(model, first_dense_layers, 0, RLB_TRACE_MAX_LAYERS),
 	KINT(model, moe_layer_period, 1, RLB_MAX_MOE_LAYER_PERIOD),
 	KINT(model, moe_layer_offset, 0, RLB_MAX_MOE_LAYER_PERIOD - 1),
+	KSTR(model, layer_pattern),
 	KINT(model, dense_ffn, 0, 1048576),
 	KINT(model, shared_experts, 0, 64),
 	KINT(model, shared_expert_ffn, 0, 1048576),
+	KBOOL(model, gated_ffn),
 	KINT(model, expert_groups, 0, 65536),
 	KINT(model, topk_groups, 0, 65536),
 	KINT(model, q_heads, 0, 4096),
@@ -84,6 +88,10 @@ static const struct key model_keys[] = {
 	KINT(model, linear_value_heads, 0, 4096),
 	KINT(model, linear_key_head_dim, 0, 4096),
 	KINT(model, linear_value_head_dim, 0, 4096),
+	KINT(model, mamba_heads, 0, 65536),
+	KINT(model, mamba_head_dim, 0, 4096),
+	KINT(model, mamba_state, 0, 4096),
+	KINT(model, mamba_groups, 0, 65536),
 	KDBL(model, dense_time_ms, 0, 1e6),
 };
 
@@ -294,6 +302,7 @@ void rlb_config_defaults(struct rlb_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->model.moe_layer_period = 1;
+	cfg->model.gated_ffn = 1;
 	cfg->cluster.nodes = 1;
 	cfg->cluster.gpus_per_node = 8;
 	cfg->cluster.peak_tflops = 989;
@@ -357,8 +366,18 @@ static long moe_period(const struct rlb_model_config *m)
 	return m->moe_layer_period > 1 ? m->moe_layer_period : 1;
 }
 
+static const char *layer_pattern(const struct rlb_model_config *m)
+{
+	return memchr(m->layer_pattern, '\0', sizeof(m->layer_pattern)) &&
+	       m->layer_pattern[0] ? m->layer_pattern : NULL;
+}
+
 long rlb_model_hidden_layers(const struct rlb_model_config *m)
 {
+	const char *pat = layer_pattern(m);
+
+	if (pat)
+		return (long)strlen(pat);
 	return (long)m->first_dense_layers + (long)m->moe_layers * moe_period(m);
 }
 
@@ -369,16 +388,68 @@ long rlb_model_dense_layers(const struct rlb_model_config *m)
 
 long rlb_model_moe_layer_index(const struct rlb_model_config *m, long j)
 {
-	return m->first_dense_layers + j * moe_period(m) + m->moe_layer_offset;
+	const char *pat = layer_pattern(m);
+	long i, n = 0;
+
+	if (!pat)
+		return m->first_dense_layers + j * moe_period(m) + m->moe_layer_offset;
+	for (i = 0; pat[i]; i++)
+		if (pat[i] == 'E' && n++ == j)
+			return i;
+	return i;	/* past the last MoE layer: the layer count */
+}
+
+long rlb_model_moe_layer_of(const struct rlb_model_config *m, long i)
+{
+	const char *pat = layer_pattern(m);
+	long rel, j, n = 0;
+
+	if (i < 0 || i >= rlb_model_hidden_layers(m))
+		return -1;
+	if (pat) {
+		if (pat[i] != 'E')
+			return -1;
+		for (j = 0; j < i; j++)
+			n += pat[j] == 'E';
+		return n;
+	}
+	rel = i - m->first_dense_layers - m->moe_layer_offset;
+	if (rel < 0 || rel % moe_period(m))
+		return -1;
+	return rel / moe_period(m);
 }
 
 long rlb_model_dense_before(const struct rlb_model_config *m, long j)
 {
+	if (layer_pattern(m)) {
+		long at = rlb_model_moe_layer_index(m, j);
+
+		return j == 0 ? at : at - rlb_model_moe_layer_index(m, j - 1) - 1;
+	}
 	if (j == 0)
 		return m->first_dense_layers + m->moe_layer_offset;
 	if (j >= m->moe_layers)
 		return moe_period(m) - 1 - m->moe_layer_offset;
 	return moe_period(m) - 1;
+}
+
+enum rlb_block rlb_model_layer_block(const struct rlb_model_config *m, long i)
+{
+	const char *pat = layer_pattern(m);
+
+	if (!pat || i < 0 || i >= (long)strlen(pat))
+		return RLB_BLOCK_DECODER;
+	switch (pat[i]) {
+	case 'E': return RLB_BLOCK_MOE;
+	case '-': return RLB_BLOCK_MLP;
+	case 'M': return RLB_BLOCK_MAMBA;
+	default: return RLB_BLOCK_ATTENTION;
+	}
+}
+
+int rlb_model_ffn_matrices(const struct rlb_model_config *m)
+{
+	return m->gated_ffn ? 3 : 2;
 }
 
 enum rlb_attention rlb_model_layer_attention(const struct rlb_model_config *m, long i)

@@ -5,7 +5,7 @@
 #ifndef RELIBRA_H
 #define RELIBRA_H
 
-#define RLB_VERSION "0.8.0"
+#define RLB_VERSION "0.9.0"
 
 #include "err.h"
 #include "util.h"

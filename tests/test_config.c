@@ -800,7 +800,7 @@ START_TEST(test_limits)
 	FILE *fp;
 
 	/* deep flow nesting is refused before libyaml sees it */
-	snprintf(set, sizeof(set), "model.name=%.65s", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+	snprintf(set, sizeof(set), "model.experts=%.65s", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
 		 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
 	snprintf(want, sizeof(want), "--set '%s': brackets nested more than 64 deep", set);
 	ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 1, &err), RLB_ECONFIG);
@@ -1027,6 +1027,8 @@ START_TEST(test_layer_layout)
 				is_moe = i % 4 == 0;
 			else
 				is_moe = i >= 3;
+			ck_assert_int_eq(rlb_model_moe_layer_of(&m, i), is_moe ? j : -1);
+			ck_assert_int_eq(rlb_model_layer_block(&m, i), RLB_BLOCK_DECODER);
 			if (!is_moe) {
 				dense++;
 				run++;
@@ -1100,6 +1102,92 @@ START_TEST(test_attention_layout)
 	for (i = 0; i < 48; i++)
 		ck_assert_int_eq(rlb_model_layer_attention(&m, i),
 				 (i + 1) % 4 == 0 ? RLB_ATT_FULL : RLB_ATT_LINEAR);
+}
+END_TEST
+
+/*
+ * A layer pattern, against NVIDIA Nemotron 3 Nano's hybrid_override_pattern
+ * read by hand: the MoE layers are the 'E's, the layers between them
+ * the others; and what a pattern refuses.
+ */
+START_TEST(test_layer_pattern)
+{
+	static const char nano[] = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+	/* the 'E' positions, counted by hand from the pattern above */
+	static const long moe_at[] = {
+		1, 3, 6, 8, 10, 13, 15, 17, 20, 22, 24, 27, 29, 31, 34, 36, 38, 40,
+		43, 45, 47, 49, 51,
+	};
+	static const struct {
+		const char *set, *msg;
+	} bad[] = {
+		{ "model.layer_pattern=ME*x",
+		  "'model.layer_pattern' has 'x' at layer 3 (expected E, M, * or -)" },
+		{ "model.moe_layers=22",
+		  "'model.moe_layers' 22 is not the 23 MoE layers ('E') of 'model.layer_pattern'" },
+		{ "model.first_dense_layers=1",
+		  "'model.first_dense_layers' with 'model.layer_pattern': the pattern gives every layer" },
+		{ "model.attention_window=128",
+		  "'model.attention_window' with 'model.layer_pattern': the pattern gives every layer" },
+		{ "model.mamba_state=0",
+		  "'model.layer_pattern' has Mamba-2 layers ('M') and needs 'model.mamba_heads'" },
+		{ "model.mamba_groups=7", "'model.mamba_groups' 7 does not divide 'model.mamba_heads' 64" },
+	};
+	const char *path = scratch("nano.yaml",
+		"model:\n  experts: 128\n  topk: 6\n  hidden: 2688\n  expert_ffn: 1856\n"
+		"  moe_layers: 23\n  layer_pattern: \"MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME\"\n"
+		"  gated_ffn: false\n  mamba_heads: 64\n  mamba_head_dim: 64\n  mamba_state: 128\n"
+		"  mamba_groups: 8\n");
+	const char *sets[] = { "model.layer_pattern=*E*-", "model.moe_layers=1",
+			       "model.mamba_heads=0", "model.mamba_head_dim=0",
+			       "model.mamba_state=0", "model.dense_ffn=512", "model.mamba_groups=0" };
+	struct rlb_config cfg;
+	struct rlb_err err = { 0, "" };
+	const struct rlb_model_config *m = &cfg.model;
+	long i, j = 0;
+	size_t b;
+
+	load_ok(&cfg, path, NULL, 0);
+	ck_assert_str_eq(m->layer_pattern, nano);
+	ck_assert_int_eq(m->gated_ffn, 0);
+	ck_assert_int_eq(rlb_model_ffn_matrices(m), 2);
+	ck_assert_int_eq(rlb_model_hidden_layers(m), 52);
+	ck_assert_int_eq(rlb_model_dense_layers(m), 29);
+	for (i = 0; i < 52; i++) {
+		int is_moe = j < 23 && moe_at[j] == i;
+
+		ck_assert_int_eq(rlb_model_moe_layer_of(m, i), is_moe ? j : -1);
+		ck_assert_int_eq(rlb_model_layer_block(m, i),
+				 nano[i] == 'E' ? RLB_BLOCK_MOE : nano[i] == 'M' ? RLB_BLOCK_MAMBA :
+				 RLB_BLOCK_ATTENTION);
+		if (is_moe) {
+			ck_assert_int_eq(rlb_model_moe_layer_index(m, j), i);
+			ck_assert_int_eq(rlb_model_dense_before(m, j),
+					 j ? moe_at[j] - moe_at[j - 1] - 1 : 1);
+			j++;
+		}
+	}
+	ck_assert_int_eq(j, 23);
+	ck_assert_int_eq(rlb_model_dense_before(m, 23), 0);	/* the pattern ends with E */
+	ck_assert_int_eq(rlb_model_moe_layer_of(m, 52), -1);
+	ck_assert_int_eq(rlb_model_moe_layer_of(m, -1), -1);
+	for (b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+		ck_assert_int_eq(rlb_config_load(&cfg, path, &bad[b].set, 1, &err), RLB_ECONFIG);
+		ck_assert_msg(strstr(err.msg, bad[b].msg), "%s: %s", bad[b].set, err.msg);
+	}
+	/* a pattern that starts with '*' or '-' needs no YAML quotes in --set */
+	ck_assert_int_eq(rlb_config_load(&cfg, path, sets, 5, &err), RLB_ECONFIG);
+	ck_assert_msg(strstr(err.msg, "needs 'model.dense_ffn'"), "%s", err.msg);
+	ck_assert_int_eq(rlb_config_load(&cfg, path, sets, 6, &err), RLB_ECONFIG);
+	ck_assert_msg(strstr(err.msg, "the 'model.mamba_*' keys need Mamba-2 layers"), "%s", err.msg);
+	load_ok(&cfg, path, sets, 7);
+	ck_assert_int_eq(rlb_model_hidden_layers(m), 4);
+	ck_assert_int_eq(rlb_model_layer_block(m, 3), RLB_BLOCK_MLP);
+	ck_assert_int_eq(rlb_model_dense_before(m, 1), 2);
+	/* defaults: gated FFNs, no pattern */
+	load_ok(&cfg, NULL, (const char *[]){ "model.preset=olmoe" }, 1);
+	ck_assert_int_eq(rlb_model_ffn_matrices(m), 3);
+	ck_assert_str_eq(m->layer_pattern, "");
 }
 END_TEST
 
@@ -1246,6 +1334,7 @@ Suite *rlb_suite_config(void)
 	tcase_add_test(tc, test_validate_programmatic);
 	tcase_add_test(tc, test_layer_layout);
 	tcase_add_test(tc, test_attention_layout);
+	tcase_add_test(tc, test_layer_pattern);
 	tcase_add_test(tc, test_pack_names);
 	tcase_add_test(tc, test_round_trip);
 	suite_add_tcase(s, tc);
