@@ -195,9 +195,13 @@ static void print_summary(const struct opts *o, struct rlb_trace_reader *r,
 	printf("trace:          %s\n", o->path);
 	printf("version:        %u.%u\n", h->version_major, h->version_minor);
 	printf("flags:          0x%08" PRIx32 " (%s)\n", h->flags, flag_text(h->flags));
-	printf("model:          %s: %" PRIu32 " experts, top-%" PRIu32 ", %" PRIu32
-	       " MoE layers after %" PRIu32 " dense", h->model[0] ? h->model : "(unnamed)",
-	       h->experts, h->topk, h->moe_layers, h->first_dense_layers);
+	printf("model:          %s: %" PRIu32 " experts, top-%" PRIu32 ", %" PRIu32,
+	       h->model[0] ? h->model : "(unnamed)", h->experts, h->topk, h->moe_layers);
+	if (h->layer_pattern[0])
+		printf(" MoE layers of %zu, layer by layer %s", strlen(h->layer_pattern),
+		       h->layer_pattern);
+	else
+		printf(" MoE layers after %" PRIu32 " dense", h->first_dense_layers);
 	if (h->moe_layer_period > 1)
 		printf(", in blocks of %" PRIu32 " layers, MoE at offset %" PRIu32,
 		       h->moe_layer_period, h->moe_layer_offset);
@@ -259,6 +263,7 @@ static json_t *json_summary(const struct opts *o, struct rlb_trace_reader *r,
 	json_object_set_new(hd, "first_dense_layers", json_integer(h->first_dense_layers));
 	json_object_set_new(hd, "moe_layer_period", json_integer(h->moe_layer_period));
 	json_object_set_new(hd, "moe_layer_offset", json_integer(h->moe_layer_offset));
+	json_object_set_new(hd, "layer_pattern", json_string(h->layer_pattern));
 	json_object_set_new(hd, "id_bytes", json_integer(rlb_trace_id_bytes(h)));
 	json_object_set_new(hd, "id_coding", json_string(rlb_trace_reader_id_coding(r)));
 	json_object_set_new(hd, "source", json_string(h->source));

@@ -93,6 +93,13 @@ int rlb_importer_init(struct rlb_importer *im, const struct rlb_import_opts *opt
 	im->hidden_layers = (uint32_t)rlb_model_hidden_layers(m);
 	im->first_moe = (uint32_t)rlb_model_moe_layer_index(m, 0);
 	im->period = m->moe_layer_period > 1 ? (uint32_t)m->moe_layer_period : 1;
+	if (m->layer_pattern[0]) {
+		uint32_t j;
+
+		im->pattern = m->layer_pattern;
+		for (j = 0; j < im->moe_layers; j++)
+			im->moe_at[j] = (uint16_t)rlb_model_moe_layer_index(m, j);
+	}
 	return 0;
 }
 
@@ -275,9 +282,12 @@ int rlb_importer_emit_token_major(struct rlb_importer *im, uint32_t step,
 int rlb_importer_layer_map(const struct rlb_importer *im, uint64_t layers,
 			   struct rlb_layer_map *map, struct rlb_err *err)
 {
+	map->at = NULL;
 	if (layers == im->hidden_layers) {
 		map->first = im->first_moe;
 		map->stride = im->period;
+		if (im->pattern)
+			map->at = im->moe_at;
 		return 0;
 	}
 	if (layers == im->moe_layers) {
@@ -355,7 +365,7 @@ int rlb_import_convert(const struct rlb_importer *im,
 		return ret;
 	for (r = 0; r < raw->rows; r++) {
 		for (j = 0; j < L; j++) {
-			uint64_t l = map.first + j * map.stride;
+			uint64_t l = rlb_layer_map_at(&map, j);
 			uint64_t in_base = (r * Lin + l) * K;
 			uint64_t out_base = (r * L + j) * K;
 

@@ -35,6 +35,9 @@ struct rlb_importer {
 	uint32_t experts, topk, moe_layers;
 	/* hidden layers (dense + MoE), the first MoE layer's index among them, the period */
 	uint32_t hidden_layers, first_moe, period;
+	/* with a layer pattern: each MoE layer's index among the hidden layers */
+	const char *pattern;		/* the config's model.layer_pattern, NULL without */
+	uint16_t moe_at[RLB_TRACE_MAX_LAYERS];
 
 	/* step / group / sample assignment */
 	int have_step;
@@ -117,14 +120,21 @@ int rlb_importer_emit_token_major(struct rlb_importer *im, uint32_t step,
 
 /*
  * Where an input with `layers` layers per token holds its MoE layers:
- * MoE layer j is input layer map->first + j * map->stride.  An input of
- * every hidden layer has the dense ones too (first_moe and the period of
- * the model's layout, rlb_model_moe_layer_index); one of moe_layers
- * layers has 0 and 1.  Any other count is RLB_EMISMATCH naming both.
+ * MoE layer j is input layer rlb_layer_map_at(map, j), first + j *
+ * stride, or at[j] for a layer pattern.  An input of every hidden layer
+ * has the dense ones too (the model's layout, rlb_model_moe_layer_index);
+ * one of moe_layers layers has first 0 and stride 1.  Any other count is
+ * RLB_EMISMATCH naming both.
  */
 struct rlb_layer_map {
 	uint32_t first, stride;
+	const uint16_t *at;	/* NULL: first and stride */
 };
+
+static inline uint64_t rlb_layer_map_at(const struct rlb_layer_map *map, uint64_t j)
+{
+	return map->at ? map->at[j] : map->first + j * map->stride;
+}
 
 int rlb_importer_layer_map(const struct rlb_importer *im, uint64_t layers,
 			   struct rlb_layer_map *map, struct rlb_err *err);

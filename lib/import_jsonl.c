@@ -61,7 +61,8 @@ static int jl_shape(json_t *ex, json_t *ga, size_t T, size_t Lin,
 			return rlb_err_set(err, RLB_EMISMATCH,
 					   "gates[%zu]: expected an array of %zu layers like experts",
 					   t, Lin);
-		for (j = 0, l = map->first; j < L; j++, l += map->stride) {
+		for (j = 0; j < L; j++) {
+			l = rlb_layer_map_at(map, j);
 			ret = jl_row(json_array_get(tok, l), "experts", t, l, K, err);
 			if (ret == 0 && ga)
 				ret = jl_row(json_array_get(gtok, l), "gates", t, l, K, err);
@@ -140,10 +141,13 @@ static int jl_record(struct rlb_importer *im, struct jl_state *s, json_t *rec,
 	for (t = 0; t < T; t++) {
 		json_t *tok = json_array_get(ex, t), *gtok = ga ? json_array_get(ga, t) : NULL;
 
-		for (j = 0, l = map.first; j < L; j++, l += map.stride) {
-			json_t *row = json_array_get(tok, l);
-			json_t *grow = ga ? json_array_get(gtok, l) : NULL;
+		for (j = 0; j < L; j++) {
 			size_t base = (j * T + t) * K;
+			json_t *row, *grow;
+
+			l = rlb_layer_map_at(&map, j);
+			row = json_array_get(tok, l);
+			grow = ga ? json_array_get(gtok, l) : NULL;
 
 			for (k = 0; k < K; k++) {
 				json_t *v = json_array_get(row, k);

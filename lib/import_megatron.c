@@ -274,11 +274,65 @@ static int pending_get(struct mg_state *s, int64_t step, uint32_t out_step,
  * of an interleaved model), the first other layer decides: P, 2P, ...
  * (the period) are decoder layers, anything else MoE-layer indices.
  */
+/*
+ * The same for a layer pattern: the first record's layer is 0 (MoE-layer
+ * numbering), the first 'E' (numbering the pattern's layers from 0) or
+ * one more (from 1); when the first 'E' is layer 0, the first layer
+ * whose two readings differ decides: an 'E' of the pattern reads as its
+ * MoE layer, anything else as a MoE-layer index.
+ */
+static int mg_pattern_layer(struct mg_state *s, int64_t layer, uint32_t *ml,
+			    struct rlb_err *err)
+{
+	const struct rlb_importer *im = s->im;
+	const struct rlb_model_config *m = &im->cfg->model;
+	int64_t first = im->first_moe, L = im->moe_layers, j;
+
+	if (s->numbering == NUM_UNDECIDED) {
+		s->numbering = NUM_DECIDED;
+		s->stride = 0;			/* 0: MoE-layer indices */
+		if (layer == 0 && first == 0)
+			s->numbering = NUM_AMBIGUOUS;
+		else if (layer == first || layer == first + 1) {
+			s->stride = 1;			/* the pattern's numbering */
+			s->base = layer - first;
+		} else if (layer != 0)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "layer: %" PRId64 " in the first record is neither 0 "
+					   "(MoE-layer numbering), %" PRId64 " (the first MoE layer of "
+					   "model.layer_pattern) nor %" PRId64 " (the same from 1)",
+					   layer, first, first + 1);
+	} else if (s->numbering == NUM_AMBIGUOUS &&
+		   rlb_model_moe_layer_of(m, layer) != layer) {
+		s->numbering = NUM_DECIDED;
+		s->stride = rlb_model_moe_layer_of(m, layer) >= 0;
+		s->base = 0;
+	}
+	if (s->stride == 0 || s->numbering == NUM_AMBIGUOUS) {
+		if (layer < 0 || layer >= L)
+			return rlb_err_set(err, RLB_ERANGE,
+					   "layer: %" PRId64 " is outside the MoE layers [0, %" PRId64 ")",
+					   layer, L);
+		*ml = (uint32_t)layer;
+		return 0;
+	}
+	j = rlb_model_moe_layer_of(m, layer - s->base);
+	if (j < 0)
+		return rlb_err_set(err, RLB_ERANGE,
+				   "layer: %" PRId64 " is not a MoE layer ('E') of model.layer_pattern "
+				   "(numbered from %" PRId64 ")", layer, s->base);
+	*ml = (uint32_t)j;
+	return 0;
+}
+
 static int mg_moe_layer(struct mg_state *s, int64_t layer, uint32_t *ml,
 			struct rlb_err *err)
 {
 	const struct rlb_importer *im = s->im;
 	int64_t first = im->first_moe, period = im->period, L = im->moe_layers, rel;
+
+	if (im->pattern)
+		return mg_pattern_layer(s, layer, ml, err);
 
 	if (s->numbering == NUM_UNDECIDED) {
 		s->numbering = NUM_DECIDED;

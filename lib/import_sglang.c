@@ -417,7 +417,7 @@ static int check_gates(const struct rlb_importer *im, const float *gates,
 					   ", layer %" PRIu64 ", column %" PRIu64
 					   " is not a finite non-negative float32",
 					   rp, (double)gates[i], i / (L * K),
-					   (uint64_t)map.first + i / K % L * map.stride, i % K);
+					   rlb_layer_map_at(&map, i / K % L), i % K);
 	}
 	return 0;
 }

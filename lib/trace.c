@@ -34,6 +34,8 @@ void rlb_trace_header_from_config(struct rlb_trace_header *h,
 		(uint32_t)cfg->model.moe_layer_period : 1;
 	h->moe_layer_offset = cfg->model.moe_layer_offset > 0 ?
 		(uint32_t)cfg->model.moe_layer_offset : 0;
+	memcpy(h->layer_pattern, cfg->model.layer_pattern, sizeof(h->layer_pattern) - 1);
+	h->layer_pattern[sizeof(h->layer_pattern) - 1] = '\0';
 	/* Both are RLB_NAME_MAX bytes; keep the copy NUL-terminated. */
 	memcpy(h->model, cfg->model.name, sizeof(h->model) - 1);
 	h->model[sizeof(h->model) - 1] = '\0';
@@ -64,6 +66,10 @@ int rlb_trace_header_check(const struct rlb_trace_header *h,
 			return rlb_err_set(err, RLB_EMISMATCH,
 					   "the config does not match the trace: '%s' is %lld in the config, %lld in the trace",
 					   names[i], have[i], want[i]);
+	if (strncmp(cfg->model.layer_pattern, h->layer_pattern, sizeof(h->layer_pattern)))
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "the config does not match the trace: 'model.layer_pattern' is \"%s\" in the config, \"%s\" in the trace",
+				   cfg->model.layer_pattern, h->layer_pattern);
 	return 0;
 }
 
@@ -151,10 +157,45 @@ static int name_ok(const char *s, size_t size)
 	return memchr(s, '\0', size) != NULL;
 }
 
+/*
+ * A layer pattern (1.2): its letters, as many 'E' as MoE layers, and no
+ * periodic layout beside it (the rules of model.layer_pattern).
+ */
+static int check_pattern(const struct rlb_trace_header *h, const char *what,
+			 struct rlb_err *err)
+{
+	const char *p = h->layer_pattern;
+	uint32_t i, moe = 0;
+
+	if (!memchr(p, '\0', sizeof(h->layer_pattern)))
+		return rlb_err_set(err, RLB_EINVAL,
+				   "%s: layer pattern is not NUL-terminated", what);
+	if (!*p)
+		return 0;
+	for (i = 0; p[i]; i++) {
+		if (!strchr("EM*-", p[i]))
+			return rlb_err_set(err, RLB_EINVAL,
+					   "%s: layer pattern has byte 0x%02x at layer %u (expected E, M, * or -)",
+					   what, (unsigned char)p[i], i);
+		moe += p[i] == 'E';
+	}
+	if (moe != h->moe_layers)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "%s: layer pattern has %u MoE layers ('E'), moe_layers is %u",
+				   what, moe, h->moe_layers);
+	if (h->first_dense_layers || h->moe_layer_period > 1 || h->moe_layer_offset)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "%s: a layer pattern with first_dense_layers %u, moe_layer_period %u, "
+				   "moe_layer_offset %u (expected 0, 1, 0)", what, h->first_dense_layers,
+				   h->moe_layer_period, h->moe_layer_offset);
+	return 0;
+}
+
 int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 			struct rlb_err *err)
 {
 	uint32_t unknown = h->flags & ~RRT_FLAGS_KNOWN & RRT_FLAGS_REQUIRED;
+	int ret;
 
 	if (h->experts < 1 || h->experts > RLB_TRACE_MAX_EXPERTS)
 		return rlb_err_set(err, RLB_ERANGE,
@@ -181,6 +222,9 @@ int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 				   "%s: moe_layer_offset %u is not below moe_layer_period %u",
 				   what, h->moe_layer_offset,
 				   h->moe_layer_period > 1 ? h->moe_layer_period : 1);
+	ret = check_pattern(h, what, err);
+	if (ret != 0)
+		return ret;
 	if (unknown)
 		return rlb_err_set(err, RLB_EUNSUPPORTED,
 				   "%s: unknown flags 0x%08x", what, unknown);
@@ -206,9 +250,26 @@ static void put_name(uint8_t *p, const char *s, size_t size)
 	memcpy(p, s, n);
 }
 
+/* Letters of a 1.2 header's pattern, padded to 4 bytes. */
+static size_t pattern_bytes(size_t len)
+{
+	return (len + 3) & ~(size_t)3;
+}
+
 size_t rlb_rrt_header_size(const struct rlb_trace_header *h)
 {
+	size_t len = strnlen(h->layer_pattern, sizeof(h->layer_pattern) - 1);
+
+	if (len)
+		return RRT_H_SIZE_1_2 + pattern_bytes(len);
 	return h->moe_layer_period > 1 ? RRT_H_SIZE_1_1 : RRT_H_SIZE;
+}
+
+unsigned rlb_rrt_header_minor(const struct rlb_trace_header *h)
+{
+	size_t size = rlb_rrt_header_size(h);
+
+	return size == RRT_H_SIZE ? 0 : size == RRT_H_SIZE_1_1 ? 1 : 2;
 }
 
 size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap)
@@ -224,8 +285,12 @@ size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap
 	rlb_put_u32(out + 4, (uint32_t)size);
 	memcpy(p + RRT_H_MAGIC, RRT_HEADER_ID, 8);
 	rlb_put_u16(p + RRT_H_MAJOR, RLB_TRACE_VERSION_MAJOR);
-	/* 1.0 when the layers are not interleaved: such traces stay as they were */
-	rlb_put_u16(p + RRT_H_MINOR, size == RRT_H_SIZE ? 0 : 1);
+	/*
+	 * 1.0 when the layers are not interleaved, 1.1 for a periodic
+	 * layout, 1.2 for a pattern: each trace stays as it was before
+	 * the next minor.
+	 */
+	rlb_put_u16(p + RRT_H_MINOR, (uint16_t)rlb_rrt_header_minor(&s->h));
 	rlb_put_u32(p + RRT_H_FLAGS, s->h.flags);
 	rlb_put_u32(p + RRT_H_EXPERTS, s->h.experts);
 	rlb_put_u32(p + RRT_H_TOPK, s->h.topk);
@@ -239,9 +304,15 @@ size_t rlb_rrt_header_encode(const struct rrt_shape *s, uint8_t *out, size_t cap
 	rlb_put_u32(p + RRT_H_FRAME_BYTES, s->frame_bytes);
 	put_name(p + RRT_H_MODEL, s->h.model, 64);
 	put_name(p + RRT_H_SOURCE, s->h.source, 32);
-	if (size == RRT_H_SIZE_1_1) {
+	if (size >= RRT_H_SIZE_1_1) {
 		rlb_put_u16(p + RRT_H_PERIOD, (uint16_t)s->h.moe_layer_period);
 		rlb_put_u16(p + RRT_H_OFFSET, (uint16_t)s->h.moe_layer_offset);
+	}
+	if (size >= RRT_H_SIZE_1_2) {
+		size_t len = strlen(s->h.layer_pattern);
+
+		rlb_put_u16(p + RRT_H_PATTERN_LEN, (uint16_t)len);
+		memcpy(p + RRT_H_PATTERN, s->h.layer_pattern, len);
 	}
 	rlb_put_u32(p + end, rlb_rrt_crc32c(p, end));
 	return 8 + size;
@@ -260,6 +331,29 @@ static int get_name(const uint8_t *p, size_t size, char *out, size_t outsize)
 			return -1;
 	memset(out, 0, outsize);
 	memcpy(out, p, (size_t)(nul - p));
+	return 0;
+}
+
+/*
+ * A 1.2 header's layer pattern into out (none for length 0, which
+ * writers of 1.2 do not write but a later minor may): -1 for a length
+ * above RLB_TRACE_MAX_LAYERS or a reserved field that is not zero, -2
+ * for a NUL among the letters or padding that is not zero (the letters
+ * themselves are checked with the shape).
+ */
+static int get_pattern(const uint8_t *p, char *out)
+{
+	size_t len = rlb_get_u16(p + RRT_H_PATTERN_LEN), i;
+
+	if (len > RLB_TRACE_MAX_LAYERS || rlb_get_u16(p + RRT_H_PATTERN_LEN + 2))
+		return -1;
+	if (memchr(p + RRT_H_PATTERN, '\0', len))
+		return -2;
+	for (i = len; i < pattern_bytes(len); i++)
+		if (p[RRT_H_PATTERN + i])
+			return -2;
+	memcpy(out, p + RRT_H_PATTERN, len);
+	out[len] = '\0';
 	return 0;
 }
 
@@ -282,7 +376,9 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		return rlb_err_set(err, RLB_EVERSION,
 				   "header at offset 16: unsupported trace version %u.%u (this reader supports %d.x)",
 				   major, minor, RLB_TRACE_VERSION_MAJOR);
-	want = minor == 0 ? RRT_H_SIZE : RRT_H_SIZE_1_1;
+	want = minor == 0 ? RRT_H_SIZE : minor == 1 ? RRT_H_SIZE_1_1 : RRT_H_SIZE_1_2;
+	if (minor >= 2 && len >= want)
+		want += pattern_bytes(rlb_get_u16(p + RRT_H_PATTERN_LEN));
 	if (len < want || (minor <= RLB_TRACE_VERSION_MINOR && len != want))
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "header at offset 4: content size %zu, expected %s%zu for version %u.%u",
@@ -307,6 +403,15 @@ int rlb_rrt_header_decode(const uint8_t *p, size_t len, struct rrt_shape *s,
 		return rlb_err_set(err, RLB_ECORRUPT,
 				   "header at offset %d: moe_layer_period is 0",
 				   8 + RRT_H_PERIOD);
+	if (minor >= 2) {
+		ret = get_pattern(p, s->h.layer_pattern);
+		if (ret < 0)
+			return rlb_err_set(err, RLB_ECORRUPT,
+					   "header at offset %d: %s", 8 + (ret == -1 ? RRT_H_PATTERN_LEN :
+					   RRT_H_PATTERN), ret == -1 ?
+					   "layer pattern length above 1024 or reserved field not 0" :
+					   "layer pattern is not letters followed by zero padding");
+	}
 	s->h.seed = rlb_get_u64(p + RRT_H_SEED);
 	s->id_bytes = p[RRT_H_ID_BYTES];
 	s->id_coding = p[RRT_H_ID_CODING];

@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define RLB_TRACE_VERSION_MAJOR 1
-#define RLB_TRACE_VERSION_MINOR 1
+#define RLB_TRACE_VERSION_MINOR 2
 
 /* Header flags. */
 #define RLB_TRACE_F_GATES  (1u << 0)	/* every sequence carries gate weights */
@@ -40,6 +40,8 @@ struct rlb_trace_header {
 	uint32_t first_dense_layers;	/* engine layers dropped before them */
 	uint32_t moe_layer_period;	/* then blocks of this many layers, 1..64 ... */
 	uint32_t moe_layer_offset;	/* ... whose layer at this offset is MoE */
+	/* 1.2: or the layers one by one, "E" the MoE ones ("": none) */
+	char layer_pattern[RLB_LAYER_PATTERN_MAX];
 	uint64_t seed;			/* generator seed (synthetic), else 0 */
 	char model[RLB_NAME_MAX];	/* model name, NUL-terminated */
 	char source[32];		/* "synthetic", "sglang", "vllm", "megatron", "jsonl", "api" */

@@ -54,6 +54,9 @@ enum {
 	RRT_H_OFFSET = 154,		/* 1.1: u16 moe_layer_offset */
 	RRT_H_END_1_1 = 156,
 	RRT_H_SIZE_1_1 = 160,		/* content size of a 1.1 header */
+	RRT_H_PATTERN_LEN = 156,	/* 1.2: u16 letters of the layer pattern */
+	RRT_H_PATTERN = 160,		/* 1.2: the letters, zero-padded to 4 bytes */
+	RRT_H_SIZE_1_2 = 164,		/* content size of a 1.2 header, letters aside */
 	RRT_H_MAX = 65536,		/* largest header content accepted */
 };
 
@@ -133,6 +136,8 @@ struct ZSTD_DCtx_s *rlb_rrt_dctx_new(void);
  * experts, topk, layers, flags, NUL-terminated names.  what prefixes the
  * message ("header at offset 0", "trace header").
  */
+/* The minor version a header is written as: 0, 1 (periodic layout) or 2 (pattern). */
+unsigned rlb_rrt_header_minor(const struct rlb_trace_header *h);
 int rlb_rrt_check_shape(const struct rlb_trace_header *h, const char *what,
 			struct rlb_err *err);
 

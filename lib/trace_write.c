@@ -106,7 +106,7 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 			  struct rlb_err *err)
 {
 	struct rlb_trace_writer *w = NULL;
-	uint8_t hdr[8 + RRT_H_SIZE_1_1];
+	uint8_t hdr[8 + RRT_H_SIZE_1_2 + RLB_LAYER_PATTERN_MAX + 3];
 	int level = opts ? opts->level : 3;
 	size_t fb = opts && opts->frame_bytes ? opts->frame_bytes : RRT_DEFAULT_FRAME_BYTES;
 	size_t n;
@@ -131,7 +131,7 @@ int rlb_trace_writer_open(struct rlb_trace_writer **out, const char *path,
 	if (w->s.h.moe_layer_period == 0)
 		w->s.h.moe_layer_period = 1;	/* a header made before 1.1 */
 	w->s.h.version_major = RLB_TRACE_VERSION_MAJOR;
-	w->s.h.version_minor = rlb_rrt_header_size(&w->s.h) == RRT_H_SIZE ? 0 : 1;
+	w->s.h.version_minor = (uint16_t)rlb_rrt_header_minor(&w->s.h);
 	w->s.id_bytes = rlb_trace_id_bytes(h);
 	w->s.gate_coding = (h->flags & RLB_TRACE_F_GATES) ? RRT_GATES_F32 : RRT_GATES_NONE;
 	w->s.frame_bytes = (uint32_t)fb;

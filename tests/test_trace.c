@@ -240,6 +240,7 @@ static void read_compare_minor(const char *path, const struct tdata *d,
 	ck_assert_uint_eq(h->first_dense_layers, d->h.first_dense_layers);
 	ck_assert_uint_eq(h->moe_layer_period, d->h.moe_layer_period > 1 ? d->h.moe_layer_period : 1);
 	ck_assert_uint_eq(h->moe_layer_offset, d->h.moe_layer_offset);
+	ck_assert_str_eq(h->layer_pattern, d->h.layer_pattern);
 	ck_assert(h->seed == d->h.seed);
 	ck_assert_str_eq(h->model, d->h.model);
 	ck_assert_str_eq(h->source, d->h.source);
@@ -262,8 +263,8 @@ static void read_compare_minor(const char *path, const struct tdata *d,
 
 static void read_compare(const char *path, const struct tdata *d)
 {
-	/* 1.1 only for interleaved layers (section 3) */
-	read_compare_minor(path, d, d->h.moe_layer_period > 1 ? 1 : 0);
+	/* 1.1 only for interleaved layers, 1.2 for a layer pattern (section 3) */
+	read_compare_minor(path, d, d->h.layer_pattern[0] ? 2 : d->h.moe_layer_period > 1 ? 1 : 0);
 }
 
 /* ---- tests ---- */
@@ -1042,7 +1043,9 @@ static void rewrite_header(const char *src, const char *dst, uint16_t major,
 	rlb_put_u16(c + RRT_H_MAJOR, major);
 	rlb_put_u16(c + RRT_H_MINOR, minor);
 	rlb_put_u32(c + RRT_H_FLAGS, flags);
-	memset(c + end, 0xA5, extra);	/* unknown newer fields */
+	memset(c + end, 0xA5, extra);	/* unknown newer fields ... */
+	if (minor >= 2 && end == RRT_H_END_1_1 && extra >= 4)
+		memset(c + end, 0, 4);	/* ... after 1.2's: no layer pattern */
 	rlb_put_u32(o + 4, (uint32_t)(hs - 8 + extra));
 	rlb_put_u32(c + end + extra, rlb_rrt_crc32c(c, end + extra));
 	memcpy(o + hs + extra, b + hs, n - hs);
@@ -1068,6 +1071,90 @@ static void patch_header(const char *src, const char *dst, size_t off,
 	spit(dst, b, len);
 	free(b);
 }
+
+/*
+ * A layer pattern (1.2): written only with one, read back letter for
+ * letter, part of the identity a config and a plan are checked against,
+ * and its damage reported at its offset.
+ */
+START_TEST(test_layer_pattern_header)
+{
+	static const uint32_t lens[] = { 9, 140 };
+	struct rlb_trace_header h, plain;
+	struct rlb_trace_reader *r;
+	struct rlb_config cfg;
+	struct rlb_err err = {0};
+	struct tdata d;
+	char path[512], alt[512];
+	uint8_t *b;
+	size_t n;
+
+	make_header(&h, 16, 2, 4, 0);
+	h.first_dense_layers = 0;
+	h.moe_layer_period = 1;
+	plain = h;
+	strcpy(h.layer_pattern, "MEM*E-E*E");
+	tdata_gen(&d, &h, 4, 2, lens, 2, 5);
+	tpath(path, sizeof(path), "pattern.rrt");
+	tpath(alt, sizeof(alt), "pattern-alt.rrt");
+	write_trace(path, &d, 0, 0);
+	read_compare(path, &d);
+	b = slurp(path, &n);
+	ck_assert_uint_eq(rlb_get_u32(b + 4), RRT_H_SIZE_1_2 + 12);	/* 9 letters, 3 of padding */
+	ck_assert_uint_eq(rlb_get_u16(b + 8 + RRT_H_PATTERN_LEN), 9);
+	ck_assert_mem_eq(b + 8 + RRT_H_PATTERN, "MEM*E-E*E\0\0\0", 12);
+	free(b);
+	ck_assert(rlb_plan_trace_hash(&h) != rlb_plan_trace_hash(&plain));
+
+	/* the config must carry the same pattern */
+	memset(&cfg, 0, sizeof(cfg));
+	strcpy(cfg.model.name, "test-model");
+	cfg.model.experts = 16;
+	cfg.model.topk = 2;
+	cfg.model.moe_layers = 4;
+	ck_assert_int_eq(rlb_trace_header_check(&h, &cfg, &err), RLB_EMISMATCH);
+	ck_assert_str_eq(err.msg, "the config does not match the trace: 'model.layer_pattern' "
+			 "is \"\" in the config, \"MEM*E-E*E\" in the trace");
+	strcpy(cfg.model.layer_pattern, "MEM*E-E*E");
+	ck_assert_int_eq(rlb_trace_header_check(&h, &cfg, &err), 0);
+	rlb_trace_header_from_config(&plain, &cfg);
+	ck_assert_str_eq(plain.layer_pattern, "MEM*E-E*E");
+
+	/* damage: a letter, the count of 'E', the padding, the length, the reserved field */
+	patch_header(path, alt, RRT_H_PATTERN + 3, (const uint8_t *)"x", 1);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "header at offset 8: layer pattern has byte 0x78 at layer 3 "
+			     "(expected E, M, * or -)"), "%s", err.msg);
+	patch_header(path, alt, RRT_H_PATTERN + 4, (const uint8_t *)"M", 1);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "layer pattern has 3 MoE layers ('E'), moe_layers is 4"),
+		      "%s", err.msg);
+	patch_header(path, alt, RRT_H_PATTERN + 10, (const uint8_t *)"E", 1);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "header at offset 168: layer pattern is not letters followed "
+			     "by zero padding"), "%s", err.msg);
+	patch_header(path, alt, RRT_H_PATTERN_LEN, (const uint8_t *)"\x0d\0", 2);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "content size 176, expected 180 for version 1.2"), "%s", err.msg);
+	patch_header(path, alt, RRT_H_PATTERN_LEN + 2, (const uint8_t *)"\1", 1);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, alt, &err), RLB_ECORRUPT);
+	ck_assert_msg(strstr(err.msg, "header at offset 164: layer pattern length above 1024 or "
+			     "reserved field not 0"), "%s", err.msg);
+	/* the writer refuses a pattern that is not one */
+	strcpy(h.layer_pattern, "MEM*E-E*");
+	{
+		struct rlb_trace_writer *w = NULL;
+
+		ck_assert_int_eq(rlb_trace_writer_open(&w, alt, &h, NULL, &err), RLB_EINVAL);
+		ck_assert_ptr_null(w);
+	}
+	ck_assert_msg(strstr(err.msg, "layer pattern has 3 MoE layers ('E'), moe_layers is 4"),
+		      "%s", err.msg);
+	unlink(path);
+	unlink(alt);
+	tdata_free(&d);
+}
+END_TEST
 
 START_TEST(test_versions_and_flags)
 {
@@ -1872,6 +1959,7 @@ Suite *rlb_suite_trace(void)
 	tcase_add_test(tc, test_writer_open_errors);
 	tcase_add_test(tc, test_abort_removes_output);
 	tcase_add_test(tc, test_reader_open_errors);
+	tcase_add_test(tc, test_layer_pattern_header);
 	tcase_add_test(tc, test_versions_and_flags);
 	tcase_add_test(tc, test_example_file);
 	tcase_add_test(tc, test_read_ahead);

@@ -5,7 +5,7 @@ run --version
 expect_status 0
 expect_out "relibra "
 expect_out "backends: cpu"
-expect_out "trace format: 1.1"
+expect_out "trace format: 1.2"
 expect_out "plan format: 1.3"
 
 run
