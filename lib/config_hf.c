@@ -5,8 +5,9 @@
  * within a sliding window; the result is then fitted to relibra's layout
  * (first dense layers, then blocks of a period with one MoE layer at an
  * offset) and attention pattern (full when i + 1 is a multiple of a
- * period).  A model either pattern cannot describe is an error, never a
- * guess.
+ * period).  Nemotron-H gives its layers one by one, which a layer
+ * pattern takes as they are.  A model relibra cannot describe is an
+ * error, never a guess.
  */
 #include <errno.h>
 #include <limits.h>
@@ -23,12 +24,13 @@
 /* The relibra key of each RLB_HF_* row, in the order a preset lists them. */
 static const char *const key_names[RLB_HF_KEYS] = {
 	"experts", "topk", "hidden", "expert_ffn", "moe_layers", "first_dense_layers",
-	"moe_layer_period", "moe_layer_offset", "dense_ffn", "shared_experts",
-	"shared_expert_ffn", "expert_groups", "topk_groups", "q_heads", "kv_heads",
-	"head_dim", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-	"attention_output_gate", "attention_window", "attention_chunk",
+	"moe_layer_period", "moe_layer_offset", "layer_pattern", "dense_ffn",
+	"shared_experts", "shared_expert_ffn", "gated_ffn", "expert_groups", "topk_groups",
+	"q_heads", "kv_heads", "head_dim", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+	"v_head_dim", "attention_output_gate", "attention_window", "attention_chunk",
 	"full_attention_period", "linear_key_heads", "linear_value_heads",
-	"linear_key_head_dim", "linear_value_head_dim",
+	"linear_key_head_dim", "linear_value_head_dim", "mamba_heads", "mamba_head_dim",
+	"mamba_state", "mamba_groups",
 };
 
 struct reader {
@@ -38,6 +40,7 @@ struct reader {
 	struct rlb_err *err;
 };
 
+/* The int (or bool) of key KEY; NULL for the layer pattern, a string. */
 static int *field_of(struct rlb_model_config *m, int key)
 {
 	switch (key) {
@@ -52,6 +55,7 @@ static int *field_of(struct rlb_model_config *m, int key)
 	case RLB_HF_DENSE_FFN: return &m->dense_ffn;
 	case RLB_HF_SHARED: return &m->shared_experts;
 	case RLB_HF_SHARED_FFN: return &m->shared_expert_ffn;
+	case RLB_HF_GATED: return &m->gated_ffn;
 	case RLB_HF_GROUPS: return &m->expert_groups;
 	case RLB_HF_TOPK_GROUPS: return &m->topk_groups;
 	case RLB_HF_Q_HEADS: return &m->q_heads;
@@ -68,14 +72,25 @@ static int *field_of(struct rlb_model_config *m, int key)
 	case RLB_HF_LIN_KEY_HEADS: return &m->linear_key_heads;
 	case RLB_HF_LIN_VALUE_HEADS: return &m->linear_value_heads;
 	case RLB_HF_LIN_KEY_DIM: return &m->linear_key_head_dim;
-	default: return &m->linear_value_head_dim;
+	case RLB_HF_LIN_VALUE_DIM: return &m->linear_value_head_dim;
+	case RLB_HF_MAMBA_HEADS: return &m->mamba_heads;
+	case RLB_HF_MAMBA_HEAD_DIM: return &m->mamba_head_dim;
+	case RLB_HF_MAMBA_STATE: return &m->mamba_state;
+	case RLB_HF_MAMBA_GROUPS: return &m->mamba_groups;
+	default: return NULL;
 	}
 }
 
-/* Set relibra key KEY to V, noting the config.json fields it came from. */
+/*
+ * Set relibra key KEY to V, noting the config.json fields it came from;
+ * a key never set is not written.
+ */
 static void set(struct reader *r, int key, int v, const char *from)
 {
-	*field_of(&r->hm->model, key) = v;
+	int *field = field_of(&r->hm->model, key);
+
+	if (field)
+		*field = v;
 	snprintf(r->hm->from[key], sizeof(r->hm->from[key]), "%s", from);
 }
 
@@ -502,6 +517,426 @@ static int fit_kinds(struct reader *r, const unsigned char *kinds, int L, const 
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Nemotron-H: one Mamba-2, attention, MLP or MoE block per layer.     */
+
+/* The pattern letter of each layers_block_type name, old and new. */
+static const struct {
+	const char *name;
+	char letter;
+} block_names[] = {
+	{ "moe", 'E' }, { "mamba", 'M' }, { "linear_attention", 'M' },
+	{ "attention", '*' }, { "full_attention", '*' }, { "mlp", '-' },
+};
+
+/* A pattern of N layers must fit model.layer_pattern and be no empty one. */
+static int check_layer_count(struct reader *r, const char *field, size_t n)
+{
+	if (n == 0)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' is empty", r->path, field);
+	if (n >= RLB_LAYER_PATTERN_MAX)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' has %zu layers, more than "
+				   "relibra's %d", r->path, field, n, RLB_LAYER_PATTERN_MAX - 1);
+	return 0;
+}
+
+/* PAT (RLB_LAYER_PATTERN_MAX bytes) from LIST, field NAME: a block type per layer. */
+static int pattern_of_list(struct reader *r, json_t *list, const char *name, char *pat)
+{
+	size_t i, k, n = sizeof(block_names) / sizeof(block_names[0]);
+	json_t *t;
+	int ret;
+
+	if ((ret = check_layer_count(r, name, json_array_size(list))) < 0)
+		return ret;
+	json_array_foreach(list, i, t) {
+		const char *s = json_is_string(t) ? json_string_value(t) : "";
+
+		for (k = 0; k < n && strcmp(s, block_names[k].name); k++)
+			;
+		if (k == n || strlen(s) != json_string_length(t))
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s'[%zu] is not 'mamba', "
+					   "'attention', 'mlp' or 'moe' (or 'linear_attention', "
+					   "'full_attention')", r->path, name, i);
+		pat[i] = block_names[k].letter;
+	}
+	pat[i] = '\0';
+	return 0;
+}
+
+/* PAT (RLB_LAYER_PATTERN_MAX bytes) from the string V, hybrid_override_pattern. */
+static int pattern_of_string(struct reader *r, json_t *v, char *pat)
+{
+	const char *s;
+	size_t i, n;
+	int ret;
+
+	if (!json_is_string(v))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'hybrid_override_pattern' is not a "
+				   "string", r->path);
+	s = json_string_value(v);
+	n = json_string_length(v);
+	if ((ret = check_layer_count(r, "hybrid_override_pattern", n)) < 0)
+		return ret;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (!c || !strchr("EM*-", c))
+			return rlb_err_set(r->err, RLB_ECONFIG, c >= 0x20 && c < 0x7f ?
+				"%s: 'hybrid_override_pattern' has '%c' at layer %zu "
+				"(expected E, M, * or -)" :
+				"%s: 'hybrid_override_pattern' has byte 0x%02x at layer %zu "
+				"(expected E, M, * or -)", r->path, c, i);
+	}
+	memcpy(pat, s, n + 1);
+	return 0;
+}
+
+/*
+ * model.layer_pattern from `layers_block_type` (`layer_types` to
+ * transformers, which writes the list now) or the older
+ * `hybrid_override_pattern`; with both they must agree.  FIELD receives
+ * the field read.
+ */
+static int read_pattern(struct reader *r, const char **field)
+{
+	static const char *const lists[] = { "layers_block_type", "layer_types" };
+	char *pat = r->hm->model.layer_pattern, other[RLB_LAYER_PATTERN_MAX];
+	json_t *str = json_object_get(r->obj, "hybrid_override_pattern"), *list = NULL;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < 2 && !list; i++) {
+		list = get_array(r, lists[i], &ret);
+		if (ret < 0)
+			return ret;
+		*field = lists[i];
+	}
+	if (list && (ret = pattern_of_list(r, list, *field, pat)) < 0)
+		return ret;
+	if (is_null(str)) {
+		if (!list)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: a Nemotron-H model "
+					   "without 'hybrid_override_pattern' or "
+					   "'layers_block_type'", r->path);
+		return 0;
+	}
+	if ((ret = pattern_of_string(r, str, list ? other : pat)) < 0)
+		return ret;
+	if (list && strcmp(pat, other))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' and 'hybrid_override_pattern' "
+				   "give different layers", r->path, *field);
+	if (!list)
+		*field = "hybrid_override_pattern";
+	return 0;
+}
+
+/*
+ * What a Nemotron-H config may hold that relibra's model section cannot
+ * say: per-layer block_configs (the Puzzle models), experts that work in
+ * a latent narrower than the hidden size (Nemotron 3 Super), windowed
+ * attention layers.
+ */
+static int refuse_nemotron_h(struct reader *r)
+{
+	json_t *blocks = json_object_get(r->obj, "block_configs");
+	int v = 0, ret;
+
+	if (!is_null(blocks) && (!json_is_array(blocks) || json_array_size(blocks)))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: layers of their own shapes "
+				   "('block_configs', a Nemotron-H Puzzle model): relibra's MoE "
+				   "layers share one shape", r->path);
+	if ((ret = get_int(r, "moe_latent_size", &v)) < 0)
+		return ret;
+	if (v)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: latent MoE ('moe_latent_size' %d): "
+				   "the routed experts work in a latent of their own width, which "
+				   "relibra.yaml(5) cannot describe", r->path, v);
+	if ((ret = get_int(r, "sliding_window", &v)) < 0)
+		return ret;
+	if (v)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'sliding_window' %d with a layer "
+				   "pattern, whose attention layers relibra models in full",
+				   r->path, v);
+	return 0;
+}
+
+/* The Mamba-2 keys, each from its field (n_groups's older name mamba_n_groups). */
+static int read_mamba(struct reader *r)
+{
+	static const struct {
+		int key;
+		const char *const names[3];
+	} f[] = {
+		{ RLB_HF_MAMBA_HEADS, { "mamba_num_heads", NULL } },
+		{ RLB_HF_MAMBA_HEAD_DIM, { "mamba_head_dim", NULL } },
+		{ RLB_HF_MAMBA_STATE, { "ssm_state_size", NULL } },
+		{ RLB_HF_MAMBA_GROUPS, { "n_groups", "mamba_n_groups", NULL } },
+	};
+	const char *which = NULL;
+	size_t i;
+	int v, ret;
+
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if ((ret = required(r, f[i].names, &v, &which)) < 0)
+			return ret;
+		if (v < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: Mamba-2 layers but '%s' is 0",
+					   r->path, which);
+		set(r, f[i].key, v, which);
+	}
+	return 0;
+}
+
+/*
+ * The layers of a Nemotron-H model: its pattern, MoE layers ('E'), the
+ * width of its MLP layers ('-'), its Mamba-2 mixers ('M').  Its MLPs and
+ * experts have up and down projections only, whatever mlp_hidden_act
+ * (relu2, squared ReLU, in the published models).
+ */
+static int read_hybrid(struct reader *r)
+{
+	static const char *const n_dense[] = { "intermediate_size", NULL };
+	const char *field = NULL, *which = NULL, *pat = r->hm->model.layer_pattern;
+	json_t *act = json_object_get(r->obj, "mlp_hidden_act");
+	int L = 0, moe = 0, mlp = 0, mamba = 0, v, ret;
+	char from[96];
+	size_t i;
+
+	if ((ret = refuse_nemotron_h(r)) < 0 || (ret = read_pattern(r, &field)) < 0)
+		return ret;
+	if (strcmp(r->hm->from[RLB_HF_EXPERT_FFN], "moe_intermediate_size"))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: no 'moe_intermediate_size' (a "
+				   "Nemotron-H model's 'intermediate_size' is its MLP layers')",
+				   r->path);
+	if ((ret = get_int(r, "num_hidden_layers", &L)) < 0)
+		return ret;
+	if (ret && (size_t)L != strlen(pat))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' has %zu layers, "
+				   "'num_hidden_layers' %d", r->path, field, strlen(pat), L);
+	for (i = 0; pat[i]; i++) {
+		moe += pat[i] == 'E';
+		mlp += pat[i] == '-';
+		mamba += pat[i] == 'M';
+	}
+	if (!moe)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: no MoE layer ('E') in '%s': "
+				   "relibra places the experts of MoE models", r->path, field);
+	snprintf(r->hm->from[RLB_HF_PATTERN], sizeof(r->hm->from[0]), "%s", field);
+	snprintf(from, sizeof(from), "%s: its %s layers", field,
+		 strcmp(field, "hybrid_override_pattern") ? "moe" : "'E'");
+	set(r, RLB_HF_MOE_LAYERS, moe, from);
+	if (mlp) {
+		if ((ret = required(r, n_dense, &v, &which)) < 0)
+			return ret;
+		set(r, RLB_HF_DENSE_FFN, v, "intermediate_size");
+	} else {
+		set(r, RLB_HF_DENSE_FFN, 0, "no MLP layers ('-')");
+	}
+	snprintf(from, sizeof(from), "nemotron_h: up and down projections%s%s%s",
+		 json_is_string(act) ? " (mlp_hidden_act " : "",
+		 json_is_string(act) ? json_string_value(act) : "", json_is_string(act) ? ")" : "");
+	set(r, RLB_HF_GATED, 0, from);
+	return mamba ? read_mamba(r) : 0;
+}
+
+/* Nemotron-H, by model_type or by its pattern's field. */
+static int is_nemotron_h(const struct reader *r)
+{
+	return !strncmp(r->hm->model_type, "nemotron_h", 10) ||
+	       !is_null(json_object_get(r->obj, "hybrid_override_pattern"));
+}
+
+/* ------------------------------------------------------------------ */
+/* The model section.                                                  */
+
+/*
+ * The layers of a model whose every layer attends and then has an FFN:
+ * which are MoE, fitted to the periodic layout, and the dense layers' FFN
+ * width (intermediate_size beside a separate expert width).
+ */
+static int read_decoder_layers(struct reader *r, int L)
+{
+	static const char *const n_dense[] = { "intermediate_size_mlp", "intermediate_size", NULL };
+	struct rlb_model_config *m = &r->hm->model;
+	unsigned char *moe = malloc((size_t)L);
+	const char *which = NULL;
+	char rule[96] = "";
+	int v = 0, ret;
+
+	if (!moe)
+		return rlb_err_set(r->err, RLB_ENOMEM, "out of memory");
+	if ((ret = moe_layers_of(r, L, moe, rule, sizeof(rule))) < 0 ||
+	    (ret = fit_layout(r, moe, L, rule)) < 0)
+		goto out;
+	ret = 0;
+	if (!m->first_dense_layers && m->moe_layer_period <= 1) {
+		set(r, RLB_HF_DENSE_FFN, 0, "no dense layers");
+		goto out;
+	}
+	if (strcmp(r->hm->from[RLB_HF_EXPERT_FFN], "moe_intermediate_size") &&
+	    !json_object_get(r->obj, "intermediate_size_mlp")) {
+		ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: dense layers, but no FFN width "
+				  "of theirs ('intermediate_size_mlp', or 'intermediate_size' "
+				  "beside 'moe_intermediate_size')", r->path);
+		goto out;
+	}
+	if ((ret = required(r, n_dense, &v, &which)) < 0)
+		goto out;
+	set(r, RLB_HF_DENSE_FFN, v, which);
+	ret = 0;
+out:
+	free(moe);
+	return ret;
+}
+
+/*
+ * Shared experts: fused n_shared_experts (Ling/Bailing call it
+ * num_shared_experts) of the expert width, or of
+ * moe_shared_expert_intermediate_size where that is given (Nemotron-H,
+ * whose default is one); else one of shared_expert_intermediate_size;
+ * Llama 4's one.
+ */
+static int read_shared(struct reader *r)
+{
+	static const char *const n_shared[] = { "n_shared_experts", "num_shared_experts", NULL };
+	const char *which = NULL, *width_of = "moe_intermediate_size";
+	int shared = 0, width = r->hm->model.expert_ffn, given, v = 0, ret;
+	char from[96];
+
+	if ((given = get_first(r, n_shared, &shared, &which)) < 0 ||
+	    (ret = get_int(r, "moe_shared_expert_intermediate_size", &v)) < 0)
+		return given < 0 ? given : ret;
+	if (v) {
+		width = v;
+		width_of = "moe_shared_expert_intermediate_size";
+	}
+	if (given && shared) {
+		if (width > INT_MAX / shared)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: the shared expert's width, "
+					   "'%s' %d times %d, is out of range", r->path, which,
+					   shared, width);
+		set(r, RLB_HF_SHARED, 1, which);
+		snprintf(from, sizeof(from), "%s * %s %d", width_of, which, shared);
+		set(r, RLB_HF_SHARED_FFN, width * shared, from);
+		return 0;
+	}
+	if (!given && v) {
+		set(r, RLB_HF_SHARED, 1, width_of);
+		set(r, RLB_HF_SHARED_FFN, v, width_of);
+		return 0;
+	}
+	if ((ret = get_int(r, "shared_expert_intermediate_size", &v)) < 0)
+		return ret;
+	if (ret && v) {
+		set(r, RLB_HF_SHARED, 1, "shared_expert_intermediate_size");
+		set(r, RLB_HF_SHARED_FFN, v, "shared_expert_intermediate_size");
+	} else if (!strcmp(r->hm->model_type, "llama4_text")) {
+		set(r, RLB_HF_SHARED, 1, "llama4: one shared expert");
+		set(r, RLB_HF_SHARED_FFN, r->hm->model.expert_ffn, "intermediate_size");
+	} else {
+		set(r, RLB_HF_SHARED, 0, "no shared experts");
+		set(r, RLB_HF_SHARED_FFN, 0, "no shared experts");
+	}
+	return 0;
+}
+
+/* Group-limited routing; one group limits nothing. */
+static int read_groups(struct reader *r)
+{
+	int groups = 0, v = 0, ret;
+
+	if ((ret = get_int(r, "n_group", &groups)) < 0 ||
+	    (ret = get_int(r, "topk_group", &v)) < 0)
+		return ret;
+	if (groups > 1) {
+		set(r, RLB_HF_GROUPS, groups, "n_group");
+		set(r, RLB_HF_TOPK_GROUPS, v, "topk_group");
+	} else {
+		set(r, RLB_HF_GROUPS, 0, groups ? "n_group 1: no group limit" : "no expert groups");
+		set(r, RLB_HF_TOPK_GROUPS, 0, groups ? "n_group 1: no group limit" : "no expert groups");
+	}
+	return 0;
+}
+
+/* MLA's compressed widths, with its query/key head of NOPE + ROPE. */
+static int read_mla(struct reader *r, int heads, int nope, int rope)
+{
+	static const char *const f[] = { "kv_lora_rank", "q_lora_rank", "v_head_dim" };
+	static const int k[] = { RLB_HF_KV_LORA, RLB_HF_Q_LORA, RLB_HF_V_DIM };
+	int x, i, ret;
+
+	set(r, RLB_HF_KV_HEADS, heads, "MLA: num_attention_heads");
+	set(r, RLB_HF_HEAD_DIM, nope + rope, "qk_nope_head_dim + qk_rope_head_dim");
+	set(r, RLB_HF_ROPE_DIM, rope, "qk_rope_head_dim");
+	for (i = 0; i < 3; i++) {
+		x = 0;
+		if ((ret = get_int(r, f[i], &x)) < 0)
+			return ret;
+		set(r, k[i], x, ret ? f[i] : i == 1 ? "no q_lora_rank: a full query" : "not given");
+	}
+	if (!r->hm->model.kv_lora_rank)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: MLA head dimensions "
+				   "('qk_nope_head_dim', 'qk_rope_head_dim') without "
+				   "'kv_lora_rank'", r->path);
+	return 0;
+}
+
+/*
+ * Attention: MLA's query/key head, an explicit head_dim, or hidden /
+ * heads; Qwen3-Next's output gate, or one attn_output_gate names.
+ */
+static int read_attention(struct reader *r)
+{
+	int heads = 0, kv = 0, nope = 0, rope = 0, v = 0, ret;
+
+	if ((ret = get_int(r, "num_attention_heads", &heads)) < 0 ||
+	    (ret = get_int(r, "qk_nope_head_dim", &nope)) < 0 ||
+	    (ret = get_int(r, "qk_rope_head_dim", &rope)) < 0)
+		return ret;
+	set(r, RLB_HF_Q_HEADS, heads, heads ? "num_attention_heads" : "no attention heads given");
+	for (v = RLB_HF_KV_LORA; v <= RLB_HF_V_DIM; v++)
+		set(r, v, 0, "no MLA");
+	if (nope + rope > 0) {
+		if ((ret = read_mla(r, heads, nope, rope)) < 0)
+			return ret;
+	} else {
+		if ((ret = get_int(r, "num_key_value_heads", &kv)) < 0)
+			return ret;
+		set(r, RLB_HF_KV_HEADS, ret ? kv : heads,
+		    ret ? "num_key_value_heads" : "num_attention_heads");
+		if ((ret = get_int(r, "head_dim", &v)) < 0)
+			return ret;
+		if (ret)
+			set(r, RLB_HF_HEAD_DIM, v, "head_dim");
+		else
+			set(r, RLB_HF_HEAD_DIM, heads ? r->hm->model.hidden / heads : 0,
+			    "hidden_size / num_attention_heads");
+	}
+	if (!strcmp(r->hm->model_type, "qwen3_next"))
+		set(r, RLB_HF_GATE, 1, "qwen3_next: gated attention");
+	else if (json_is_true(json_object_get(r->obj, "attn_output_gate")))
+		set(r, RLB_HF_GATE, 1, "attn_output_gate");
+	else
+		set(r, RLB_HF_GATE, 0, "no output gate");
+	return 0;
+}
+
+/* How each of the L layers attends, fitted to relibra's attention pattern. */
+static int read_attention_kinds(struct reader *r, int L)
+{
+	unsigned char *kinds = malloc((size_t)L);
+	char rule[96] = "";
+	int ret;
+
+	if (!kinds)
+		return rlb_err_set(r->err, RLB_ENOMEM, "out of memory");
+	if ((ret = kinds_of(r, L, kinds, rule, sizeof(rule))) >= 0)
+		ret = fit_kinds(r, kinds, L, rule);
+	free(kinds);
+	return ret < 0 ? ret : 0;
+}
+
 static int read_model(struct reader *r)
 {
 	/* the keys every MoE config.json gives, each by one of these fields */
@@ -515,160 +950,37 @@ static int read_model(struct reader *r)
 		{ RLB_HF_EXPERT_FFN, { "moe_intermediate_size", "intermediate_size", NULL } },
 	};
 	static const char *const n_layers[] = { "num_hidden_layers", NULL };
-	static const char *const n_shared[] = { "n_shared_experts", "num_shared_experts", NULL };
-	struct rlb_model_config *m = &r->hm->model;
-	unsigned char *flags = NULL;
 	const char *which = NULL;
-	char rule[96] = "", from[96];
-	int v, L, ret, heads = 0, kv = 0, nope = 0, rope = 0, shared = 0, groups = 0;
-	int expert_ffn;
+	int i, x, L = 0, ret;
 
-	for (v = 0; v < (int)(sizeof(needed) / sizeof(needed[0])); v++) {
-		int x;
-
-		if ((ret = required(r, needed[v].names, &x, &which)) < 0)
+	for (i = 0; i < (int)(sizeof(needed) / sizeof(needed[0])); i++) {
+		if ((ret = required(r, needed[i].names, &x, &which)) < 0)
 			return ret;
-		set(r, needed[v].key, x, which);
+		set(r, needed[i].key, x, which);
 	}
-	expert_ffn = m->expert_ffn;
-	if ((ret = required(r, n_layers, &L, &which)) < 0)
-		return ret;
-	if (L < 1 || L > RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD)
-		return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'num_hidden_layers' %d is out of "
-				   "range [1, %d]", r->path, L,
-				   RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD);
-	if (json_object_get(r->obj, "attn_layer_period") ||
-	    json_object_get(r->obj, "hybrid_override_pattern"))
-		return rlb_err_set(r->err, RLB_ECONFIG, "%s: a hybrid model whose layers are "
-				   "not all attention ('%s'): relibra's cost model has no term for "
-				   "its other layers", r->path,
+	if (json_object_get(r->obj, "attn_layer_period") || !strcmp(r->hm->model_type, "jamba"))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: Jamba's Mamba layers ('%s'): they "
+				   "are Mamba-1 mixers, and relibra models Mamba-2 ones", r->path,
 				   json_object_get(r->obj, "attn_layer_period") ?
-				   "attn_layer_period" : "hybrid_override_pattern");
-	flags = malloc((size_t)L);
-	if (!flags)
-		return rlb_err_set(r->err, RLB_ENOMEM, "out of memory");
-	if ((ret = moe_layers_of(r, L, flags, rule, sizeof(rule))) < 0 ||
-	    (ret = fit_layout(r, flags, L, rule)) < 0)
-		goto out;
-
-	/* the dense layers' FFN: intermediate_size beside a separate expert width */
-	v = 0;
-	if (m->first_dense_layers || m->moe_layer_period > 1) {
-		static const char *const n_dense[] = { "intermediate_size_mlp", "intermediate_size", NULL };
-
-		if (strcmp(r->hm->from[RLB_HF_EXPERT_FFN], "moe_intermediate_size") &&
-		    !json_object_get(r->obj, "intermediate_size_mlp")) {
-			ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: dense layers, but no FFN width "
-					  "of theirs ('intermediate_size_mlp', or 'intermediate_size' "
-					  "beside 'moe_intermediate_size')", r->path);
-			goto out;
-		}
-		if ((ret = required(r, n_dense, &v, &which)) < 0)
-			goto out;
-		set(r, RLB_HF_DENSE_FFN, v, which);
+				   "attn_layer_period" : "model_type");
+	if (is_nemotron_h(r)) {
+		if ((ret = read_hybrid(r)) < 0)
+			return ret;
 	} else {
-		set(r, RLB_HF_DENSE_FFN, 0, "no dense layers");
+		if ((ret = required(r, n_layers, &L, &which)) < 0)
+			return ret;
+		if (L < 1 || L > RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'num_hidden_layers' %d is out "
+					   "of range [1, %d]", r->path, L,
+					   RLB_TRACE_MAX_LAYERS * RLB_MAX_MOE_LAYER_PERIOD);
+		if ((ret = read_decoder_layers(r, L)) < 0)
+			return ret;
 	}
-
-	/*
-	 * shared experts: fused n_shared_experts (Ling/Bailing call it
-	 * num_shared_experts), or one of its own width
-	 */
-	if ((ret = get_first(r, n_shared, &shared, &which)) < 0)
-		goto out;
-	if (ret && shared) {
-		if (expert_ffn > INT_MAX / shared) {
-			ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: the shared expert's width, "
-					  "'%s' %d times %d, is out of range", r->path, which,
-					  shared, expert_ffn);
-			goto out;
-		}
-		set(r, RLB_HF_SHARED, 1, which);
-		snprintf(from, sizeof(from), "moe_intermediate_size * %s %d", which, shared);
-		set(r, RLB_HF_SHARED_FFN, expert_ffn * shared, from);
-	} else if ((ret = get_int(r, "shared_expert_intermediate_size", &v)) < 0) {
-		goto out;
-	} else if (ret && v) {
-		set(r, RLB_HF_SHARED, 1, "shared_expert_intermediate_size");
-		set(r, RLB_HF_SHARED_FFN, v, "shared_expert_intermediate_size");
-	} else if (r->hm->model_type[0] && !strcmp(r->hm->model_type, "llama4_text")) {
-		set(r, RLB_HF_SHARED, 1, "llama4: one shared expert");
-		set(r, RLB_HF_SHARED_FFN, expert_ffn, "intermediate_size");
-	} else {
-		set(r, RLB_HF_SHARED, 0, "no shared experts");
-		set(r, RLB_HF_SHARED_FFN, 0, "no shared experts");
-	}
-	ret = 0;
-
-	/* group-limited routing; one group limits nothing */
-	v = 0;
-	if ((ret = get_int(r, "n_group", &groups)) < 0 ||
-	    (ret = get_int(r, "topk_group", &v)) < 0)
-		goto out;
-	if (groups > 1) {
-		set(r, RLB_HF_GROUPS, groups, "n_group");
-		set(r, RLB_HF_TOPK_GROUPS, v, "topk_group");
-	} else {
-		set(r, RLB_HF_GROUPS, 0, groups ? "n_group 1: no group limit" : "no expert groups");
-		set(r, RLB_HF_TOPK_GROUPS, 0, groups ? "n_group 1: no group limit" : "no expert groups");
-	}
-
-	/* attention: MLA's query/key head, an explicit head_dim, or hidden / heads */
-	if ((ret = get_int(r, "num_attention_heads", &heads)) < 0 ||
-	    (ret = get_int(r, "qk_nope_head_dim", &nope)) < 0 ||
-	    (ret = get_int(r, "qk_rope_head_dim", &rope)) < 0)
-		goto out;
-	set(r, RLB_HF_Q_HEADS, heads, heads ? "num_attention_heads" : "no attention heads given");
-	for (v = RLB_HF_KV_LORA; v <= RLB_HF_V_DIM; v++)
-		set(r, v, 0, "no MLA");
-	if (nope + rope > 0) {
-		static const char *const f[] = { "kv_lora_rank", "q_lora_rank", "v_head_dim" };
-		static const int k[] = { RLB_HF_KV_LORA, RLB_HF_Q_LORA, RLB_HF_V_DIM };
-		int x, i;
-
-		set(r, RLB_HF_KV_HEADS, heads, "MLA: num_attention_heads");
-		set(r, RLB_HF_HEAD_DIM, nope + rope, "qk_nope_head_dim + qk_rope_head_dim");
-		set(r, RLB_HF_ROPE_DIM, rope, "qk_rope_head_dim");
-		for (i = 0; i < 3; i++) {
-			x = 0;
-			if ((ret = get_int(r, f[i], &x)) < 0)
-				goto out;
-			set(r, k[i], x, ret ? f[i] : i == 1 ? "no q_lora_rank: a full query" :
-			    "not given");
-		}
-		if (!r->hm->model.kv_lora_rank) {
-			ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: MLA head dimensions "
-					  "('qk_nope_head_dim', 'qk_rope_head_dim') without "
-					  "'kv_lora_rank'", r->path);
-			goto out;
-		}
-	} else {
-		if ((ret = get_int(r, "num_key_value_heads", &kv)) < 0)
-			goto out;
-		set(r, RLB_HF_KV_HEADS, ret ? kv : heads,
-		    ret ? "num_key_value_heads" : "num_attention_heads");
-		if ((ret = get_int(r, "head_dim", &v)) < 0)
-			goto out;
-		if (ret)
-			set(r, RLB_HF_HEAD_DIM, v, "head_dim");
-		else
-			set(r, RLB_HF_HEAD_DIM, heads ? m->hidden / heads : 0,
-			    "hidden_size / num_attention_heads");
-	}
-	/* Qwen3-Next's attention gates its output; Qwen3.5 says so */
-	if (!strcmp(r->hm->model_type, "qwen3_next"))
-		set(r, RLB_HF_GATE, 1, "qwen3_next: gated attention");
-	else if (json_is_true(json_object_get(r->obj, "attn_output_gate")))
-		set(r, RLB_HF_GATE, 1, "attn_output_gate");
-	else
-		set(r, RLB_HF_GATE, 0, "no output gate");
-	if ((ret = kinds_of(r, L, flags, rule, sizeof(rule))) < 0 ||
-	    (ret = fit_kinds(r, flags, L, rule)) < 0)
-		goto out;
-	ret = 0;
-out:
-	free(flags);
-	return ret;
+	if ((ret = read_shared(r)) < 0 || (ret = read_groups(r)) < 0 ||
+	    (ret = read_attention(r)) < 0)
+		return ret;
+	/* a pattern's attention layers attend in full: no kinds to fit */
+	return L ? read_attention_kinds(r, L) : 0;
 }
 
 /* The checks relibra.yaml(5) makes on a model section, on one GPU. */
@@ -707,6 +1019,15 @@ static void default_name(struct reader *r, const char *name)
 	snprintf(r->hm->model.name, sizeof(r->hm->model.name), "%s", s);
 }
 
+/* A configuration's model defaults: a key a config.json does not give keeps its. */
+static void model_defaults(struct rlb_model_config *m)
+{
+	struct rlb_config cfg;
+
+	rlb_config_defaults(&cfg);
+	*m = cfg.model;
+}
+
 int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *name,
 		      struct rlb_err *err)
 {
@@ -718,7 +1039,7 @@ int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *nam
 	int ret;
 
 	memset(hm, 0, sizeof(*hm));
-	hm->model.gated_ffn = 1;	/* the key's default: every family here gates its FFNs */
+	model_defaults(&hm->model);
 	snprintf(hm->path, sizeof(hm->path), "%s", path);
 	if (name && !rlb_cfg_preset_name_ok(name, strlen(name)))
 		return rlb_err_set(err, RLB_EINVAL, "model name '%s' must be letters, digits, "
@@ -787,11 +1108,18 @@ int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_
 	fprintf(fp, ".\n# Each key names the config.json fields it comes from.\n"
 		    "model:\n  name: %s\n", m.name);
 	for (k = 0; k < RLB_HF_KEYS; k++) {
-		if (k == RLB_HF_GATE)
-			w = fprintf(fp, "  %s: %s", key_names[k], m.attention_output_gate ? "true" : "false");
+		if (!hm->from[k][0])
+			continue;	/* not this model's kind */
+		if (k == RLB_HF_PATTERN)	/* quoted: it may start with '*' or '-' */
+			w = fprintf(fp, "  %s: \"%s\"", key_names[k], m.layer_pattern);
+		else if (k == RLB_HF_GATE || k == RLB_HF_GATED)
+			w = fprintf(fp, "  %s: %s", key_names[k], *field_of(&m, k) ? "true" : "false");
 		else
 			w = fprintf(fp, "  %s: %d", key_names[k], *field_of(&m, k));
-		fprintf(fp, "%*s# %s\n", w < 26 ? 26 - w : 1, "", hm->from[k]);
+		/* a source may quote the input (mlp_hidden_act) */
+		fprintf(fp, "%*s# ", w < 26 ? 26 - w : 1, "");
+		put_comment_text(fp, hm->from[k]);
+		fputc('\n', fp);
 	}
 	if (fflush(fp) != 0 || ferror(fp))
 		return rlb_err_errno(err, RLB_EIO, "cannot write the model preset");

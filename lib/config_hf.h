@@ -1,8 +1,9 @@
 /*
  * config_hf.h - a model section from a Hugging Face config.json: the MoE
- * shape, the layer layout, the attention shape and window, read by the
- * field names of the model families relibra(1) lists under `config
- * --from-hf`, and written as a model preset (relibra.yaml(5)).
+ * shape, the layer layout (or a hybrid model's layer pattern), the
+ * attention shape and window, read by the field names of the model
+ * families relibra(1) lists under `config --from-hf`, and written as a
+ * model preset (relibra.yaml(5)).
  */
 #ifndef RLB_CONFIG_HF_H
 #define RLB_CONFIG_HF_H
@@ -16,22 +17,29 @@
 extern "C" {
 #endif
 
-/* The model keys a config.json gives, in the order a preset writes them. */
+/*
+ * The model keys a config.json gives, in the order a preset writes them:
+ * the layer pattern, gated_ffn and the Mamba-2 keys for a hybrid model
+ * (Nemotron-H), the periodic layout and the attention kinds for the others.
+ */
 enum {
 	RLB_HF_EXPERTS, RLB_HF_TOPK, RLB_HF_HIDDEN, RLB_HF_EXPERT_FFN,
 	RLB_HF_MOE_LAYERS, RLB_HF_FIRST_DENSE, RLB_HF_PERIOD, RLB_HF_OFFSET,
-	RLB_HF_DENSE_FFN, RLB_HF_SHARED, RLB_HF_SHARED_FFN, RLB_HF_GROUPS,
-	RLB_HF_TOPK_GROUPS, RLB_HF_Q_HEADS, RLB_HF_KV_HEADS, RLB_HF_HEAD_DIM,
-	RLB_HF_KV_LORA, RLB_HF_Q_LORA, RLB_HF_ROPE_DIM, RLB_HF_V_DIM, RLB_HF_GATE, RLB_HF_WINDOW, RLB_HF_CHUNK, RLB_HF_FULL_PERIOD,
-	RLB_HF_LIN_KEY_HEADS, RLB_HF_LIN_VALUE_HEADS, RLB_HF_LIN_KEY_DIM, RLB_HF_LIN_VALUE_DIM,
+	RLB_HF_PATTERN, RLB_HF_DENSE_FFN, RLB_HF_SHARED, RLB_HF_SHARED_FFN,
+	RLB_HF_GATED, RLB_HF_GROUPS, RLB_HF_TOPK_GROUPS, RLB_HF_Q_HEADS,
+	RLB_HF_KV_HEADS, RLB_HF_HEAD_DIM, RLB_HF_KV_LORA, RLB_HF_Q_LORA,
+	RLB_HF_ROPE_DIM, RLB_HF_V_DIM, RLB_HF_GATE, RLB_HF_WINDOW, RLB_HF_CHUNK,
+	RLB_HF_FULL_PERIOD, RLB_HF_LIN_KEY_HEADS, RLB_HF_LIN_VALUE_HEADS,
+	RLB_HF_LIN_KEY_DIM, RLB_HF_LIN_VALUE_DIM, RLB_HF_MAMBA_HEADS,
+	RLB_HF_MAMBA_HEAD_DIM, RLB_HF_MAMBA_STATE, RLB_HF_MAMBA_GROUPS,
 	RLB_HF_KEYS
 };
 
 struct rlb_hf_model {
-	struct rlb_model_config model;
+	struct rlb_model_config model;	/* keys not given keep their defaults */
 	char model_type[64];		/* config.json's model_type ("" when absent) */
 	char path[1024];		/* the file read */
-	char from[RLB_HF_KEYS][96];	/* per key: the fields it came from */
+	char from[RLB_HF_KEYS][96];	/* per key: the fields it came from ("": not written) */
 };
 
 /*
@@ -47,8 +55,9 @@ int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *nam
 		      struct rlb_err *err);
 
 /*
- * Write HM as a model preset (`model:` and every key, each with the
- * config.json fields it came from) to FP.  RLB_EIO on write failure.
+ * Write HM as a model preset (`model:` and every key of the model's
+ * kind, each with the config.json fields it came from) to FP.  RLB_EIO
+ * on write failure.
  */
 int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err);
 

@@ -62,6 +62,12 @@ static void assert_same_model(const struct rlb_model_config *a,
 	SAME(linear_value_head_dim);
 	SAME(attention_window);
 	SAME(full_attention_period);
+	SAME(gated_ffn);
+	SAME(mamba_heads);
+	SAME(mamba_head_dim);
+	SAME(mamba_state);
+	SAME(mamba_groups);
+	ck_assert_str_eq(a->layer_pattern, b->layer_pattern);
 #undef SAME
 }
 
@@ -273,6 +279,125 @@ START_TEST(test_window_rules)
 }
 END_TEST
 
+#define NH "\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"n_routed_experts\": 8, " \
+	   "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"num_attention_heads\": 4, " \
+	   "\"num_key_value_heads\": 2, \"head_dim\": 16, \"mamba_num_heads\": 8, " \
+	   "\"mamba_head_dim\": 16, \"ssm_state_size\": 32, \"n_groups\": 2, "
+
+/* Nemotron-H: the layers one by one, by a pattern or a list of block types. */
+START_TEST(test_nemotron_h)
+{
+	struct rlb_hf_model hm, hm2;
+
+	load(&hm, "{" NH "\"hybrid_override_pattern\": \"ME*E-E\", \"num_hidden_layers\": 6, "
+	     "\"intermediate_size\": 128, \"n_shared_experts\": 1, "
+	     "\"moe_shared_expert_intermediate_size\": 48, \"mlp_hidden_act\": \"relu2\", "
+	     "\"n_group\": 1, \"topk_group\": 1}");
+	ck_assert_str_eq(hm.model.layer_pattern, "ME*E-E");
+	ck_assert_int_eq(hm.model.moe_layers, 3);
+	ck_assert_int_eq(rlb_model_hidden_layers(&hm.model), 6);
+	ck_assert_int_eq(rlb_model_moe_layer_index(&hm.model, 1), 3);
+	ck_assert_int_eq(hm.model.dense_ffn, 128);
+	ck_assert_int_eq(hm.model.expert_ffn, 32);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 48);
+	ck_assert_int_eq(hm.model.gated_ffn, 0);
+	ck_assert_int_eq(hm.model.expert_groups, 0);
+	ck_assert_int_eq(hm.model.q_heads, 4);
+	ck_assert_int_eq(hm.model.kv_heads, 2);
+	ck_assert_int_eq(hm.model.head_dim, 16);
+	ck_assert_int_eq(hm.model.mamba_heads, 8);
+	ck_assert_int_eq(hm.model.mamba_head_dim, 16);
+	ck_assert_int_eq(hm.model.mamba_state, 32);
+	ck_assert_int_eq(hm.model.mamba_groups, 2);
+	ck_assert_int_eq(hm.model.moe_layer_period, 1);
+	ck_assert_str_eq(hm.from[RLB_HF_PATTERN], "hybrid_override_pattern");
+	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN],
+			 "moe_shared_expert_intermediate_size * n_shared_experts 1");
+	ck_assert_str_eq(hm.from[RLB_HF_GATED], "nemotron_h: up and down projections "
+			 "(mlp_hidden_act relu2)");
+	ck_assert_str_eq(hm.from[RLB_HF_FIRST_DENSE], "");	/* not written */
+	ck_assert_str_eq(hm.from[RLB_HF_WINDOW], "");
+	/* transformers' list of block types, its names now and before, and the pattern beside it */
+	load(&hm2, "{" NH "\"layers_block_type\": [\"linear_attention\", \"moe\", "
+	     "\"full_attention\", \"moe\", \"mlp\", \"moe\"], \"intermediate_size\": 128, "
+	     "\"moe_shared_expert_intermediate_size\": 48, \"mlp_hidden_act\": \"relu2\"}");
+	assert_same_model(&hm2.model, &hm.model, "layers_block_type");
+	ck_assert_str_eq(hm2.from[RLB_HF_PATTERN], "layers_block_type");
+	ck_assert_str_eq(hm2.from[RLB_HF_SHARED_FFN], "moe_shared_expert_intermediate_size");
+	load(&hm2, "{" NH "\"layer_types\": [\"mamba\", \"moe\", \"attention\", \"moe\", "
+	     "\"mlp\", \"moe\"], \"hybrid_override_pattern\": \"ME*E-E\", "
+	     "\"intermediate_size\": 128, \"moe_shared_expert_intermediate_size\": 48, "
+	     "\"n_shared_experts\": 1}");
+	assert_same_model(&hm2.model, &hm.model, "layer_types");
+	ck_assert_str_eq(hm2.from[RLB_HF_PATTERN], "layer_types");
+	/* no Mamba layers: no Mamba keys; no MLP layers: intermediate_size unused; no shared */
+	load(&hm, "{" NH "\"hybrid_override_pattern\": \"*E*E\", \"intermediate_size\": 999, "
+	     "\"n_shared_experts\": 0, \"moe_shared_expert_intermediate_size\": 48}");
+	ck_assert_str_eq(hm.model.layer_pattern, "*E*E");
+	ck_assert_int_eq(hm.model.mamba_heads, 0);
+	ck_assert_str_eq(hm.from[RLB_HF_MAMBA_HEADS], "");
+	ck_assert_int_eq(hm.model.dense_ffn, 0);
+	ck_assert_int_eq(hm.model.shared_experts, 0);
+	ck_assert_str_eq(hm.from[RLB_HF_GATED], "nemotron_h: up and down projections");
+	/* the pattern alone says Nemotron-H; n_groups by its older name */
+	load(&hm, "{\"hidden_size\": 64, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+	     "\"moe_intermediate_size\": 32, \"mamba_num_heads\": 8, \"mamba_head_dim\": 16, "
+	     "\"ssm_state_size\": 32, \"mamba_n_groups\": 4, \"hybrid_override_pattern\": \"MEME\"}");
+	ck_assert_int_eq(hm.model.mamba_groups, 4);
+	ck_assert_int_eq(hm.model.moe_layers, 2);
+	ck_assert_int_eq(hm.model.gated_ffn, 0);
+
+	refused("{" NH "\"hybrid_override_pattern\": \"MEX\"}", RLB_ECONFIG,
+		"'hybrid_override_pattern' has 'X' at layer 2 (expected E, M, * or -)");
+	refused("{" NH "\"hybrid_override_pattern\": \"ME\\n\"}", RLB_ECONFIG,
+		"'hybrid_override_pattern' has byte 0x0a at layer 2 (expected E, M, * or -)");
+	refused("{" NH "\"hybrid_override_pattern\": \"M*M-\", \"intermediate_size\": 64}",
+		RLB_ECONFIG, "no MoE layer ('E') in 'hybrid_override_pattern': relibra places "
+		"the experts of MoE models");
+	refused("{" NH "\"hybrid_override_pattern\": \"\"}", RLB_ECONFIG,
+		"'hybrid_override_pattern' is empty");
+	refused("{" NH "\"hybrid_override_pattern\": 5}", RLB_ECONFIG,
+		"'hybrid_override_pattern' is not a string");
+	refused("{" NH "\"hybrid_override_pattern\": \"ME\", \"num_hidden_layers\": 3}",
+		RLB_ECONFIG, "'hybrid_override_pattern' has 2 layers, 'num_hidden_layers' 3");
+	refused("{" NH "\"layers_block_type\": [\"moe\", \"ssm\"]}", RLB_ECONFIG,
+		"'layers_block_type'[1] is not 'mamba', 'attention', 'mlp' or 'moe' "
+		"(or 'linear_attention', 'full_attention')");
+	refused("{" NH "\"layers_block_type\": [\"moe\", \"mamba\"], "
+		"\"hybrid_override_pattern\": \"EE\"}", RLB_ECONFIG,
+		"'layers_block_type' and 'hybrid_override_pattern' give different layers");
+	refused("{" NH "\"num_hidden_layers\": 2}", RLB_ECONFIG,
+		"a Nemotron-H model without 'hybrid_override_pattern' or 'layers_block_type'");
+	refused("{" NH "\"hybrid_override_pattern\": \"-E\"}", RLB_ECONFIG,
+		"no 'intermediate_size'");
+	refused("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"n_routed_experts\": 8, "
+		"\"num_experts_per_tok\": 2, \"intermediate_size\": 32, "
+		"\"hybrid_override_pattern\": \"E\"}", RLB_ECONFIG,
+		"no 'moe_intermediate_size' (a Nemotron-H model's 'intermediate_size' is its MLP "
+		"layers')");
+	refused("{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"n_routed_experts\": 8, "
+		"\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"mamba_num_heads\": 8, "
+		"\"mamba_head_dim\": 16, \"hybrid_override_pattern\": \"ME\"}", RLB_ECONFIG,
+		"no 'ssm_state_size'");
+	refused("{" NH "\"hybrid_override_pattern\": \"ME\", \"block_configs\": [{}]}",
+		RLB_ECONFIG, "layers of their own shapes ('block_configs', a Nemotron-H Puzzle "
+		"model): relibra's MoE layers share one shape");
+	refused("{" NH "\"hybrid_override_pattern\": \"ME\", \"moe_latent_size\": 16}",
+		RLB_ECONFIG, "latent MoE ('moe_latent_size' 16): the routed experts work in a "
+		"latent of their own width, which relibra.yaml(5) cannot describe");
+	refused("{" NH "\"hybrid_override_pattern\": \"*E\", \"sliding_window\": 128}",
+		RLB_ECONFIG, "'sliding_window' 128 with a layer pattern, whose attention layers "
+		"relibra models in full");
+	/* the model section's own checks: mamba_groups divides mamba_heads */
+	refused("{\"hidden_size\": 64, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+		"\"moe_intermediate_size\": 32, \"mamba_num_heads\": 8, \"mamba_head_dim\": 16, "
+		"\"ssm_state_size\": 32, \"n_groups\": 3, \"hybrid_override_pattern\": \"ME\"}",
+		RLB_ECONFIG, "the model section made from it: 'model.mamba_groups' 3 does not "
+		"divide 'model.mamba_heads' 8");
+}
+END_TEST
+
 START_TEST(test_errors)
 {
 	struct rlb_hf_model hm;
@@ -319,8 +444,12 @@ START_TEST(test_errors)
 		"sliding_attention layers but 'sliding_window' is not a positive integer");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 8, \"attn_layer_period\": 8, "
 		"\"expert_layer_period\": 2}", RLB_ECONFIG,
-		"a hybrid model whose layers are not all attention ('attn_layer_period'): "
-		"relibra's cost model has no term for its other layers");
+		"Jamba's Mamba layers ('attn_layer_period'): they are Mamba-1 mixers, and "
+		"relibra models Mamba-2 ones");
+	refused("{\"model_type\": \"jamba\", " BASE "\"num_experts\": 8, "
+		"\"num_hidden_layers\": 8}", RLB_ECONFIG,
+		"Jamba's Mamba layers ('model_type'): they are Mamba-1 mixers, and relibra "
+		"models Mamba-2 ones");
 	/* Qwen3-Next's default layer_types (linear but every 4th) need the linear shape */
 	refused("{\"model_type\": \"qwen3_next\", " BASE "\"num_experts\": 8, "
 		"\"num_hidden_layers\": 8, \"full_attention_interval\": 4}", RLB_ECONFIG,
@@ -365,8 +494,8 @@ START_TEST(test_errors)
 }
 END_TEST
 
-/* The preset written, loaded back as a preset, is the same model. */
-START_TEST(test_write_round_trip)
+/* FIXTURE's preset written, loaded back as preset NAME, is the same model. */
+static void round_trip(const char *fixture, const char *name)
 {
 	struct rlb_hf_model hm;
 	struct rlb_config cfg;
@@ -374,14 +503,14 @@ START_TEST(test_write_round_trip)
 	char path[2 * RLB_PATH_MAX], dir[RLB_PATH_MAX], conf[RLB_PATH_MAX];
 	FILE *fp;
 
-	snprintf(path, sizeof(path), "%s/fixtures/hf/deepseek-v3.json", rlb_test_srcdir());
+	snprintf(path, sizeof(path), "%s/fixtures/hf/%s.json", rlb_test_srcdir(), fixture);
 	ck_assert_int_eq(rlb_hf_model_load(&hm, path, NULL, &err), 0);
-	ck_assert_str_eq(hm.model.name, "deepseek_v3");	/* no _name_or_path: model_type */
+	ck_assert_str_eq(hm.model.name, name);	/* no _name_or_path: model_type */
 	snprintf(dir, sizeof(dir), "%s/hfm", rlb_test_tmpdir());
 	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
 	snprintf(dir, sizeof(dir), "%s/hfm/models", rlb_test_tmpdir());
 	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	snprintf(path, sizeof(path), "%s/deepseek_v3.yaml", dir);
+	snprintf(path, sizeof(path), "%s/%s.yaml", dir, name);
 	fp = fopen(path, "w");
 	ck_assert_ptr_nonnull(fp);
 	ck_assert_int_eq(rlb_hf_model_write_yaml(&hm, fp, &err), 0);
@@ -389,10 +518,17 @@ START_TEST(test_write_round_trip)
 	snprintf(conf, sizeof(conf), "%s/hfm/c.yaml", rlb_test_tmpdir());
 	fp = fopen(conf, "w");
 	ck_assert_ptr_nonnull(fp);
-	fputs("model: {preset: deepseek_v3}\n", fp);
+	fprintf(fp, "model: {preset: %s}\n", name);
 	ck_assert_int_eq(fclose(fp), 0);
 	ck_assert_msg(rlb_config_load(&cfg, conf, NULL, 0, &err) == 0, "%s", err.msg);
 	assert_same_model(&cfg.model, &hm.model, "written preset");
+}
+
+START_TEST(test_write_round_trip)
+{
+	round_trip("deepseek-v3", "deepseek_v3");
+	/* a layer pattern, gated_ffn and the Mamba-2 keys */
+	round_trip("nemotron-3-nano-30b-a3b", "nemotron_h");
 }
 END_TEST
 
@@ -413,6 +549,15 @@ START_TEST(test_write_control_chars)
 	ck_assert_int_eq(fclose(fp), 0);
 	ck_assert_msg(strstr(text, "(model_type a?b?" "?).\n"), "%s", text);
 	free(text);
+	/* a source that quotes the input: Nemotron-H's mlp_hidden_act */
+	load(&hm, "{" NH "\"hybrid_override_pattern\": \"ME\", \"mlp_hidden_act\": \"r\\u0001\"}");
+	fp = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(rlb_hf_model_write_yaml(&hm, fp, &err), 0);
+	ck_assert_int_eq(fclose(fp), 0);
+	ck_assert_msg(strstr(text, "# nemotron_h: up and down projections (mlp_hidden_act r?)\n"),
+		      "%s", text);
+	free(text);
 }
 END_TEST
 
@@ -427,6 +572,7 @@ Suite *rlb_suite_config_hf(void)
 	tcase_add_loop_test(tc, test_shipped_presets, 0, n);
 	tcase_add_test(tc, test_family_rules);
 	tcase_add_test(tc, test_window_rules);
+	tcase_add_test(tc, test_nemotron_h);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_write_round_trip);
 	tcase_add_test(tc, test_write_control_chars);
