@@ -117,8 +117,8 @@ static uint32_t min_pay_rows(const struct rlb_config *cfg, double row_s,
 
 	if (!(row_s > 0) || !(cfg->cluster.nvlink_gbps > 0))
 		return 0;
-	one_s = 2.0 * 3.0 * cfg->model.hidden * cfg->model.expert_ffn /
-		(cfg->cluster.nvlink_gbps * 1e9) +
+	one_s = 2.0 * rlb_model_ffn_matrices(&cfg->model) * cfg->model.hidden *
+		cfg->model.expert_ffn / (cfg->cluster.nvlink_gbps * 1e9) +
 		cfg->cluster.nvlink_latency_us * 1e-6;
 	rows = (prefetched ? 1 : 2) * one_s / row_s;
 	return rows < UINT32_MAX ? (uint32_t)rows : UINT32_MAX;

@@ -1148,11 +1148,12 @@ void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
 		       double *migration_s)
 {
 	double hf = (double)cfg->model.hidden * cfg->model.expert_ffn;
+	double mats = rlb_model_ffn_matrices(&cfg->model);
 	double flops_s = cfg->cluster.peak_tflops * 1e12 * cfg->cluster.gemm_eff_max;
 	double bytes_s = cfg->cluster.rdma_gbps * 1e9 *
 			 (cfg->parallel.ep_size > 0 ? cfg->parallel.ep_size : 1);
 
-	*row_s = hf > 0 && flops_s > 0 ? 18.0 * hf / flops_s : 0;
+	*row_s = hf > 0 && flops_s > 0 ? 6.0 * mats * hf / flops_s : 0;
 	*migration_s = hf > 0 && bytes_s > 0 ?
-		3.0 * hf * cfg->balancer.migration_bytes_per_param / bytes_s : 0;
+		mats * hf * cfg->balancer.migration_bytes_per_param / bytes_s : 0;
 }

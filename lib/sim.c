@@ -16,6 +16,7 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 	const struct rlb_model_config *m = &cfg->model;
 	const struct rlb_cluster_config *c = &cfg->cluster;
 	double h = m->hidden, f = m->expert_ffn;
+	double mats = rlb_model_ffn_matrices(m);
 
 	memset(p, 0, sizeof(*p));
 	p->peak_flops = c->peak_tflops * 1e12;
@@ -26,7 +27,7 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 	p->nvlink_latency_s = c->nvlink_latency_us * 1e-6;
 	p->rdma_bytes_per_s = c->rdma_gbps * 1e9;
 	p->rdma_latency_s = c->rdma_latency_us * 1e-6;
-	p->expert_params = 3.0 * h * f;
+	p->expert_params = mats * h * f;
 	p->expert_flops_per_row = 2.0 * p->expert_params;
 	p->expert_weight_bytes = 2.0 * p->expert_params;
 	p->expert_grad_bytes = 2.0 * p->expert_params;
@@ -529,8 +530,9 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 	double lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
 			     2 * hv * dv * p->hidden +
 			     hv * (6 * dk * dv + 2 * LINEAR_CHUNK * (3 * dk + 2 * dv));
-	double shared_flops_per_row = 6.0 * p->hidden * p->shared_expert_ffn;
-	double shared_bytes = 6.0 * p->hidden * p->shared_expert_ffn;
+	double mats = rlb_model_ffn_matrices(m);
+	double shared_flops_per_row = 2.0 * mats * p->hidden * p->shared_expert_ffn;
+	double shared_bytes = 2.0 * mats * p->hidden * p->shared_expert_ffn;
 	size_t c;
 	uint32_t mb, r;
 	int k;
@@ -565,7 +567,7 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 				      2 * tok * p->hidden *
 				      ((2 + gate) * p->q_heads + 2 * p->kv_heads) * p->head_dim;
 			double router = 2 * tok * p->hidden * p->experts;
-			double ffn = 6 * tok * p->hidden * p->dense_ffn;
+			double ffn = 2.0 * mats * tok * p->hidden * p->dense_ffn;
 			double shared = p->shared_experts *
 					gemm_s(p, tok, shared_flops_per_row, shared_bytes);
 

@@ -36,8 +36,8 @@ struct rlb_sim_params {
 	double nvlink_latency_s;
 	double rdma_bytes_per_s;	/* rdma_gbps * 1e9, per GPU per direction */
 	double rdma_latency_s;
-	double expert_params;		/* 3 * hidden * expert_ffn */
-	double expert_flops_per_row;	/* 2 * 3 * hidden * expert_ffn (forward) */
+	double expert_params;		/* M * hidden * expert_ffn, M = rlb_model_ffn_matrices */
+	double expert_flops_per_row;	/* 2 * expert_params (forward) */
 	double expert_weight_bytes;	/* expert_params * 2 (bf16) */
 	double expert_grad_bytes;	/* expert_params * 2 (bf16 gradient) */
 	double migration_bytes;		/* expert_params * migration_bytes_per_param */
@@ -61,8 +61,9 @@ struct rlb_sim_params {
 void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg);
 
 /*
- * Forward time in seconds of one routed expert (SwiGLU, three matrices)
- * computing ROWS token rows on one GPU: 0 for 0 rows, else
+ * Forward time in seconds of one routed expert (three matrices with
+ * gated_ffn, two without) computing ROWS token rows on one GPU: 0 for 0
+ * rows, else
  * max(flops / (peak * eta(rows)), weight bytes / HBM bandwidth) with
  * flops = expert_flops_per_row * rows and
  * eta(m) = gemm_eff_max * m / (m + gemm_eff_half_rows).

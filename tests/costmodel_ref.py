@@ -96,7 +96,10 @@ class Model:
         self.lat_nvl = c["nvlink_latency_us"] * 1e-6
         self.B_rdma = c["rdma_gbps"] * 1e9
         self.lat_rdma = c["rdma_latency_us"] * 1e-6
-        self.params = 3 * self.h * self.f
+        # an FFN's matrices: gate, up and down (SwiGLU), or up and down
+        # without gated_ffn
+        self.mats = 3 if m["gated_ffn"] else 2
+        self.params = self.mats * self.h * self.f
         self.W = 2 * self.params
         self.W_grad = 2 * self.params
         self.W_mig = self.params * b["migration_bytes_per_param"]
@@ -116,9 +119,9 @@ class Model:
         if m == 0:
             return 0.0
         f = self.f if f is None else f
-        flops = 2.0 * m * self.h * f * 3
+        flops = 2.0 * m * self.h * f * self.mats
         eta = self.eta_max * m / (m + self.m0)
-        weights = 2.0 * 3 * self.h * f  # W of that FFN: BF16 weights
+        weights = 2.0 * self.mats * self.h * f  # W of that FFN: BF16 weights
         return max(flops / (self.P * eta), weights / self.B_hbm)
 
     def net_time(self, lat, bw, sent, recv, unit):
@@ -366,7 +369,7 @@ def dense_fwd(model, data, m):
             proj = 2.0 * tokens * (q_in + h * (r_kv + p_rope) +
                                    r_kv * q * (d - p_rope + v) + q * v * h)
         router = 2.0 * tokens * h * model.E
-        ffn = 2.0 * tokens * h * model.dense_ffn * 3
+        ffn = 2.0 * tokens * h * model.dense_ffn * model.mats
         # a linear-attention layer: its projections (q, k, v, output gate,
         # decay and beta in, one out) and the chunked recurrence
         hk, hv, dk, dv = model.lin

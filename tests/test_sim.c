@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "relibra.h"
+#include "reorder.h"
 #include "sim.h"
 #include "suites.h"
 
@@ -189,6 +190,38 @@ START_TEST(test_gemm_time)
 	rlb_sim_params_init(&p, &cfg);
 	ck_assert_uint_eq(p.passes, 4);
 	ck_assert_uint_eq(p.a2a_phases, 6);
+}
+END_TEST
+
+/*
+ * Without gated_ffn an FFN has two matrices: the toy expert has 4096
+ * params (2/3 of 6144), 8192 forward FLOPs per row and 8192 weight and
+ * gradient bytes, 14 * 4096 to migrate.  Compute time of m rows =
+ * 8192 * (m + 100) / 0.5e12 = 16.384 ns * (m + 100): 900 rows 16.384 us;
+ * the HBM floor 8192 B / 2 GB/s = 4.096 us.  The planners' row time,
+ * 6 * 2 * 64 * 32 FLOP at 0.5 TFLOP/s, and migration time fall to 2/3.
+ */
+START_TEST(test_ungated_ffn)
+{
+	struct rlb_config cfg;
+	struct rlb_sim_params p;
+	double row3, mig3, row2, mig2;
+
+	toy_config(&cfg, 1, 2, 2, 1, 1);
+	rlb_reorder_costs(&cfg, &row3, &mig3);
+	cfg.model.gated_ffn = 0;
+	rlb_sim_params_init(&p, &cfg);
+	REL_EQ(p.expert_params, 4096.0);
+	REL_EQ(p.expert_flops_per_row, 8192.0);
+	REL_EQ(p.expert_weight_bytes, 8192.0);
+	REL_EQ(p.expert_grad_bytes, 8192.0);
+	REL_EQ(p.migration_bytes, 14 * 4096.0);
+	REL_EQ(rlb_sim_gemm_s(&p, 900), 16.384e-6);
+	REL_EQ(rlb_sim_gemm_s(&p, 1), 4.096e-6);
+	rlb_reorder_costs(&cfg, &row2, &mig2);
+	REL_EQ(row2, 6.0 * 2 * 64 * 32 / 0.5e12);
+	REL_EQ(row2, row3 * 2 / 3);
+	REL_EQ(mig2, mig3 * 2 / 3);
 }
 END_TEST
 
@@ -1436,6 +1469,7 @@ Suite *rlb_suite_sim(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, test_gemm_time);
+	tcase_add_test(tc, test_ungated_ffn);
 	tcase_add_test(tc, test_deepep_counting);
 	tcase_add_loop_test(tc, test_traffic_reference, 0, 3);
 	tcase_add_test(tc, test_uniform_static_is_ideal);
