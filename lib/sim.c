@@ -329,15 +329,30 @@ static int has_instance(const struct rlb_step_plan *p, uint32_t mb, uint32_t lay
 	return 0;
 }
 
+/*
+ * What a layer costs besides its routed experts, by kind: a decoder
+ * layer's (no layer_pattern) by its attention kind, as a MoE layer
+ * (attention, projections, router, shared experts) or a dense one
+ * (attention, projections, dense FFN); a pattern layer's by its letter.
+ */
+enum {
+	K_DECODER_MOE = 0,			/* + the attention kind */
+	K_DECODER_DENSE = RLB_ATT_KINDS,	/* + the attention kind */
+	K_ROUTER = 2 * RLB_ATT_KINDS,		/* 'E': router and shared experts */
+	K_MLP,					/* '-': a dense FFN */
+	K_ATTENTION,				/* '*': full attention and its projections */
+	K_MAMBA,				/* 'M': a Mamba-2 mixer */
+	NKINDS
+};
+
 /* Per-step workspace. */
 struct work {
 	uint32_t R, E, nodes, gpn, mbs, layers;
 	double *tok, *ctx, *ctxw;	/* [mb][rank] tokens, causal context sums (full, windowed or chunked) */
-	/* [mb][RLB_ATT_KINDS] forward time of one MoE layer's dense part, of one dense layer */
-	double *moe_dense_f, *dense_f;
-	double dense_n[RLB_ATT_KINDS];	/* the model's dense layers of each attention kind */
-	double *before_n;		/* [layer][RLB_ATT_KINDS] dense layers since the previous MoE layer */
-	unsigned char *moe_att;		/* [layer] attention kind of the MoE layer */
+	double *fwd;			/* [mb][NKINDS] forward time of one layer of each kind */
+	double dense_n[NKINDS];		/* the model's layers that are not MoE, of each kind */
+	double *before_n;		/* [layer][NKINDS] of them since the previous MoE layer */
+	unsigned char *moe_kind;	/* [layer] kind of the MoE layer */
 	uint64_t *erows;		/* [E] rows per expert */
 	uint64_t *gpu_static, *gpu_plan, *node_a, *node_b; /* [R], [R], [nodes], [nodes] */
 	double *gpu_t;			/* [R] forward expert time */
@@ -351,10 +366,9 @@ static void work_free(struct work *w)
 	free(w->tok);
 	free(w->ctx);
 	free(w->ctxw);
-	free(w->moe_dense_f);
-	free(w->dense_f);
+	free(w->fwd);
 	free(w->before_n);
-	free(w->moe_att);
+	free(w->moe_kind);
 	free(w->erows);
 	free(w->gpu_static);
 	free(w->gpu_plan);
@@ -382,10 +396,9 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->tok = calloc(mr + 1, sizeof(double));
 	w->ctx = calloc(mr + 1, sizeof(double));
 	w->ctxw = calloc(mr + 1, sizeof(double));
-	w->moe_dense_f = calloc(((size_t)w->mbs + 1) * RLB_ATT_KINDS, sizeof(double));
-	w->dense_f = calloc(((size_t)w->mbs + 1) * RLB_ATT_KINDS, sizeof(double));
-	w->before_n = calloc(((size_t)w->layers + 1) * RLB_ATT_KINDS, sizeof(double));
-	w->moe_att = calloc((size_t)w->layers + 1, 1);
+	w->fwd = calloc(((size_t)w->mbs + 1) * NKINDS, sizeof(double));
+	w->before_n = calloc(((size_t)w->layers + 1) * NKINDS, sizeof(double));
+	w->moe_kind = calloc((size_t)w->layers + 1, 1);
 	w->erows = calloc(w->E, sizeof(uint64_t));
 	w->gpu_static = calloc(w->R, sizeof(uint64_t));
 	w->gpu_plan = calloc(w->R, sizeof(uint64_t));
@@ -397,8 +410,8 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->rs = calloc(w->R, sizeof(double));
 	w->rr = calloc(w->R, sizeof(double));
 	w->vals = calloc(ml * NVEC + 1, sizeof(double));
-	if (!w->tok || !w->ctx || !w->ctxw || !w->moe_dense_f || !w->dense_f ||
-	    !w->before_n || !w->moe_att || !w->erows ||
+	if (!w->tok || !w->ctx || !w->ctxw || !w->fwd || !w->before_n || !w->moe_kind ||
+	    !w->erows ||
 	    !w->gpu_static || !w->gpu_plan || !w->node_a || !w->node_b || !w->gpu_t ||
 	    !w->ns || !w->nr || !w->rs || !w->rr || !w->vals)
 		return RLB_ENOMEM;
@@ -466,10 +479,27 @@ static double chunk_ctx(double st, double t, double c)
 	return head * (off + 1 + c) / 2 + full * c * (c + 1) / 2 + tail * (tail + 1) / 2;
 }
 
+/* The kind of hidden layer I, a MoE layer when MOE. */
+static int layer_kind(const struct rlb_model_config *m, long i, int moe)
+{
+	switch (rlb_model_layer_block(m, i)) {
+	case RLB_BLOCK_MOE:
+		return K_ROUTER;
+	case RLB_BLOCK_MLP:
+		return K_MLP;
+	case RLB_BLOCK_ATTENTION:
+		return K_ATTENTION;
+	case RLB_BLOCK_MAMBA:
+		return K_MAMBA;
+	default:
+		return (moe ? K_DECODER_MOE : K_DECODER_DENSE) + rlb_model_layer_attention(m, i);
+	}
+}
+
 /*
- * The layers' attention kinds: of each MoE layer, of the dense layers
- * before it (since the previous MoE layer), and of all the model's dense
- * layers (those after the last MoE layer included).
+ * The layers' kinds: of each MoE layer, of the other layers before it
+ * (since the previous MoE layer), and of all the model's other layers
+ * (those after the last MoE layer included).
  */
 static void layer_kinds(const struct rlb_sim_params *p, struct work *w)
 {
@@ -480,64 +510,24 @@ static void layer_kinds(const struct rlb_sim_params *p, struct work *w)
 		long at = j < m->moe_layers ? rlb_model_moe_layer_index(m, j) : hidden;
 
 		for (i = prev + 1; i < at; i++) {
-			int kind = rlb_model_layer_attention(m, i);
+			int kind = layer_kind(m, i, 0);
 
 			w->dense_n[kind] += 1;
 			if (j < (long)w->layers)
-				w->before_n[(size_t)j * RLB_ATT_KINDS + kind] += 1;
+				w->before_n[(size_t)j * NKINDS + kind] += 1;
 		}
 		if (j < (long)w->layers)
-			w->moe_att[j] = (unsigned char)rlb_model_layer_attention(m, at);
+			w->moe_kind[j] = (unsigned char)layer_kind(m, at, 1);
 		prev = at;
 	}
 }
 
-/* The chunk length of linear attention's kernels (docs/cost-model.md). */
-#define LINEAR_CHUNK 64.0
-
-/*
- * Forward dense time per micro-batch and attention kind: of one MoE layer
- * (attention, QKV/O projections, router, shared experts) and of one dense
- * layer (attention, projections, dense FFN), each on the slowest rank.
- * A linear-attention layer's token mixing is its projections (q, k, v,
- * output gate, decay and beta, out) and its chunked recurrence: per
- * token and value head, the state read (w h), update (k^T v) and
- * applied (q h), 6 dk dv, and within the chunk K K^T, the WY products
- * A (beta k) and A (beta v), Q K^T and its product with the values,
- * 2 * 64 * (3 dk + 2 dv), as flash-linear-attention's
- * chunk_gated_delta_rule runs them.
- */
-static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
-			struct work *w)
+/* Tokens and causal context sums per (micro-batch, rank) from the chunks. */
+static void dense_context(const struct rlb_sim_params *p, const struct rlb_schedule *s,
+			  struct work *w)
 {
-	const struct rlb_model_config *m = &p->layout;
-	double rate = p->peak_flops * p->gemm_eff_max;
-	double gate = m->attention_output_gate ? 1 : 0;
-	/*
-	 * Multi-head latent attention, per token: the query (through its
-	 * compressed width when q_lora_rank is set), the compressed keys and
-	 * values with the shared rotary key, their expansion to every head's
-	 * key (the part without rope) and value, and the output.
-	 */
-	int mla = m->kv_lora_rank > 0;
-	double q = p->q_heads, d = p->head_dim, rope = m->qk_rope_head_dim;
-	double mla_v = m->v_head_dim > 0 ? m->v_head_dim : d, ql = m->q_lora_rank;
-	double mla_per_tok = 2 * ((ql > 0 ? p->hidden * ql + ql * q * d : p->hidden * q * d) +
-				  p->hidden * (m->kv_lora_rank + rope) +
-				  m->kv_lora_rank * q * (d - rope + mla_v) + q * mla_v * p->hidden);
-	double hk = m->linear_key_heads, hv = m->linear_value_heads;
-	double dk = m->linear_key_head_dim, dv = m->linear_value_head_dim;
-	double lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
-			     2 * hv * dv * p->hidden +
-			     hv * (6 * dk * dv + 2 * LINEAR_CHUNK * (3 * dk + 2 * dv));
-	double mats = rlb_model_ffn_matrices(m);
-	double shared_flops_per_row = 2.0 * mats * p->hidden * p->shared_expert_ffn;
-	double shared_bytes = 2.0 * mats * p->hidden * p->shared_expert_ffn;
 	size_t c;
-	uint32_t mb, r;
-	int k;
 
-	layer_kinds(p, w);
 	for (c = 0; c < s->nchunks; c++) {
 		const struct rlb_chunk *ch = &s->chunks[c];
 		double n = ch->tokens, st = ch->start;
@@ -552,39 +542,144 @@ static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedul
 		else if (p->layout.attention_chunk > 0)
 			w->ctxw[at] += chunk_ctx(st, n, p->layout.attention_chunk);
 	}
+}
+
+/* The chunk length of linear attention's kernels (docs/cost-model.md). */
+#define LINEAR_CHUNK 64.0
+/* Mamba-2's chunk length and convolution width (Nemotron-H's chunk_size, conv_kernel). */
+#define MAMBA_CHUNK 128.0
+#define MAMBA_CONV 4.0
+
+/*
+ * A Mamba-2 mixer's forward FLOPs per token, H heads of P (d = H P), G
+ * groups of B and C of state size N, as the SSD kernels run it in chunks
+ * of Q = 128: in_proj to z, x, B, C and dt, 2 h (2 d + 2 G N + H); the
+ * depthwise causal conv1d over x, B and C, 2 * 4 (d + 2 G N); per chunk
+ * and group C B^T, 2 Q G N per token; its product with x per head,
+ * 2 Q d; the chunk's state B^T x per head, 2 d N; the output of the
+ * state before the chunk, C times it, 2 d N; out_proj, 2 d h.  The decay
+ * cumsum, the passing of states between chunks (d N per chunk), the D
+ * skip and the gated RMSNorm are elementwise and left out.
+ */
+static double mamba_flops_per_token(const struct rlb_model_config *m)
+{
+	double h = m->hidden, H = m->mamba_heads, N = m->mamba_state;
+	double G = m->mamba_groups > 0 ? m->mamba_groups : 1, d = H * m->mamba_head_dim;
+
+	return 2 * h * (2 * d + 2 * G * N + H) + 2 * MAMBA_CONV * (d + 2 * G * N) +
+	       2 * MAMBA_CHUNK * G * N + 2 * MAMBA_CHUNK * d + 2 * d * N + 2 * d * N +
+	       2 * d * h;
+}
+
+/* The per-token figures of the dense part, the same for every rank. */
+struct dense_shape {
+	double rate;			/* FLOP/s at the GEMM efficiency ceiling */
+	double gate;			/* 1 with attention_output_gate */
+	int mla;
+	double mla_v, mla_per_tok;	/* value head and projections of MLA */
+	double lin_per_tok;		/* a linear-attention layer's FLOPs */
+	double mamba_per_tok;		/* a Mamba-2 mixer's FLOPs */
+	double mats, shared_flops_per_row, shared_bytes;
+};
+
+/*
+ * Multi-head latent attention, per token: the query (through its
+ * compressed width when q_lora_rank is set), the compressed keys and
+ * values with the shared rotary key, their expansion to every head's key
+ * (the part without rope) and value, and the output.  A linear-attention
+ * layer's token mixing is its projections (q, k, v, output gate, decay
+ * and beta, out) and its chunked recurrence: per token and value head,
+ * the state read (w h), update (k^T v) and applied (q h), 6 dk dv, and
+ * within the chunk K K^T, the WY products A (beta k) and A (beta v),
+ * Q K^T and its product with the values, 2 * 64 * (3 dk + 2 dv), as
+ * flash-linear-attention's chunk_gated_delta_rule runs them.
+ */
+static void dense_shape_init(struct dense_shape *d, const struct rlb_sim_params *p)
+{
+	const struct rlb_model_config *m = &p->layout;
+	double q = p->q_heads, hd = p->head_dim, rope = m->qk_rope_head_dim;
+	double ql = m->q_lora_rank;
+	double hk = m->linear_key_heads, hv = m->linear_value_heads;
+	double dk = m->linear_key_head_dim, dv = m->linear_value_head_dim;
+
+	d->rate = p->peak_flops * p->gemm_eff_max;
+	d->gate = m->attention_output_gate ? 1 : 0;
+	d->mla = m->kv_lora_rank > 0;
+	d->mla_v = m->v_head_dim > 0 ? m->v_head_dim : hd;
+	d->mla_per_tok = 2 * ((ql > 0 ? p->hidden * ql + ql * q * hd : p->hidden * q * hd) +
+			      p->hidden * (m->kv_lora_rank + rope) +
+			      m->kv_lora_rank * q * (hd - rope + d->mla_v) + q * d->mla_v * p->hidden);
+	d->lin_per_tok = 2 * p->hidden * (2 * hk * dk + 2 * hv * dv + 2 * hv) +
+			 2 * hv * dv * p->hidden +
+			 hv * (6 * dk * dv + 2 * LINEAR_CHUNK * (3 * dk + 2 * dv));
+	d->mamba_per_tok = mamba_flops_per_token(m);
+	d->mats = rlb_model_ffn_matrices(m);
+	d->shared_flops_per_row = 2.0 * d->mats * p->hidden * p->shared_expert_ffn;
+	d->shared_bytes = 2.0 * d->mats * p->hidden * p->shared_expert_ffn;
+}
+
+/* Forward time t[NKINDS] of one layer of each kind on rank R of micro-batch MB. */
+static void rank_times(const struct rlb_sim_params *p, const struct dense_shape *d,
+		       const struct work *w, uint32_t mb, uint32_t r, double *t)
+{
+	size_t at = (size_t)mb * w->R + r;
+	double tok = w->tok[at];
+	double proj = d->mla ? tok * d->mla_per_tok :
+		      2 * tok * p->hidden *
+		      ((2 + d->gate) * p->q_heads + 2 * p->kv_heads) * p->head_dim;
+	double router = 2 * tok * p->hidden * p->experts;
+	double ffn = 2.0 * d->mats * tok * p->hidden * p->dense_ffn;
+	double shared = p->shared_experts *
+			gemm_s(p, tok, d->shared_flops_per_row, d->shared_bytes);
+	double full = 0;
+	int k;
+
+	for (k = 0; k < RLB_ATT_KINDS; k++) {
+		double ctx = (k == RLB_ATT_WINDOW || k == RLB_ATT_CHUNK ? w->ctxw : w->ctx)[at];
+		double mix = k == RLB_ATT_LINEAR ? tok * d->lin_per_tok :
+			     d->mla ? proj + 2 * ctx * p->q_heads * (p->head_dim + d->mla_v) :
+			     proj + 4 * ctx * p->q_heads * p->head_dim;
+
+		t[K_DECODER_MOE + k] = (mix + router) / d->rate + shared;
+		t[K_DECODER_DENSE + k] = (mix + ffn) / d->rate;
+		if (k == RLB_ATT_FULL)
+			full = mix;
+	}
+	t[K_ROUTER] = router / d->rate + shared;
+	t[K_MLP] = ffn / d->rate;
+	t[K_ATTENTION] = full / d->rate;
+	t[K_MAMBA] = tok * d->mamba_per_tok / d->rate;
+}
+
+/*
+ * Forward time per micro-batch of one layer of each kind, besides its
+ * routed experts, on the slowest rank (each kind's own; see layer_kind).
+ * model.dense_time_ms sets every kind's to its forward share.
+ */
+static void dense_times(const struct rlb_sim_params *p, const struct rlb_schedule *s,
+			struct work *w)
+{
+	struct dense_shape d;
+	double t[NKINDS];
+	uint32_t mb, r;
+	int k;
+
+	layer_kinds(p, w);
+	dense_context(p, s, w);
+	dense_shape_init(&d, p);
 	for (mb = 0; mb < w->mbs; mb++) {
-		double *moe = &w->moe_dense_f[(size_t)mb * RLB_ATT_KINDS];
-		double *dense = &w->dense_f[(size_t)mb * RLB_ATT_KINDS];
+		double *fwd = &w->fwd[(size_t)mb * NKINDS];
 
 		if (p->dense_time_s > 0) {
-			for (k = 0; k < RLB_ATT_KINDS; k++)
-				moe[k] = dense[k] = p->dense_time_s / p->passes;
+			for (k = 0; k < NKINDS; k++)
+				fwd[k] = p->dense_time_s / p->passes;
 			continue;
 		}
 		for (r = 0; r < w->R; r++) {
-			double tok = w->tok[(size_t)mb * w->R + r];
-			double proj = mla ? tok * mla_per_tok :
-				      2 * tok * p->hidden *
-				      ((2 + gate) * p->q_heads + 2 * p->kv_heads) * p->head_dim;
-			double router = 2 * tok * p->hidden * p->experts;
-			double ffn = 2.0 * mats * tok * p->hidden * p->dense_ffn;
-			double shared = p->shared_experts *
-					gemm_s(p, tok, shared_flops_per_row, shared_bytes);
-
-			for (k = 0; k < RLB_ATT_KINDS; k++) {
-				double ctx = (k == RLB_ATT_WINDOW || k == RLB_ATT_CHUNK ? w->ctxw :
-					      w->ctx)[(size_t)mb * w->R + r];
-				double mix = k == RLB_ATT_LINEAR ? tok * lin_per_tok :
-					     mla ? proj + 2 * ctx * p->q_heads * (p->head_dim + mla_v) :
-					     proj + 4 * ctx * p->q_heads * p->head_dim;
-				double tm = (mix + router) / rate + shared;
-				double tf = (mix + ffn) / rate;
-
-				if (tm > moe[k])
-					moe[k] = tm;
-				if (tf > dense[k])
-					dense[k] = tf;
-			}
+			rank_times(p, &d, w, mb, r, t);
+			for (k = 0; k < NKINDS; k++)
+				if (t[k] > fwd[k])
+					fwd[k] = t[k];
 		}
 	}
 }
@@ -931,11 +1026,11 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 	dense_times(p, s, &w);
 
 	for (mb = 0; mb < l->micro_batches; mb++) {
-		const double *dense_f = &w.dense_f[(size_t)mb * RLB_ATT_KINDS];
+		const double *fwd = &w.fwd[(size_t)mb * NKINDS];
 		double dense_layers = 0, comp_prev = 0;
 
-		for (i = 0; i < RLB_ATT_KINDS; i++)
-			dense_layers += w.dense_n[i] * dense_f[i];
+		for (i = 0; i < NKINDS; i++)
+			dense_layers += w.dense_n[i] * fwd[i];
 		dense_layers *= p->passes;
 
 		pol->dense_s += dense_layers;
@@ -944,8 +1039,8 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 		for (layer = 0; layer < l->layers; layer++) {
 			size_t ml = (size_t)mb * l->layers + layer;
 			const struct rlb_traffic *pt = ideal ? static_t : t;
-			double moe_dense_f = w.moe_dense_f[(size_t)mb * RLB_ATT_KINDS + w.moe_att[layer]];
-			const double *before = &w.before_n[(size_t)layer * RLB_ATT_KINDS];
+			double moe_dense_f = fwd[w.moe_kind[layer]];
+			const double *before = &w.before_n[(size_t)layer * NKINDS];
 			double dense = p->passes * moe_dense_f;
 			double comp_ideal, comp, phases = p->a2a_phases;
 			struct a2a ia, pa;
@@ -968,11 +1063,11 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 			if (plan && !ideal) {
 				double window = 0, repl_s, grad_s;
 
-				/* the dense layers between the two MoE layers run in it too */
+				/* the other layers between the two MoE layers run in it too */
 				if (sim->o.window == RLB_SIM_WINDOW_PREV_LAYER) {
 					window = comp_prev;
-					for (i = 0; i < RLB_ATT_KINDS; i++)
-						window += before[i] * dense_f[i];
+					for (i = 0; i < NKINDS; i++)
+						window += before[i] * fwd[i];
 					window += moe_dense_f;
 				}
 				replicas(sim, plan, mb, layer, &w, window, &st, &repl_s, &grad_s);

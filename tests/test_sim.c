@@ -1031,6 +1031,107 @@ START_TEST(test_dense_estimate)
 }
 END_TEST
 
+/* The step of one sim of cfg over (s, l, t) into st. */
+static void step_of(const struct rlb_config *cfg, const struct rlb_schedule *s,
+		    const struct rlb_loads *l, const struct rlb_traffic *t,
+		    struct rlb_sim_step *st)
+{
+	struct rlb_sim *sim = NULL;
+	struct rlb_err err = {0};
+
+	ck_assert_int_eq(rlb_sim_new(&sim, cfg, NULL, &err), 0);
+	ck_assert_int_eq(rlb_sim_add_step(sim, s, l, NULL, t, NULL, st, &err), 0);
+	rlb_sim_free(sim);
+}
+
+/*
+ * A layer pattern, on the case of test_dense_estimate (one rank, two
+ * micro-batches of 4 tokens, contexts 10 and 26; projections 24576 FLOP,
+ * router 2048, a dense FFN of 16 24576).  A decoder layer is "*E" and a
+ * dense one "*-": the same dense time, shared experts included.
+ * A Mamba-2 mixer of 2 heads of 4 (d 8), state 8, 1 group, per token:
+ * in_proj 2*64*(16 + 16 + 2) = 4352, conv1d 2*4*(8 + 16) = 192, C B^T
+ * 2*128*8 = 2048, its product with x 2*128*8 = 2048, the chunk state
+ * and the state's output 2*8*8 each, out_proj 2*8*64 = 1024: 9920 FLOP
+ * whatever the context; with 2 groups in_proj 2*64*(16 + 32 + 2) = 6400,
+ * conv1d 2*4*(8 + 32) = 320, C B^T 4096: 14144.  Without gated_ffn the
+ * dense FFN is 2/3 of it, 16384 FLOP.  dense_time_ms: every layer of the
+ * pattern costs it.
+ */
+START_TEST(test_pattern_dense)
+{
+	static const uint32_t len[1] = { 8 };
+	struct rlb_config cfg, dec;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_traffic t;
+	struct rlb_sim_step st, ds;
+	struct seqs q;
+	double rate = 0.5e12;
+
+	toy_config(&dec, 1, 1, 4, 1, 1);
+	dec.parallel.micro_batch_tokens = 4;
+	dec.model.q_heads = 2;
+	dec.model.kv_heads = 1;
+	dec.model.head_dim = 8;
+	dec.model.dense_ffn = 16;
+	dec.model.shared_experts = 1;
+	dec.model.shared_expert_ffn = 16;
+	seqs_init(&q, 1, len, 1, 1);
+	build(&dec, &q, &s, &l);
+	ck_assert_uint_eq(s.micro_batches, 2);
+	traffic_of(&t, &dec, NULL, &q, &s, &l);
+
+	/* "*E" is a decoder MoE layer, "*-*E" a dense one before it */
+	cfg = dec;
+	strcpy(cfg.model.layer_pattern, "*E");
+	step_of(&dec, &s, &l, &t, &ds);
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, ds.policy.dense_s);
+	REL_EQ(st.policy.total_s, ds.policy.total_s);
+	ck_assert(ds.policy.dense_s > 0);
+	dec.model.first_dense_layers = 1;
+	strcpy(cfg.model.layer_pattern, "*-*E");
+	step_of(&dec, &s, &l, &t, &ds);
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, ds.policy.dense_s);
+	REL_EQ(st.ideal.total_s, ds.ideal.total_s);
+	REL_EQ(st.policy.dense_s, 3 * ((24576 + 640 + 24576) + (24576 + 4 * 2 * 8 * 26 + 24576) +
+				       (24576 + 640 + 2048) + (24576 + 4 * 2 * 8 * 26 + 2048)) / rate +
+				  3 * 2 * 3.072e-6);	/* the shared expert: 6144 bytes at 2 GB/s */
+	cfg.model.shared_experts = 0;
+
+	/* Mamba-2 */
+	strcpy(cfg.model.layer_pattern, "ME");
+	cfg.model.mamba_heads = 2;
+	cfg.model.mamba_head_dim = 4;
+	cfg.model.mamba_state = 8;
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, 3 * 2 * (4 * 9920 + 2048) / rate);
+	cfg.model.mamba_groups = 2;
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, 3 * 2 * (4 * 14144 + 2048) / rate);
+
+	/* no gate: the dense FFN's two matrices */
+	strcpy(cfg.model.layer_pattern, "-E");
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, 3 * 2 * (24576 + 2048) / rate);
+	cfg.model.gated_ffn = 0;
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, 3 * 2 * (16384 + 2048) / rate);
+
+	/* 2 micro-batches x 4 layers x 0.5 ms */
+	strcpy(cfg.model.layer_pattern, "M*-E");
+	cfg.model.dense_time_ms = 0.5;
+	step_of(&cfg, &s, &l, &t, &st);
+	REL_EQ(st.policy.dense_s, 4e-3);
+	rlb_traffic_release(&t);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+END_TEST
+
 /*
  * A replica kept on the same GPU over consecutive micro-batches is
  * copied once and reduced once: two micro-batches of the hot case.
@@ -1478,6 +1579,7 @@ Suite *rlb_suite_sim(void)
 	tcase_add_test(tc, test_planning_overlap);
 	tcase_add_test(tc, test_migration);
 	tcase_add_test(tc, test_dense_estimate);
+	tcase_add_test(tc, test_pattern_dense);
 	tcase_add_test(tc, test_interleaved_window);
 	tcase_add_test(tc, test_replica_reuse);
 	tcase_add_test(tc, test_determinism);
