@@ -61,7 +61,16 @@ class Model:
                     m["linear_key_head_dim"], m["linear_value_head_dim"])
         full_period = m["full_attention_period"]
         self.layers = []
-        for i in range(first + self.L * period):
+        # or model.layer_pattern, a letter per layer: E a MoE layer (its
+        # dense part the router and shared experts), - a dense FFN, * an
+        # attention layer (full), M a Mamba-2 mixer
+        letters = {"E": (True, "router"), "-": (False, "mlp"),
+                   "*": (False, "attention"), "M": (False, "mamba")}
+        self.pattern = m["layer_pattern"]
+        self.layers = [letters[c] for c in self.pattern]
+        self.mamba = (m["mamba_heads"], m["mamba_head_dim"], m["mamba_state"],
+                      m["mamba_groups"] or 1)
+        for i in range(0 if self.pattern else first + self.L * period):
             moe = i >= first and (i - first) % period == m["moe_layer_offset"]
             if full_period > 0 and (i + 1) % full_period == 0:
                 kind = "full"
@@ -337,8 +346,10 @@ class Traffic:
 
 def dense_fwd(model, data, m):
     """Forward dense time of micro-batch m per layer kind: {(MoE?,
-    attention kind): the slowest rank's time of one such layer}."""
+    attention kind or pattern part): the slowest rank's time of one such
+    layer}."""
     kinds = [(moe, w) for moe in (True, False) for w in ("full", "window", "linear", "chunk")]
+    kinds += [(True, "router"), (False, "mlp"), (False, "attention"), (False, "mamba")]
     if model.dense_time_s > 0:
         # model.dense_time_ms: every layer and micro-batch costs it; its
         # forward share is dense_time_ms / passes.
@@ -376,19 +387,39 @@ def dense_fwd(model, data, m):
         lin = 2.0 * tokens * h * (2 * hk * dk + 2 * hv * dv + 2 * hv) + \
             2.0 * tokens * hv * dv * h + \
             tokens * hv * (6.0 * dk * dv + 2 * 64 * (3 * dk + 2 * dv))
+        # a Mamba-2 mixer: in_proj to z, x, B, C and dt; the conv1d of 4
+        # over x, B and C; in chunks of 128, C B^T per group, its product
+        # with x, the chunk state and the output of the state before it;
+        # out_proj
+        H, P, N, G = model.mamba
+        dm = H * P
+        mamba = tokens * (2.0 * h * (2 * dm + 2 * G * N + H) + 2 * 4 * (dm + 2 * G * N) +
+                          2 * 128 * G * N + 2 * 128 * dm + 2 * dm * N + 2 * dm * N +
+                          2 * dm * h)
         for (moe, w) in kinds:
+            # a pattern's attention layer attends in full
+            c = ctx["full" if w == "attention" else w] if w in ctx or w == "attention" else 0
             if w == "linear":
                 mix = lin
             elif r_kv > 0:
-                mix = proj + 2.0 * ctx[w] * q * (d + v)
+                mix = proj + 2.0 * c * q * (d + v)
             else:
-                mix = proj + 4.0 * ctx[w] * q * d
-            if moe:
+                mix = proj + 4.0 * c * q * d
+            if w == "router":
+                x = router / pe
+            elif w == "mlp":
+                x = ffn / pe
+            elif w == "attention":
+                x = mix / pe
+            elif w == "mamba":
+                x = mamba / pe
+            elif moe:
                 x = (mix + router) / pe
-                for _ in range(model.shared):
-                    x += model.gemm(tokens, model.shared_ffn)
             else:
                 x = (mix + ffn) / pe
+            if moe:
+                for _ in range(model.shared):
+                    x += model.gemm(tokens, model.shared_ffn)
             fwd[(moe, w)] = max(fwd[(moe, w)], x)
     return fwd
 

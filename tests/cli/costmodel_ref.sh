@@ -34,11 +34,30 @@ model:
   dense_ffn: 96
 EOF
 
+# A hybrid of one part per layer (Nemotron-H's letters): Mamba-2 mixers,
+# attention layers, dense FFNs and the MoE layers, two layers before the
+# first MoE layer and one after the last; FFNs of two matrices.
+cat > hybrid.yaml <<'EOF'
+preset: tiny-2x2
+model:
+  layer_pattern: "M*EM-E*MEME-"
+  gated_ffn: false
+  dense_ffn: 96
+  shared_experts: 1
+  shared_expert_ffn: 48
+  mamba_heads: 4
+  mamba_head_dim: 16
+  mamba_state: 16
+  mamba_groups: 2
+EOF
+
 run capture -c "$cfg" --set workload.steps=3 --synthetic --seed 1 -o t.rrt
 expect_status 0
 run capture -c dense.yaml --set workload.steps=2 --synthetic --seed 3 -o d.rrt
 expect_status 0
 run capture -c inter.yaml --set workload.steps=2 --synthetic --seed 5 -o i.rrt
+expect_status 0
+run capture -c hybrid.yaml --set workload.steps=2 --synthetic --seed 7 -o h.rrt
 expect_status 0
 
 n=0
@@ -130,6 +149,19 @@ check inter.yaml i.rrt --policy relibra --no-timing --set model.full_attention_p
 	--set cluster.nvlink_latency_us=1000 --set balancer.min_tokens_per_replica=0
 python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
 	"s$n.json" || fail "no replication beyond relibra's window with linear attention"
+# The hybrid: each layer's part, recompute, dense_time_ms on every layer,
+# and relibra's window over the layers between two MoE layers, made too
+# short for the copies.
+check hybrid.yaml h.rrt --policy relibra --no-timing
+check hybrid.yaml h.rrt --policy replicate --no-timing --pack dynamic \
+	--set parallel.recompute=true
+check hybrid.yaml h.rrt --policy eplb --no-timing --set model.dense_time_ms=0.0002
+check hybrid.yaml h.rrt --policy relibra --no-timing --set model.head_dim=1 \
+	--set model.dense_ffn=1 --set model.shared_experts=0 --set model.mamba_head_dim=1 \
+	--set model.mamba_state=1 --set cluster.nvlink_latency_us=1000 \
+	--set balancer.min_tokens_per_replica=0
+python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
+	"s$n.json" || fail "no replication beyond relibra's window in the hybrid"
 # A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
 run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
 expect_status 0
