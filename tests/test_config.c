@@ -1133,6 +1133,16 @@ START_TEST(test_layer_pattern)
 		{ "model.mamba_state=0",
 		  "'model.layer_pattern' has Mamba-2 layers ('M') and needs 'model.mamba_heads'" },
 		{ "model.mamba_groups=7", "'model.mamba_groups' 7 does not divide 'model.mamba_heads' 64" },
+		{ "model.moe_layer_period=2",
+		  "'model.moe_layer_period' with 'model.layer_pattern': the pattern gives every layer" },
+		{ "model.moe_layer_offset=1",
+		  "'model.moe_layer_offset' with 'model.layer_pattern': the pattern gives every layer" },
+		{ "model.attention_chunk=64",
+		  "'model.attention_chunk' with 'model.layer_pattern': the pattern gives every layer" },
+		{ "model.full_attention_period=4",
+		  "'model.full_attention_period' with 'model.layer_pattern': the pattern gives every layer" },
+		{ "model.linear_value_heads=8",
+		  "'model.linear_value_heads' with 'model.layer_pattern': the pattern gives every layer" },
 	};
 	const char *path = scratch("nano.yaml",
 		"model:\n  experts: 128\n  topk: 6\n  hidden: 2688\n  expert_ffn: 1856\n"
@@ -1189,6 +1199,11 @@ START_TEST(test_layer_pattern)
 	load_ok(&cfg, NULL, (const char *[]){ "model.preset=olmoe" }, 1);
 	ck_assert_int_eq(rlb_model_ffn_matrices(m), 3);
 	ck_assert_str_eq(m->layer_pattern, "");
+	/* the Mamba-2 keys without a pattern */
+	ck_assert_int_eq(rlb_config_load(&cfg, NULL, (const char *[]){ "model.preset=olmoe",
+					 "model.mamba_heads=4" }, 2, &err), RLB_ECONFIG);
+	ck_assert_msg(strstr(err.msg, "--set 'model.mamba_heads=4': the 'model.mamba_*' keys need a "
+			     "'model.layer_pattern' with Mamba-2 layers ('M')"), "%s", err.msg);
 }
 END_TEST
 
