@@ -39,6 +39,14 @@ static const char *kind_text(const struct value *v)
 	return "an empty value";
 }
 
+/* Whether S (LEN bytes), a plain scalar, is YAML's null: empty, ~ or null. */
+static int plain_null(const char *s, size_t len)
+{
+	return !len || (len == 1 && *s == '~') ||
+	       (len == 4 && (!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) ||
+			     !memcmp(s, "NULL", 4)));
+}
+
 static void node_value(yaml_node_t *n, struct value *v)
 {
 	memset(v, 0, sizeof(*v));
@@ -48,9 +56,7 @@ static void node_value(yaml_node_t *n, struct value *v)
 		return;
 	v->s = (const char *)n->data.scalar.value;
 	v->len = n->data.scalar.length;
-	v->null = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-		  (!v->len || !strcmp(v->s, "~") || !strcmp(v->s, "null") ||
-		   !strcmp(v->s, "Null") || !strcmp(v->s, "NULL"));
+	v->null = n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && plain_null(v->s, v->len);
 }
 
 static int parse_int(const char *s, long long *out)
@@ -612,17 +618,25 @@ static int apply_set(struct loader *ld, const char *assignment)
 		return rlb_cfg_fail_src(ld, si, "unknown key '%s'%s%s%s", key,
 					sug ? " (did you mean '" : "", sug ? sug : "", sug ? "'?)" : "");
 	}
+	while (*val == ' ' || *val == '\t')
+		val++;
 	if (ki >= 0 && rlb_cfg_sections[sec].keys[ki].type == KT_STRING &&
 	    *val != '"' && *val != '\'') {
 		/*
 		 * A string as written, unless quoted: a layer pattern starts
 		 * with '*' or '-', which YAML would read as an alias or a list.
+		 * Otherwise as a plain scalar: blanks around it dropped, and
+		 * ~ or null the empty string.
 		 */
+		size_t len = strlen(val);
+
+		while (len && (val[len - 1] == ' ' || val[len - 1] == '\t'))
+			len--;
 		memset(&v, 0, sizeof(v));
 		v.type = YAML_SCALAR_NODE;
 		v.s = val;
-		v.len = strlen(val);
-		v.null = !*val;
+		v.len = len;
+		v.null = plain_null(val, len);
 		return set_value(ld, si, sec, ki, &v, NULL);
 	}
 	rc = rlb_cfg_parse_doc(ld, si, val, strlen(val), &doc);

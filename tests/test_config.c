@@ -391,6 +391,24 @@ START_TEST(test_set_good)
 	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=0", &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, "--set 'model.topk=0': value 0 for 'model.topk' is out of range [1, 64]");
 	ck_assert_int_eq(cfg.model.topk, 40);
+
+	/*
+	 * A string key's value as written needs no YAML quotes ('*' and '-'
+	 * start a layer pattern), but is still a YAML scalar otherwise:
+	 * blanks around it dropped, quotes removed, empty for ~ and null.
+	 */
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.layer_pattern = *E-E ", &err), 0);
+	ck_assert_str_eq(cfg.model.layer_pattern, "*E-E");
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.name= \"a: b\"", &err), 0);
+	ck_assert_str_eq(cfg.model.name, "a: b");
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.name=~", &err), 0);
+	ck_assert_str_eq(cfg.model.name, "");
+	ck_assert_int_eq(rlb_config_set(&cfg, "cluster.name=my h200", &err), 0);
+	ck_assert_str_eq(cfg.cluster.name, "my h200");
+	ck_assert_int_eq(rlb_config_set(&cfg, "cluster.name=null", &err), 0);
+	ck_assert_str_eq(cfg.cluster.name, "");
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.layer_pattern=NULL", &err), 0);
+	ck_assert_str_eq(cfg.model.layer_pattern, "");
 }
 END_TEST
 
