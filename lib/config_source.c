@@ -18,6 +18,7 @@
 
 #define CONFIG_BYTES_MAX (1u << 20)	/* larger files are not configs */
 #define LINE_SHOW_MAX 160		/* bytes of a source line shown */
+#define SET_SHOW_MAX 256		/* bytes of a --set assignment shown */
 #define NESTING_MAX 64			/* flow collections inside each other */
 
 /* ------------------------------------------------------------------ */
@@ -153,8 +154,13 @@ int rlb_cfg_vfail(struct loader *ld, int si, int line, int col,
 	const char *name = s ? s->name : ld->top_name;
 
 	vsnprintf(body, sizeof(body), fmt, ap);
-	if (s && s->kind == SRC_SET)
-		return rlb_err_set(ld->err, RLB_ECONFIG, "--set '%s': %s", name, body);
+	if (s && s->kind == SRC_SET) {
+		/* a long one (a layer pattern) shortened, so that the reason fits */
+		int n = strlen(name) > SET_SHOW_MAX ? SET_SHOW_MAX : (int)strlen(name);
+
+		return rlb_err_set(ld->err, RLB_ECONFIG, "--set '%.*s%s': %s", n, name,
+				   name[n] ? "..." : "", body);
+	}
 	if (!name)
 		return rlb_err_set(ld->err, RLB_ECONFIG, "%s", body);
 	if (!s || line < 1)

@@ -825,6 +825,21 @@ START_TEST(test_limits)
 	ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 1, &err), RLB_ECONFIG);
 	ck_assert_str_eq(err.msg, want);
 
+	/* a long --set is shortened in its message, so that the reason fits */
+	big = malloc(2048);
+	ck_assert_ptr_nonnull(big);
+	snprintf(big, 2048, "model.layer_pattern=");
+	memset(big + strlen(big), 'E', 1100);
+	big[20 + 1100] = '\0';
+	sets[0] = big;
+	ck_assert_int_eq(rlb_config_load(&cfg, NULL, sets, 1, &err), RLB_ECONFIG);
+	ck_assert_msg(strncmp(err.msg, "--set 'model.layer_pattern=EEE", 30) == 0, "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "...': value 'EEE"), "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "' for 'model.layer_pattern' is too long (at most 1024 bytes)"),
+		      "%s", err.msg);
+	free(big);
+	sets[0] = set;
+
 	/* a file over 1 MiB is not a config */
 	p = scratch("big.yaml", "");
 	big = malloc((1u << 20) + 2);
