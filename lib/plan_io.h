@@ -77,7 +77,8 @@ struct rlb_plan_header {
  * (u32 each), seed (u64), all little-endian, then model (64 bytes) and
  * source (32 bytes), each the name's bytes up to its NUL and zeros after;
  * when moe_layer_period is above 1, then it and moe_layer_offset (u16
- * each).  The version fields are not part of it (SPEC.md (plan format) "Trace identity").
+ * each); with a layer pattern (1.2), instead its letters.  The version
+ * fields are not part of it (SPEC.md (plan format) "Trace identity").
  */
 uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th);
 

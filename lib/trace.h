@@ -53,7 +53,8 @@ void rlb_trace_header_from_config(struct rlb_trace_header *h,
 
 /*
  * The config's model shape (experts, topk, moe_layers, first_dense_layers,
- * moe_layer_period, moe_layer_offset) must be the header's: RLB_EMISMATCH naming the first key that differs.
+ * moe_layer_period, moe_layer_offset, layer_pattern) must be the header's:
+ * RLB_EMISMATCH naming the first key that differs.
  */
 int rlb_trace_header_check(const struct rlb_trace_header *h,
 			   const struct rlb_config *cfg, struct rlb_err *err);
