@@ -299,6 +299,12 @@ int rlb_importer_layer_map(const struct rlb_importer *im, uint64_t layers,
 		return rlb_err_set(err, RLB_EMISMATCH,
 				   "%" PRIu64 " layers, the config has %" PRIu32 " MoE layers",
 				   layers, im->moe_layers);
+	if (im->pattern)	/* its other layers are not all dense */
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "%" PRIu64 " layers, the config has %" PRIu32
+				   " (model.layer_pattern's letters, %" PRIu32 " of them MoE) or %"
+				   PRIu32 " MoE layers", layers, im->hidden_layers, im->moe_layers,
+				   im->moe_layers);
 	return rlb_err_set(err, RLB_EMISMATCH,
 			   "%" PRIu64 " layers, the config has %" PRIu32
 			   " (%" PRIu32 " dense + %" PRIu32 " MoE) or %" PRIu32 " MoE layers",

@@ -61,6 +61,11 @@ run capture -c hy.yaml --set model.layer_pattern= --set model.mamba_heads=0 \
 expect_status 1
 expect_err "experts[0]: 9 layers, the config has 4 MoE layers"
 [ ! -e bad.rrt ] || fail "a failed capture left bad.rrt"
+# Rows of neither count: the pattern's other layers are not called dense.
+printf '{"step": 0, "experts": [[[0, 1], [0, 1], [0, 1]]]}\n' > three.jsonl
+run capture -c hy.yaml --from jsonl three.jsonl -o bad.rrt
+expect_status 1
+expect_err "experts[0]: 3 layers, the config has 9 (model.layer_pattern's letters, 4 of them MoE) or 4 MoE layers"
 
 # Megatron router dumps number a hybrid's layers as the pattern does,
 # from 0 or from 1, or number the MoE layers alone: the same trace.
