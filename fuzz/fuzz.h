@@ -60,8 +60,10 @@ void fuzz_plan(const char *path);
 /*
  * Import DATA as one file of format F into a sink that checks every
  * sequence against the tiny model (4 MoE layers, 16 experts, top-2, one
- * dense layer first when DENSE).  jsonl and sglang inputs of odd size are
- * imported with gates (--gates), the others without.
+ * dense layer first when DENSE; for inputs of size 2 or 3 mod 4 every
+ * second layer MoE, and for those of size 4 to 7 mod 8 the layer pattern
+ * MEM*E-E*E instead).  jsonl and sglang inputs of odd size are imported
+ * with gates (--gates), the others without.
  */
 void fuzz_import(const uint8_t *data, size_t size, enum rlb_import_format f,
 		 const char *name, int dense);

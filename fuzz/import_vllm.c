@@ -1,7 +1,8 @@
 /*
  * import_vllm.c - fuzz target: one vllm file as relibra capture --from vllm
- * imports it, for the tiny model with one dense layer first (and, for
- * inputs of size 2 or 3 mod 4, MoE layers interleaved with dense ones).
+ * imports it, for the tiny model with one dense layer first (for inputs
+ * of size 2 or 3 mod 4, MoE layers interleaved with dense ones; for those
+ * of size 4 to 7 mod 8, a hybrid's layer pattern instead).
  */
 #include "fuzz.h"
 

@@ -116,11 +116,19 @@ void fuzz_import(const uint8_t *data, size_t size, enum rlb_import_format f,
 	cfg.model.experts = 16;
 	cfg.model.topk = 2;
 	cfg.model.moe_layers = 4;
-	cfg.model.first_dense_layers = dense;
-	/* inputs of size 2 or 3 mod 4 come from a model that interleaves: 9 layers */
-	if (size & 2) {
-		cfg.model.moe_layer_period = 2;
-		cfg.model.moe_layer_offset = 1;
+	/*
+	 * inputs of size 4 to 7 mod 8 come from a hybrid given layer by layer
+	 * (its MoE layers at 1, 4, 6, 8 of 9); of the others, those of size 2
+	 * or 3 mod 4 from a model that interleaves: 9 layers
+	 */
+	if (size & 4) {
+		snprintf(cfg.model.layer_pattern, sizeof(cfg.model.layer_pattern), "MEM*E-E*E");
+	} else {
+		cfg.model.first_dense_layers = dense;
+		if (size & 2) {
+			cfg.model.moe_layer_period = 2;
+			cfg.model.moe_layer_offset = 1;
+		}
 	}
 	memset(&o, 0, sizeof(o));
 	o.format = f;
