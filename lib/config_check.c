@@ -215,8 +215,9 @@ static int check_layer_pattern(struct loader *ld)
 	for (k = 0; k < sizeof(periodic) / sizeof(periodic[0]); k++)
 		if (values[k])
 			return fail_keys2(ld, KEY(SEC_MODEL, periodic[k]), KEY(SEC_MODEL, "layer_pattern"),
-					  "'model.%s' with 'model.layer_pattern': the pattern gives "
-					  "every layer (its attention layers attend in full)", periodic[k]);
+					  "'model.%s' with 'model.layer_pattern': %s", periodic[k],
+					  k < 3 ? "the pattern gives every layer" :
+					  "a pattern's attention layers ('*') attend in full");
 	if (has_mlp && !m->dense_ffn)
 		return fail_keys2(ld, KEY(SEC_MODEL, "layer_pattern"), KEY(SEC_MODEL, "dense_ffn"),
 				  "'model.layer_pattern' has dense FFN layers ('-') and needs "

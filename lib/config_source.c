@@ -377,9 +377,13 @@ static int syntax_error(struct loader *ld, int si, const yaml_parser_t *p)
 	}
 	if (p->context)
 		return rlb_cfg_fail_mark(ld, si, s->text ? &p->problem_mark : NULL,
-					 "syntax error: %s (%s at line %zu)",
+					 "syntax error: %s (%s at line %zu)%s",
 					 p->problem ? p->problem : "invalid YAML",
-					 p->context, p->context_mark.line + 1);
+					 p->context, p->context_mark.line + 1,
+					 /* a layer pattern such as *E*E, unquoted */
+					 strstr(p->context, "alias") ?
+					 "; a value that starts with '*', such as a layer pattern, "
+					 "needs quotes" : "");
 	return rlb_cfg_fail_mark(ld, si, s->text ? &p->problem_mark : NULL,
 				 "syntax error: %s", p->problem ? p->problem : "invalid YAML");
 }

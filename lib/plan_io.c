@@ -94,6 +94,7 @@ static void put_name(uint8_t *p, const char *s, size_t size)
 uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th)
 {
 	uint8_t b[28 + 64 + 32 + 4];
+	size_t len = strnlen(th->layer_pattern, sizeof(th->layer_pattern) - 1);
 
 	rlb_put_u32(b, th->flags & 0xFFFFu);
 	rlb_put_u32(b + 4, th->experts);
@@ -103,8 +104,6 @@ uint64_t rlb_plan_trace_hash(const struct rlb_trace_header *th)
 	rlb_put_u64(b + 20, th->seed);
 	put_name(b + 28, th->model, 64);
 	put_name(b + 92, th->source, 32);
-	size_t len = strnlen(th->layer_pattern, sizeof(th->layer_pattern) - 1);
-
 	if (len)	/* 1.2: the pattern's letters after the 1.0 fields */
 		return rlb_fnv1a(rlb_fnv1a(RLB_FNV1A_INIT, b, 124), th->layer_pattern, len);
 	if (th->moe_layer_period <= 1)	/* the 1.0 layout: its identity unchanged */

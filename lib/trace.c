@@ -3,6 +3,7 @@
  * the reader: the header frame, its checks, and the CRC-32C that guards
  * the header and the step index.  Layout: trace_format/SPEC.md.
  */
+#include <stdio.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -41,6 +42,36 @@ void rlb_trace_header_from_config(struct rlb_trace_header *h,
 	h->model[sizeof(h->model) - 1] = '\0';
 }
 
+/* Layer I of pattern P for a message: its letter quoted, or "no layer" past the end. */
+static const char *pattern_at(const char *p, size_t i, char buf[4])
+{
+	if (i >= strlen(p))
+		return "no layer";
+	snprintf(buf, 4, "'%c'", p[i]);
+	return buf;
+}
+
+/*
+ * Two layer patterns that differ: both in full when they are short, else
+ * the first layer where they part (a whole pattern may be 1024 letters).
+ */
+static int pattern_mismatch(const char *cfg, const char *trace, struct rlb_err *err)
+{
+	size_t i = 0, nc = strlen(cfg), nt = strlen(trace);
+	char a[4], b[4];
+
+	if (nc <= 64 && nt <= 64)
+		return rlb_err_set(err, RLB_EMISMATCH,
+				   "the config does not match the trace: 'model.layer_pattern' is \"%s\" in the config, \"%s\" in the trace",
+				   cfg, trace);
+	while (cfg[i] && cfg[i] == trace[i])
+		i++;
+	return rlb_err_set(err, RLB_EMISMATCH,
+			   "the config does not match the trace: 'model.layer_pattern' differs at layer %zu "
+			   "(%s in the config, %s in the trace; %zu and %zu layers)", i,
+			   pattern_at(cfg, i, a), pattern_at(trace, i, b), nc, nt);
+}
+
 int rlb_trace_header_check(const struct rlb_trace_header *h,
 			   const struct rlb_config *cfg, struct rlb_err *err)
 {
@@ -67,9 +98,7 @@ int rlb_trace_header_check(const struct rlb_trace_header *h,
 					   "the config does not match the trace: '%s' is %lld in the config, %lld in the trace",
 					   names[i], have[i], want[i]);
 	if (strncmp(cfg->model.layer_pattern, h->layer_pattern, sizeof(h->layer_pattern)))
-		return rlb_err_set(err, RLB_EMISMATCH,
-				   "the config does not match the trace: 'model.layer_pattern' is \"%s\" in the config, \"%s\" in the trace",
-				   cfg->model.layer_pattern, h->layer_pattern);
+		return pattern_mismatch(cfg->model.layer_pattern, h->layer_pattern, err);
 	return 0;
 }
 

@@ -1162,7 +1162,7 @@ START_TEST(test_layer_pattern)
 		{ "model.first_dense_layers=1",
 		  "'model.first_dense_layers' with 'model.layer_pattern': the pattern gives every layer" },
 		{ "model.attention_window=128",
-		  "'model.attention_window' with 'model.layer_pattern': the pattern gives every layer" },
+		  "'model.attention_window' with 'model.layer_pattern': a pattern's attention layers ('*') attend in full" },
 		{ "model.mamba_state=0",
 		  "'model.layer_pattern' has Mamba-2 layers ('M') and needs 'model.mamba_heads'" },
 		{ "model.mamba_groups=7", "'model.mamba_groups' 7 does not divide 'model.mamba_heads' 64" },
@@ -1171,11 +1171,11 @@ START_TEST(test_layer_pattern)
 		{ "model.moe_layer_offset=1",
 		  "'model.moe_layer_offset' with 'model.layer_pattern': the pattern gives every layer" },
 		{ "model.attention_chunk=64",
-		  "'model.attention_chunk' with 'model.layer_pattern': the pattern gives every layer" },
+		  "'model.attention_chunk' with 'model.layer_pattern': a pattern's attention layers ('*') attend in full" },
 		{ "model.full_attention_period=4",
-		  "'model.full_attention_period' with 'model.layer_pattern': the pattern gives every layer" },
+		  "'model.full_attention_period' with 'model.layer_pattern': a pattern's attention layers ('*') attend in full" },
 		{ "model.linear_value_heads=8",
-		  "'model.linear_value_heads' with 'model.layer_pattern': the pattern gives every layer" },
+		  "'model.linear_value_heads' with 'model.layer_pattern': a pattern's attention layers ('*') attend in full" },
 	};
 	const char *path = scratch("nano.yaml",
 		"model:\n  experts: 128\n  topk: 6\n  hidden: 2688\n  expert_ffn: 1856\n"
@@ -1228,6 +1228,11 @@ START_TEST(test_layer_pattern)
 	ck_assert_int_eq(rlb_model_hidden_layers(m), 4);
 	ck_assert_int_eq(rlb_model_layer_block(m, 3), RLB_BLOCK_MLP);
 	ck_assert_int_eq(rlb_model_dense_before(m, 1), 2);
+	/* an unquoted pattern that starts with '*' is a YAML alias: the error says to quote it */
+	path = scratch("unquoted.yaml", "preset: tiny-2x2\nmodel:\n  layer_pattern: *E*E*E*E\n");
+	ck_assert_int_eq(rlb_config_load(&cfg, path, NULL, 0, &err), RLB_ECONFIG);
+	ck_assert_msg(strstr(err.msg, "(while scanning an alias at line 3); a value that starts "
+			     "with '*', such as a layer pattern, needs quotes"), "%s", err.msg);
 	/* defaults: gated FFNs, no pattern */
 	load_ok(&cfg, NULL, (const char *[]){ "model.preset=olmoe" }, 1);
 	ck_assert_int_eq(rlb_model_ffn_matrices(m), 3);

@@ -1117,6 +1117,27 @@ START_TEST(test_layer_pattern_header)
 			 "is \"\" in the config, \"MEM*E-E*E\" in the trace");
 	strcpy(cfg.model.layer_pattern, "MEM*E-E*E");
 	ck_assert_int_eq(rlb_trace_header_check(&h, &cfg, &err), 0);
+	/* long patterns: the first layer where they part, not both in full */
+	{
+		struct rlb_trace_header lh = h;
+		struct rlb_config lc = cfg;
+		int i;
+
+		for (i = 0; i < 100; i++)
+			lh.layer_pattern[i] = lc.model.layer_pattern[i] = i % 2 ? 'E' : 'M';
+		lh.layer_pattern[100] = lc.model.layer_pattern[100] = '\0';
+		lc.model.layer_pattern[41] = '*';
+		ck_assert_int_eq(rlb_trace_header_check(&lh, &lc, &err), RLB_EMISMATCH);
+		ck_assert_str_eq(err.msg, "the config does not match the trace: 'model.layer_pattern' "
+				 "differs at layer 41 ('*' in the config, 'E' in the trace; 100 and "
+				 "100 layers)");
+		lc.model.layer_pattern[41] = 'E';
+		lc.model.layer_pattern[99] = '\0';
+		ck_assert_int_eq(rlb_trace_header_check(&lh, &lc, &err), RLB_EMISMATCH);
+		ck_assert_str_eq(err.msg, "the config does not match the trace: 'model.layer_pattern' "
+				 "differs at layer 99 (no layer in the config, 'E' in the trace; 99 and "
+				 "100 layers)");
+	}
 	rlb_trace_header_from_config(&plain, &cfg);
 	ck_assert_str_eq(plain.layer_pattern, "MEM*E-E*E");
 
