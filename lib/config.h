@@ -40,6 +40,7 @@ struct rlb_model_config {
 	int topk;		/* experts per token */
 	int hidden;		/* model width */
 	int expert_ffn;		/* routed expert intermediate size */
+	int moe_latent;		/* width the routed experts and the dispatch work in (0: hidden) */
 	int moe_layers;		/* number of MoE layers */
 	int first_dense_layers;	/* dense layers before the first MoE layer */
 	int moe_layer_period;	/* after them, blocks of this many layers ... */
@@ -249,6 +250,13 @@ enum rlb_block rlb_model_layer_block(const struct rlb_model_config *m, long i);
 
 /* Matrices of an FFN (expert, shared expert, dense): 3 when gated_ffn, else 2. */
 int rlb_model_ffn_matrices(const struct rlb_model_config *m);
+
+/*
+ * The width of a routed expert's input and output, and so of a token
+ * copy in the dispatch and combine: moe_latent when set (latent MoE
+ * projects the token down before the dispatch), else hidden.
+ */
+int rlb_model_expert_width(const struct rlb_model_config *m);
 
 /*
  * How hidden layer I (from 0) attends.  With attention_window,

@@ -279,6 +279,11 @@ int rlb_cfg_validate(struct loader *ld)
 				  "('model.experts' %d / 'model.expert_groups' %d)",
 				  m->topk, m->topk_groups, m->experts / m->expert_groups,
 				  m->experts, m->expert_groups);
+	/* a latent as wide as the model saves nothing and adds two projections */
+	if (m->moe_latent >= m->hidden)
+		return fail_keys2(ld, KEY(SEC_MODEL, "moe_latent"), KEY(SEC_MODEL, "hidden"),
+				  "'model.moe_latent' %d is not below 'model.hidden' %d",
+				  m->moe_latent, m->hidden);
 	if (m->shared_experts && !m->shared_expert_ffn)
 		return fail_keys2(ld, KEY(SEC_MODEL, "shared_experts"), KEY(SEC_MODEL, "shared_expert_ffn"),
 				  "'model.shared_experts' %d needs 'model.shared_expert_ffn'",

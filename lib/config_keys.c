@@ -62,6 +62,7 @@ static const struct key model_keys[] = {
 	KREQ(model, topk, 1, RLB_TRACE_MAX_TOPK),
 	KREQ(model, hidden, 1, 1048576),
 	KREQ(model, expert_ffn, 1, 1048576),
+	KINT(model, moe_latent, 0, 1048576),
 	KREQ(model, moe_layers, 1, RLB_TRACE_MAX_LAYERS),
 	KINT(model, first_dense_layers, 0, RLB_TRACE_MAX_LAYERS),
 	KINT(model, moe_layer_period, 1, RLB_MAX_MOE_LAYER_PERIOD),
@@ -450,6 +451,11 @@ enum rlb_block rlb_model_layer_block(const struct rlb_model_config *m, long i)
 int rlb_model_ffn_matrices(const struct rlb_model_config *m)
 {
 	return m->gated_ffn ? 3 : 2;
+}
+
+int rlb_model_expert_width(const struct rlb_model_config *m)
+{
+	return m->moe_latent > 0 ? m->moe_latent : m->hidden;
 }
 
 enum rlb_attention rlb_model_layer_attention(const struct rlb_model_config *m, long i)

@@ -351,6 +351,7 @@ START_TEST(test_set_good)
 {
 	struct rlb_config cfg;
 	struct rlb_err err = { 0, "" };
+	char set[128];
 	const char *sets[] = {
 		"model.preset=olmoe",
 		"model.name=\"my model: \\\"x\\\"\"",
@@ -409,6 +410,18 @@ START_TEST(test_set_good)
 	ck_assert_str_eq(cfg.cluster.name, "");
 	ck_assert_int_eq(rlb_config_set(&cfg, "model.layer_pattern=NULL", &err), 0);
 	ck_assert_str_eq(cfg.model.layer_pattern, "");
+	/* a latent MoE's latent: below the hidden width; 0 for none */
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.topk=2", &err), 0);
+	ck_assert_int_eq(rlb_model_expert_width(&cfg.model), cfg.model.hidden);
+	ck_assert_int_eq(rlb_config_set(&cfg, "model.moe_latent=16", &err), 0);
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), 0);
+	ck_assert_int_eq(rlb_model_expert_width(&cfg.model), 16);
+	snprintf(set, sizeof(set), "model.moe_latent=%d", cfg.model.hidden);
+	ck_assert_int_eq(rlb_config_set(&cfg, set, &err), 0);
+	ck_assert_int_eq(rlb_config_validate(&cfg, &err), RLB_ECONFIG);
+	snprintf(set, sizeof(set), "'model.moe_latent' %d is not below 'model.hidden' %d",
+		 cfg.model.hidden, cfg.model.hidden);
+	ck_assert_str_eq(err.msg, set);
 }
 END_TEST
 
