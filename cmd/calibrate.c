@@ -226,7 +226,7 @@ int cmd_calibrate(int argc, char **argv)
 		cmd_error(NAME, &err);
 		goto out;
 	}
-	o.m.hidden = (uint32_t)cfg.model.hidden;
+	o.m.hidden = (uint32_t)rlb_model_expert_width(&cfg.model);	/* the experts' GEMM shape */
 	o.m.ffn = (uint32_t)cfg.model.expert_ffn;
 	if (!o.experts_given && cfg.parallel.ep_size > 0 &&
 	    rlb_config_experts_per_gpu(&cfg) > 0)

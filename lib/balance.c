@@ -95,7 +95,7 @@ static double colocate_rows(const struct rlb_config *cfg, double row_s,
 			    uint32_t G, uint32_t gpn)
 {
 	double copy_s = (cfg->parallel.recompute ? 6.0 : 4.0) * 2.0 *
-			cfg->model.hidden /
+			rlb_model_expert_width(&cfg->model) /
 			(cfg->cluster.rdma_gbps * 1e9 * G);
 
 	if (!(row_s > 0) || !(cfg->cluster.rdma_gbps > 0))
@@ -117,7 +117,7 @@ static uint32_t min_pay_rows(const struct rlb_config *cfg, double row_s,
 
 	if (!(row_s > 0) || !(cfg->cluster.nvlink_gbps > 0))
 		return 0;
-	one_s = 2.0 * rlb_model_ffn_matrices(&cfg->model) * cfg->model.hidden *
+	one_s = 2.0 * rlb_model_ffn_matrices(&cfg->model) * rlb_model_expert_width(&cfg->model) *
 		cfg->model.expert_ffn / (cfg->cluster.nvlink_gbps * 1e9) +
 		cfg->cluster.nvlink_latency_us * 1e-6;
 	rows = (prefetched ? 1 : 2) * one_s / row_s;

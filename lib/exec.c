@@ -222,7 +222,12 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	ex->topk = th->topk;
 	ex->ranks = (uint32_t)cfg->parallel.ep_size;
 	ex->gpn = (uint32_t)rlb_config_ep_gpus_per_node(cfg);
-	ex->hidden = (uint32_t)cfg->model.hidden;
+	/*
+	 * The width of the expert path: a latent MoE model dispatches, runs
+	 * and combines its tokens in the latent (its projections are dense
+	 * work, which train-step does not run).
+	 */
+	ex->hidden = (uint32_t)rlb_model_expert_width(&cfg->model);
 	ex->ffn = (uint32_t)cfg->model.expert_ffn;
 	ex->shape.hidden = ex->hidden;
 	ex->shape.ffn = ex->ffn;

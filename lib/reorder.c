@@ -1147,7 +1147,7 @@ double rlb_reorder_objective_rows(const struct rlb_reorder *r,
 void rlb_reorder_costs(const struct rlb_config *cfg, double *row_s,
 		       double *migration_s)
 {
-	double hf = (double)cfg->model.hidden * cfg->model.expert_ffn;
+	double hf = (double)rlb_model_expert_width(&cfg->model) * cfg->model.expert_ffn;
 	double mats = rlb_model_ffn_matrices(&cfg->model);
 	double flops_s = cfg->cluster.peak_tflops * 1e12 * cfg->cluster.gemm_eff_max;
 	double bytes_s = cfg->cluster.rdma_gbps * 1e9 *

@@ -224,11 +224,12 @@ double rlb_reorder_objective_rows(const struct rlb_reorder *r,
 /*
  * Cost constants from the config, documented in man/relibra.1:
  *   row_s: one token row through one expert, forward and backward.
- *     Forward is M GEMMs of hidden x expert_ffn (M = 3 for SwiGLU, 2
- *     without gated_ffn), 2 * M * hidden * expert_ffn flops; backward
- *     twice that; at peak_tflops * gemm_eff_max:
- *     6 * M * hidden * expert_ffn / (peak_tflops * 1e12 * gemm_eff_max).
- *   migration_s: one expert's M * hidden * expert_ffn parameters times
+ *     Forward is M GEMMs of width x expert_ffn (M = 3 for SwiGLU, 2
+ *     without gated_ffn; width moe_latent for latent MoE, else hidden),
+ *     2 * M * width * expert_ffn flops; backward twice that; at
+ *     peak_tflops * gemm_eff_max:
+ *     6 * M * width * expert_ffn / (peak_tflops * 1e12 * gemm_eff_max).
+ *   migration_s: one expert's M * width * expert_ffn parameters times
  *     migration_bytes_per_param over the EP group's aggregate inter-node
  *     bandwidth, ep_size * rdma_gbps * 1e9 bytes/s: a step's moves run
  *     concurrently over every GPU's RDMA link, so one more move costs its

@@ -15,7 +15,8 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 {
 	const struct rlb_model_config *m = &cfg->model;
 	const struct rlb_cluster_config *c = &cfg->cluster;
-	double h = m->hidden, f = m->expert_ffn;
+	/* routed experts and their token copies work in the latent, when there is one */
+	double w = rlb_model_expert_width(m), f = m->expert_ffn;
 	double mats = rlb_model_ffn_matrices(m);
 
 	memset(p, 0, sizeof(*p));
@@ -27,18 +28,19 @@ void rlb_sim_params_init(struct rlb_sim_params *p, const struct rlb_config *cfg)
 	p->nvlink_latency_s = c->nvlink_latency_us * 1e-6;
 	p->rdma_bytes_per_s = c->rdma_gbps * 1e9;
 	p->rdma_latency_s = c->rdma_latency_us * 1e-6;
-	p->expert_params = mats * h * f;
+	p->expert_params = mats * w * f;
 	p->expert_flops_per_row = 2.0 * p->expert_params;
 	p->expert_weight_bytes = 2.0 * p->expert_params;
 	p->expert_grad_bytes = 2.0 * p->expert_params;
 	p->migration_bytes = p->expert_params * cfg->balancer.migration_bytes_per_param;
-	p->token_bytes = 2.0 * h;
+	p->token_bytes = 2.0 * w;
 	p->planner_overlap = cfg->balancer.planner_overlap;
 	p->passes = cfg->parallel.recompute ? 4 : 3;
 	p->a2a_phases = cfg->parallel.recompute ? 6 : 4;
 	p->gpus_per_node = c->gpus_per_node > 0 ? (uint32_t)rlb_config_ep_gpus_per_node(cfg) : 1;
 	p->dense_time_s = m->dense_time_ms * 1e-3;
-	p->hidden = h;
+	p->hidden = m->hidden;
+	p->moe_latent = m->moe_latent;
 	p->q_heads = m->q_heads;
 	p->kv_heads = m->kv_heads;
 	p->head_dim = m->head_dim;
@@ -627,7 +629,8 @@ static void rank_times(const struct rlb_sim_params *p, const struct dense_shape 
 	double proj = d->mla ? tok * d->mla_per_tok :
 		      2 * tok * p->hidden *
 		      ((2 + d->gate) * p->q_heads + 2 * p->kv_heads) * p->head_dim;
-	double router = 2 * tok * p->hidden * p->experts;
+	/* the router on the hidden width; latent MoE's projections down and back up */
+	double router = 2 * tok * p->hidden * p->experts + 4 * tok * p->hidden * p->moe_latent;
 	double ffn = 2.0 * d->mats * tok * p->hidden * p->dense_ffn;
 	double shared = p->shared_experts *
 			gemm_s(p, tok, d->shared_flops_per_row, d->shared_bytes);

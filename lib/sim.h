@@ -36,12 +36,12 @@ struct rlb_sim_params {
 	double nvlink_latency_s;
 	double rdma_bytes_per_s;	/* rdma_gbps * 1e9, per GPU per direction */
 	double rdma_latency_s;
-	double expert_params;		/* M * hidden * expert_ffn, M = rlb_model_ffn_matrices */
+	double expert_params;		/* M * width * expert_ffn, M = rlb_model_ffn_matrices, width rlb_model_expert_width */
 	double expert_flops_per_row;	/* 2 * expert_params (forward) */
 	double expert_weight_bytes;	/* expert_params * 2 (bf16) */
 	double expert_grad_bytes;	/* expert_params * 2 (bf16 gradient) */
 	double migration_bytes;		/* expert_params * migration_bytes_per_param */
-	double token_bytes;		/* hidden * 2: one token copy (bf16) */
+	double token_bytes;		/* width * 2: one token copy (bf16) */
 	double planner_overlap;		/* share of planning hidden (0..1) */
 	uint32_t passes;		/* compute passes: 3 (forward + 2x backward), 4 with recompute */
 	uint32_t a2a_phases;		/* all-to-all phases: 4 (dispatch + combine, forward and backward), 6 with recompute */
@@ -49,6 +49,7 @@ struct rlb_sim_params {
 	/* the dense part */
 	double dense_time_s;		/* model.dense_time_ms / 1e3 (0: estimate) */
 	double hidden;
+	double moe_latent;		/* 0, or the latent of the MoE layers' projections */
 	double q_heads, kv_heads, head_dim;
 	double experts;			/* routed experts (router GEMM width) */
 	double shared_experts, shared_expert_ffn;

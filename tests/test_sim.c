@@ -1133,6 +1133,92 @@ START_TEST(test_pattern_dense)
 END_TEST
 
 /*
+ * Latent MoE: the hot case with moe_latent 16, a quarter of hidden 64.
+ * The experts work in the latent: 3 * 16 * 32 = 1536 params, 3072 FLOP
+ * per row and weight bytes, 6.144 ns * (m + 100) for m rows, the same as
+ * a model of hidden 16; a token copy is 32 bytes, a quarter of 128.  The
+ * MoE layer's dense part adds the projections 64 -> 16 -> 64, 4 * 64 * 16
+ * = 4096 FLOP per token beside the router's 2 * 64 * 2 = 256.
+ * Static: GPU 0's 1200 rows 6.144 ns * 1300 = 7.9872 us; rank 1's 600
+ * copies 1 + 600 * 32 / 10^4 = 2.92 us; dense, 800 tokens per rank,
+ * 3 * 800 * (256 + 4096) / 0.5e12 = 20.8896 us.  Step 3 * 7.9872 +
+ * 4 * 2.92 + 20.8896 = 56.5312 us.  The replica: GPU 1's 2 * gemm(400)
+ * = 6.144 us, 200 copies each way 1.64 us, weights and gradient 1 +
+ * 3072 / 10^4 = 1.3072 us each: 3 * 6.144 + 4 * 1.64 + 2 * 1.3072 +
+ * 20.8896 = 48.496 us.
+ */
+START_TEST(test_latent_moe)
+{
+	struct rlb_config cfg, narrow;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_step_plan plan;
+	struct rlb_traffic t, ts;
+	struct rlb_sim_params p, pn;
+	struct rlb_sim_step full, st, rst, ns;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_opts o;
+	struct rlb_err err = {0};
+	struct seqs q;
+	double row, mig, row_n, mig_n;
+	uint64_t m;
+
+	hot_case(&cfg, &q, &s, &l, &plan);
+	traffic_of(&t, &cfg, &plan, &q, &s, &l);
+	traffic_of(&ts, &cfg, NULL, &q, &s, &l);
+	step_of(&cfg, &s, &l, &ts, &full);
+	cfg.model.moe_latent = 16;
+	narrow = cfg;
+	narrow.model.moe_latent = 0;
+	narrow.model.hidden = 16;
+
+	rlb_sim_params_init(&p, &cfg);
+	rlb_sim_params_init(&pn, &narrow);
+	REL_EQ(p.expert_params, 1536.0);
+	REL_EQ(p.expert_flops_per_row, 3072.0);
+	REL_EQ(p.expert_weight_bytes, 3072.0);
+	REL_EQ(p.expert_grad_bytes, 3072.0);
+	REL_EQ(p.migration_bytes, 14 * 1536.0);
+	REL_EQ(p.token_bytes, 32.0);
+	for (m = 0; m <= 2000; m += 250)
+		ck_assert(rlb_sim_gemm_s(&p, m) == rlb_sim_gemm_s(&pn, m));
+	rlb_reorder_costs(&cfg, &row, &mig);
+	rlb_reorder_costs(&narrow, &row_n, &mig_n);
+	REL_EQ(row, 6.0 * 3 * 16 * 32 / 0.5e12);
+	ck_assert(row == row_n && mig == mig_n);
+
+	step_of(&cfg, &s, &l, &ts, &st);
+	REL_EQ(st.policy.expert_s, 3 * 7.9872e-6);
+	REL_EQ(st.policy.a2a_s, 4 * 2.92e-6);
+	REL_EQ(st.policy.dense_s, 20.8896e-6);
+	REL_EQ(st.policy.total_s, 56.5312e-6);
+	/* the all-to-all's bytes scale by l / h */
+	REL_EQ(st.bytes.a2a_nvlink, 4 * 800 * 32.0);
+	REL_EQ(st.bytes.a2a_nvlink, full.bytes.a2a_nvlink / 4);
+	/* the expert GEMMs and the all-to-all are those of a model of hidden l */
+	step_of(&narrow, &s, &l, &ts, &ns);
+	REL_EQ(st.policy.expert_s, ns.policy.expert_s);
+	REL_EQ(st.policy.a2a_s, ns.policy.a2a_s);
+	REL_EQ(st.ideal.expert_s, ns.ideal.expert_s);
+	/* and the projections are the dense part's difference from the full-width model */
+	REL_EQ(st.policy.dense_s - full.policy.dense_s, 3 * 800 * 4096 / 0.5e12);
+
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_REPLICATE);
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
+	ck_assert_msg(rlb_sim_add_step(sim, &s, &l, &plan, &t, &ts, &rst, &err) == 0, "%s", err.msg);
+	REL_EQ(rst.policy.expert_s, 3 * 6.144e-6);
+	REL_EQ(rst.policy.a2a_s, 4 * 1.64e-6);
+	REL_EQ(rst.policy.replication_s, 1.3072e-6);
+	REL_EQ(rst.policy.grad_reduce_s, 1.3072e-6);
+	REL_EQ(rst.policy.total_s, 48.496e-6);
+	REL_EQ(rst.bytes.replica_nvlink, 3072.0);
+	REL_EQ(rst.bytes.grad_nvlink, 3072.0);
+	rlb_sim_free(sim);
+	hot_case_release(&t, &ts, &plan, &l, &s, &q);
+}
+END_TEST
+
+/*
  * A replica kept on the same GPU over consecutive micro-batches is
  * copied once and reduced once: two micro-batches of the hot case.
  */
@@ -1580,6 +1666,7 @@ Suite *rlb_suite_sim(void)
 	tcase_add_test(tc, test_migration);
 	tcase_add_test(tc, test_dense_estimate);
 	tcase_add_test(tc, test_pattern_dense);
+	tcase_add_test(tc, test_latent_moe);
 	tcase_add_test(tc, test_interleaved_window);
 	tcase_add_test(tc, test_replica_reuse);
 	tcase_add_test(tc, test_determinism);
