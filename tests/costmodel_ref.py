@@ -46,6 +46,10 @@ class Model:
         self.topk = m["topk"]
         self.h = m["hidden"]
         self.f = m["expert_ffn"]
+        # latent MoE: the token goes down to l before the dispatch and the
+        # routed experts work in it; w, the experts' and a token copy's width
+        self.l = m["moe_latent"]
+        self.w = self.l or self.h
         self.L = m["moe_layers"]
         # the layer layout (relibra.yaml(5)): first_dense_layers, then
         # moe_layers blocks of moe_layer_period layers, one of them MoE;
@@ -108,11 +112,11 @@ class Model:
         # an FFN's matrices: gate, up and down (SwiGLU), or up and down
         # without gated_ffn
         self.mats = 3 if m["gated_ffn"] else 2
-        self.params = self.mats * self.h * self.f
+        self.params = self.mats * self.w * self.f
         self.W = 2 * self.params
         self.W_grad = 2 * self.params
         self.W_mig = self.params * b["migration_bytes_per_param"]
-        self.b_tok = 2 * self.h
+        self.b_tok = 2 * self.w
         rec = p["recompute"]
         self.passes = 4 if rec else 3
         self.phases = 6 if rec else 4
@@ -124,13 +128,15 @@ class Model:
 
     def gemm(self, m, f=None):
         """Section "Expert compute": one instance of m rows, forward.
-        f is the FFN width (a shared expert's in the dense part)."""
+        f is the FFN width (a shared expert's in the dense part, which
+        works on the hidden width, not the routed experts' w)."""
         if m == 0:
             return 0.0
+        width = self.w if f is None else self.h
         f = self.f if f is None else f
-        flops = 2.0 * m * self.h * f * self.mats
+        flops = 2.0 * m * width * f * self.mats
         eta = self.eta_max * m / (m + self.m0)
-        weights = 2.0 * self.mats * self.h * f  # W of that FFN: BF16 weights
+        weights = 2.0 * self.mats * width * f  # W of that FFN: BF16 weights
         return max(flops / (self.P * eta), weights / self.B_hbm)
 
     def net_time(self, lat, bw, sent, recv, unit):
@@ -379,7 +385,8 @@ def dense_fwd(model, data, m):
             q_in = h * l_q + l_q * q * d if l_q > 0 else h * q * d
             proj = 2.0 * tokens * (q_in + h * (r_kv + p_rope) +
                                    r_kv * q * (d - p_rope + v) + q * v * h)
-        router = 2.0 * tokens * h * model.E
+        # the router reads the full width; a latent MoE projects h -> l and back
+        router = 2.0 * tokens * h * model.E + 4.0 * tokens * h * model.l
         ffn = 2.0 * tokens * h * model.dense_ffn * model.mats
         # a linear-attention layer: its projections (q, k, v, output gate,
         # decay and beta in, one out) and the chunked recurrence

@@ -162,6 +162,26 @@ check hybrid.yaml h.rrt --policy relibra --no-timing --set model.head_dim=1 \
 	--set balancer.min_tokens_per_replica=0
 python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["breakdown"]["replication_s"] <= 0)' \
 	"s$n.json" || fail "no replication beyond relibra's window in the hybrid"
+# Latent MoE (Nemotron 3 Super's shape, in small): the experts and the
+# token copies in a latent of 16 of the 64, the projections in the MoE
+# layers' dense part; with and without relibra's window, and recompute.
+check hybrid.yaml h.rrt --policy relibra --no-timing --set model.moe_latent=16
+check hybrid.yaml h.rrt --policy eplb-oracle --no-timing --pack dynamic \
+	--set model.moe_latent=16 --set parallel.recompute=true
+check dense.yaml d.rrt --policy replicate --no-timing --set model.moe_latent=24
+# The static layout's copies are the same at either width: a latent of a
+# quarter of hidden moves a quarter of the bytes.
+"$RELIBRA" plan -c hybrid.yaml --policy static --no-timing --json h.rrt > full.json ||
+	fail "plan static"
+"$RELIBRA" plan -c hybrid.yaml --policy static --no-timing --json \
+	--set model.moe_latent=16 h.rrt > latent.json || fail "plan static, latent"
+python3 - full.json latent.json <<'PY' || fail "the latent does not move a quarter of the bytes"
+import json, sys
+f, l = (json.load(open(p))["bytes_per_step"] for p in sys.argv[1:3])
+for k in ("a2a_nvlink", "a2a_rdma"):
+    assert l[k] * 4 == f[k], (k, l[k], f[k])
+assert f["a2a_nvlink"] + f["a2a_rdma"] > 0
+PY
 # A trainer's schedule file: an odd cut of a sequence, an empty micro-batch.
 run inspect --schedule -c "$cfg" --steps 0:0 t.rrt
 expect_status 0
