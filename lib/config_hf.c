@@ -23,8 +23,8 @@
 
 /* The relibra key of each RLB_HF_* row, in the order a preset lists them. */
 static const char *const key_names[RLB_HF_KEYS] = {
-	"experts", "topk", "hidden", "expert_ffn", "moe_layers", "first_dense_layers",
-	"moe_layer_period", "moe_layer_offset", "layer_pattern", "dense_ffn",
+	"experts", "topk", "hidden", "expert_ffn", "moe_latent", "moe_layers",
+	"first_dense_layers", "moe_layer_period", "moe_layer_offset", "layer_pattern", "dense_ffn",
 	"shared_experts", "shared_expert_ffn", "gated_ffn", "expert_groups", "topk_groups",
 	"q_heads", "kv_heads", "head_dim", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
 	"v_head_dim", "attention_output_gate", "attention_window", "attention_chunk",
@@ -48,6 +48,7 @@ static int *field_of(struct rlb_model_config *m, int key)
 	case RLB_HF_TOPK: return &m->topk;
 	case RLB_HF_HIDDEN: return &m->hidden;
 	case RLB_HF_EXPERT_FFN: return &m->expert_ffn;
+	case RLB_HF_MOE_LATENT: return &m->moe_latent;
 	case RLB_HF_MOE_LAYERS: return &m->moe_layers;
 	case RLB_HF_FIRST_DENSE: return &m->first_dense_layers;
 	case RLB_HF_PERIOD: return &m->moe_layer_period;
@@ -633,9 +634,8 @@ static int read_pattern(struct reader *r, const char **field)
 
 /*
  * What a Nemotron-H config may hold that relibra's model section cannot
- * say: per-layer block_configs (the Puzzle models), experts that work in
- * a latent narrower than the hidden size (Nemotron 3 Super), windowed
- * attention layers.
+ * say: per-layer block_configs (the Puzzle models), windowed attention
+ * layers.
  */
 static int refuse_nemotron_h(struct reader *r)
 {
@@ -646,12 +646,6 @@ static int refuse_nemotron_h(struct reader *r)
 		return rlb_err_set(r->err, RLB_ECONFIG, "%s: layers of their own shapes "
 				   "('block_configs', a Nemotron-H Puzzle model): relibra's MoE "
 				   "layers share one shape", r->path);
-	if ((ret = get_int(r, "moe_latent_size", &v)) < 0)
-		return ret;
-	if (v)
-		return rlb_err_set(r->err, RLB_ECONFIG, "%s: latent MoE ('moe_latent_size' %d): "
-				   "the routed experts work in a latent of their own width, which "
-				   "relibra.yaml(5) cannot describe", r->path, v);
 	if ((ret = get_int(r, "sliding_window", &v)) < 0)
 		return ret;
 	if (v)
@@ -958,6 +952,11 @@ static int read_model(struct reader *r)
 			return ret;
 		set(r, needed[i].key, x, which);
 	}
+	/* latent MoE (Nemotron 3 Super): null or 0 for none, and then not written */
+	if ((ret = get_int(r, "moe_latent_size", &x)) < 0)
+		return ret;
+	if (ret && x)
+		set(r, RLB_HF_MOE_LATENT, x, "moe_latent_size");
 	if (json_object_get(r->obj, "attn_layer_period") || !strcmp(r->hm->model_type, "jamba"))
 		return rlb_err_set(r->err, RLB_ECONFIG, "%s: Jamba's Mamba layers ('%s'): they "
 				   "are Mamba-1 mixers, and relibra models Mamba-2 ones", r->path,

@@ -19,12 +19,12 @@ extern "C" {
 
 /*
  * The model keys a config.json gives, in the order a preset writes them:
- * the layer pattern, gated_ffn and the Mamba-2 keys for a hybrid model
+ * the latent of a latent MoE, the layer pattern, gated_ffn and the Mamba-2 keys for a hybrid model
  * (Nemotron-H), the periodic layout and the attention kinds for the others.
  */
 enum {
 	RLB_HF_EXPERTS, RLB_HF_TOPK, RLB_HF_HIDDEN, RLB_HF_EXPERT_FFN,
-	RLB_HF_MOE_LAYERS, RLB_HF_FIRST_DENSE, RLB_HF_PERIOD, RLB_HF_OFFSET,
+	RLB_HF_MOE_LATENT, RLB_HF_MOE_LAYERS, RLB_HF_FIRST_DENSE, RLB_HF_PERIOD, RLB_HF_OFFSET,
 	RLB_HF_PATTERN, RLB_HF_DENSE_FFN, RLB_HF_SHARED, RLB_HF_SHARED_FFN,
 	RLB_HF_GATED, RLB_HF_GROUPS, RLB_HF_TOPK_GROUPS, RLB_HF_Q_HEADS,
 	RLB_HF_KV_HEADS, RLB_HF_HEAD_DIM, RLB_HF_KV_LORA, RLB_HF_Q_LORA,

@@ -38,6 +38,7 @@ static void assert_same_model(const struct rlb_model_config *a,
 	SAME(topk);
 	SAME(hidden);
 	SAME(expert_ffn);
+	SAME(moe_latent);
 	SAME(moe_layers);
 	SAME(first_dense_layers);
 	SAME(moe_layer_period);
@@ -318,6 +319,18 @@ START_TEST(test_nemotron_h)
 			 "(mlp_hidden_act relu2)");
 	ck_assert_str_eq(hm.from[RLB_HF_FIRST_DENSE], "");	/* not written */
 	ck_assert_str_eq(hm.from[RLB_HF_WINDOW], "");
+	ck_assert_int_eq(hm.model.moe_latent, 0);
+	ck_assert_str_eq(hm.from[RLB_HF_MOE_LATENT], "");	/* none: not written */
+	/* latent MoE: the experts' width; null or 0 for none */
+	load(&hm2, "{" NH "\"hybrid_override_pattern\": \"ME\", \"moe_latent_size\": 16}");
+	ck_assert_int_eq(hm2.model.moe_latent, 16);
+	ck_assert_int_eq(rlb_model_expert_width(&hm2.model), 16);
+	ck_assert_str_eq(hm2.from[RLB_HF_MOE_LATENT], "moe_latent_size");
+	load(&hm2, "{" NH "\"hybrid_override_pattern\": \"ME\", \"moe_latent_size\": null}");
+	ck_assert_int_eq(hm2.model.moe_latent, 0);
+	ck_assert_str_eq(hm2.from[RLB_HF_MOE_LATENT], "");
+	load(&hm2, "{" NH "\"hybrid_override_pattern\": \"ME\", \"moe_latent_size\": 0}");
+	ck_assert_int_eq(rlb_model_expert_width(&hm2.model), 64);
 	/* transformers' list of block types, its names now and before, and the pattern beside it */
 	load(&hm2, "{" NH "\"layers_block_type\": [\"linear_attention\", \"moe\", "
 	     "\"full_attention\", \"moe\", \"mlp\", \"moe\"], \"intermediate_size\": 128, "
@@ -383,9 +396,9 @@ START_TEST(test_nemotron_h)
 	refused("{" NH "\"hybrid_override_pattern\": \"ME\", \"block_configs\": [{}]}",
 		RLB_ECONFIG, "layers of their own shapes ('block_configs', a Nemotron-H Puzzle "
 		"model): relibra's MoE layers share one shape");
-	refused("{" NH "\"hybrid_override_pattern\": \"ME\", \"moe_latent_size\": 16}",
-		RLB_ECONFIG, "latent MoE ('moe_latent_size' 16): the routed experts work in a "
-		"latent of their own width, which relibra.yaml(5) cannot describe");
+	refused("{" NH "\"hybrid_override_pattern\": \"ME\", \"moe_latent_size\": 64}",
+		RLB_ECONFIG, "the model section made from it: 'model.moe_latent' 64 is not below "
+		"'model.hidden' 64");
 	refused("{" NH "\"hybrid_override_pattern\": \"*E\", \"sliding_window\": 128}",
 		RLB_ECONFIG, "'sliding_window' 128 with a layer pattern, whose attention layers "
 		"relibra models in full");
@@ -529,6 +542,8 @@ START_TEST(test_write_round_trip)
 	round_trip("deepseek-v3", "deepseek_v3");
 	/* a layer pattern, gated_ffn and the Mamba-2 keys */
 	round_trip("nemotron-3-nano-30b-a3b", "nemotron_h");
+	/* and the latent of a latent MoE */
+	round_trip("nemotron-3-super-120b-a12b", "nemotron_h");
 }
 END_TEST
 
