@@ -237,7 +237,7 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 		moe[i] = (i + 1) % step == 0;
 	snprintf(rule, size, "%s", json_object_get(r->obj, "decoder_sparse_step") ?
 		 "decoder_sparse_step" : json_object_get(r->obj, "interleave_moe_layer_step") ?
-		 "interleave_moe_layer_step" : "num_hidden_layers");
+		 "interleave_moe_layer_step" : "all layers");
 	list = get_array(r, "mlp_only_layers", &ret);
 	if (ret < 0 || (ret = mark_layers(r, list, "mlp_only_layers", L, moe, 0)) < 0)
 		return ret;

@@ -429,7 +429,7 @@ START_TEST(test_errors)
 		":1:32: invalid JSON (byte 32): duplicate object key near '\"num_experts\"'");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 5, "
 		"\"mlp_only_layers\": [0, 3]}", RLB_ECONFIG,
-		"the MoE layers (num_hidden_layers, mlp_only_layers: 1, 2, 4 of 5) do not repeat "
+		"the MoE layers (all layers, mlp_only_layers: 1, 2, 4 of 5) do not repeat "
 		"with one period after the first dense layers, which relibra.yaml(5) cannot "
 		"describe");
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, \"mlp_only_layers\": [7]}",
