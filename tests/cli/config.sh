@@ -102,6 +102,10 @@ while IFS= read -r line; do
 	value=${line#*: }
 	[ "$value" = '""' ] && value=empty
 	grep -q "^\.It Ic $key Pq " "$man5" || fail "relibra.yaml.5 lacks key '$section.$key'"
+	# README's Configuration section lists every key of its section
+	[ "$key" = name ] ||
+		sed -n "/^- \`$section\`:/,/^[^ ]/p" "$RLB_TOP/README.md" | tr ',.' '  ' |
+		grep -qw -- "$key" || fail "README.md's '$section' list lacks '$key'"
 	case $section.$key in
 	model.*|parallel.ep_size) continue ;;
 	esac
