@@ -172,6 +172,8 @@ START_TEST(test_family_rules)
 	     "\"num_experts\": 6, \"moe_intermediate_size\": 32}");
 	ck_assert_int_eq(hm.model.first_dense_layers, 2);
 	ck_assert_int_eq(hm.model.moe_layers, 4);
+	ck_assert_str_eq(hm.from[RLB_HF_MOE_LAYERS], "num_hidden_layers 6, all layers, "
+			 "mlp_only_layers");
 	/* Llama 4: an explicit moe_layers list is the same as the step */
 	load(&hm, "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
 	     BASE "\"num_hidden_layers\": 6, \"interleave_moe_layer_step\": 2, "
