@@ -265,7 +265,7 @@ int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 	fprintf(fp, "# relibra calibrate: %s, %s.\n", dev, date);
 	if (c->have_gemm) {
 		fprintf(fp, "# Expert GEMMs (forward gate, up, down; bf16, fp32 accumulate) of shape\n"
-			    "# hidden %u x ffn %u; efficiency relative to %.4g TFLOP/s per GPU:\n",
+			    "# width %u x ffn %u; efficiency relative to %.4g TFLOP/s per GPU:\n",
 			c->hidden, c->ffn, c->peak_flops / 1e12);
 		for (i = 0; c->gemm_pts && i < c->ngemm; i++) {
 			double fpr = 6.0 * c->hidden * c->ffn;
