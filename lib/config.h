@@ -248,6 +248,13 @@ enum rlb_block {
 };
 enum rlb_block rlb_model_layer_block(const struct rlb_model_config *m, long i);
 
+/*
+ * Check the LEN bytes of a layer pattern: the index of the first that is
+ * not a layer letter (E, M, * or -), or -1 when all are; *moe counts the
+ * MoE layers ('E') before it.
+ */
+long rlb_layer_pattern_scan(const char *p, size_t len, long *moe);
+
 /* Matrices of an FFN (expert, shared expert, dense): 3 when gated_ffn, else 2. */
 int rlb_model_ffn_matrices(const struct rlb_model_config *m);
 

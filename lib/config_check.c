@@ -185,28 +185,27 @@ static int check_layer_pattern(struct loader *ld)
 		m->linear_value_heads,
 	};
 	int mamba = m->mamba_heads || m->mamba_head_dim || m->mamba_state || m->mamba_groups;
-	long i, moe = 0, has_mamba = 0, has_mlp = 0;
+	const char *pat = m->layer_pattern;
+	long bad, moe;
+	int has_mamba = strchr(pat, 'M') != NULL, has_mlp = strchr(pat, '-') != NULL;
 	size_t k;
 
-	if (!m->layer_pattern[0]) {
+	if (!pat[0]) {
 		if (mamba)
 			return fail_keys2(ld, KEY(SEC_MODEL, "mamba_heads"), KEY(SEC_MODEL, "layer_pattern"),
 					  "the 'model.mamba_*' keys need a 'model.layer_pattern' with "
 					  "Mamba-2 layers ('M')");
 		return 0;
 	}
-	for (i = 0; m->layer_pattern[i]; i++) {
-		char c = m->layer_pattern[i];
+	bad = rlb_layer_pattern_scan(pat, strlen(pat), &moe);
+	if (bad >= 0) {
+		unsigned char c = (unsigned char)pat[bad];
 
-		if (!strchr("EM*-", c))
-			return fail_key(ld, KEY(SEC_MODEL, "layer_pattern"),
-					  (unsigned char)c < 0x20 || (unsigned char)c >= 0x7f ?
-					  "'model.layer_pattern' has byte 0x%02x at layer %ld (expected E, M, * or -)" :
-					  "'model.layer_pattern' has '%c' at layer %ld (expected E, M, * or -)",
-					  (unsigned char)c, i);
-		moe += c == 'E';
-		has_mamba |= c == 'M';
-		has_mlp |= c == '-';
+		return fail_key(ld, KEY(SEC_MODEL, "layer_pattern"),
+				c < 0x20 || c >= 0x7f ?
+				"'model.layer_pattern' has byte 0x%02x at layer %ld (expected E, M, * or -)" :
+				"'model.layer_pattern' has '%c' at layer %ld (expected E, M, * or -)",
+				c, bad);
 	}
 	if (moe != m->moe_layers)
 		return fail_keys2(ld, KEY(SEC_MODEL, "moe_layers"), KEY(SEC_MODEL, "layer_pattern"),

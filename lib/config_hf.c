@@ -569,7 +569,8 @@ static int pattern_of_list(struct reader *r, json_t *list, const char *name, cha
 static int pattern_of_string(struct reader *r, json_t *v, char *pat)
 {
 	const char *s;
-	size_t i, n;
+	long bad, moe;
+	size_t n;
 	int ret;
 
 	if (!json_is_string(v))
@@ -579,15 +580,15 @@ static int pattern_of_string(struct reader *r, json_t *v, char *pat)
 	n = json_string_length(v);
 	if ((ret = check_layer_count(r, "hybrid_override_pattern", n)) < 0)
 		return ret;
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
+	bad = rlb_layer_pattern_scan(s, n, &moe);
+	if (bad >= 0) {
+		unsigned char c = (unsigned char)s[bad];
 
-		if (!c || !strchr("EM*-", c))
-			return rlb_err_set(r->err, RLB_ECONFIG, c >= 0x20 && c < 0x7f ?
-				"%s: 'hybrid_override_pattern' has '%c' at layer %zu "
-				"(expected E, M, * or -)" :
-				"%s: 'hybrid_override_pattern' has byte 0x%02x at layer %zu "
-				"(expected E, M, * or -)", r->path, c, i);
+		return rlb_err_set(r->err, RLB_ECONFIG, c >= 0x20 && c < 0x7f ?
+			"%s: 'hybrid_override_pattern' has '%c' at layer %ld "
+			"(expected E, M, * or -)" :
+			"%s: 'hybrid_override_pattern' has byte 0x%02x at layer %ld "
+			"(expected E, M, * or -)", r->path, c, bad);
 	}
 	memcpy(pat, s, n + 1);
 	return 0;

@@ -448,6 +448,19 @@ enum rlb_block rlb_model_layer_block(const struct rlb_model_config *m, long i)
 	}
 }
 
+long rlb_layer_pattern_scan(const char *p, size_t len, long *moe)
+{
+	size_t i;
+
+	*moe = 0;
+	for (i = 0; i < len; i++) {
+		if (!memchr("EM*-", p[i], 4))	/* NUL included: not a letter */
+			return (long)i;
+		*moe += p[i] == 'E';
+	}
+	return -1;
+}
+
 int rlb_model_ffn_matrices(const struct rlb_model_config *m)
 {
 	return m->gated_ffn ? 3 : 2;

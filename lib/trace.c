@@ -194,23 +194,21 @@ static int check_pattern(const struct rlb_trace_header *h, const char *what,
 			 struct rlb_err *err)
 {
 	const char *p = h->layer_pattern;
-	uint32_t i, moe = 0;
+	long bad, moe;
 
 	if (!memchr(p, '\0', sizeof(h->layer_pattern)))
 		return rlb_err_set(err, RLB_EINVAL,
 				   "%s: layer pattern is not NUL-terminated", what);
 	if (!*p)
 		return 0;
-	for (i = 0; p[i]; i++) {
-		if (!strchr("EM*-", p[i]))
-			return rlb_err_set(err, RLB_EINVAL,
-					   "%s: layer pattern has byte 0x%02x at layer %u (expected E, M, * or -)",
-					   what, (unsigned char)p[i], i);
-		moe += p[i] == 'E';
-	}
-	if (moe != h->moe_layers)
+	bad = rlb_layer_pattern_scan(p, strlen(p), &moe);
+	if (bad >= 0)
 		return rlb_err_set(err, RLB_EINVAL,
-				   "%s: layer pattern has %u MoE layers ('E'), moe_layers is %u",
+				   "%s: layer pattern has byte 0x%02x at layer %ld (expected E, M, * or -)",
+				   what, (unsigned char)p[bad], bad);
+	if (moe != (long)h->moe_layers)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "%s: layer pattern has %ld MoE layers ('E'), moe_layers is %u",
 				   what, moe, h->moe_layers);
 	if (h->first_dense_layers || h->moe_layer_period > 1 || h->moe_layer_offset)
 		return rlb_err_set(err, RLB_EINVAL,
