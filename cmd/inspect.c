@@ -473,8 +473,10 @@ static json_t *churn_json(double churn, uint64_t pairs)
 	return pairs ? json_real(churn) : json_null();
 }
 
-static void print_stats(const struct rlb_trace_stats *st)
+static void print_stats(const struct rlb_trace_stats *st, const struct rlb_model_config *m)
 {
+	/* a model with other layers also numbers each MoE layer as it does */
+	int other = rlb_model_hidden_layers(m) != m->moe_layers;
 	char mb[16], step[16];
 	uint32_t l;
 
@@ -491,13 +493,17 @@ static void print_stats(const struct rlb_trace_stats *st)
 	printf("hot-expert churn: %s between micro-batches, %s between steps\n",
 	       churn_text(mb, sizeof(mb), st->hot_churn_mb, st->mb_pairs),
 	       churn_text(step, sizeof(step), st->hot_churn_step, st->step_pairs));
-	printf("\nlayer  mb-p50  mb-p90  mb-p99  mb-max  step-p50  step-max  churn-mb  churn-step\n");
+	printf("\nlayer%s  mb-p50  mb-p90  mb-p99  mb-max  step-p50  step-max  churn-mb  churn-step\n",
+	       other ? "  model" : "");
 	for (l = 0; l < st->layers; l++) {
 		const struct rlb_layer_stats *s = &st->layer[l];
 
+		printf("%5" PRIu32, l);
+		if (other)
+			printf("  %5ld", rlb_model_moe_layer_index(m, l));
 		/* every layer has the same pairs */
-		printf("%5" PRIu32 "  %6.3f  %6.3f  %6.3f  %6.3f  %8.3f  %8.3f  %8s  %10s\n",
-		       l, s->mb_gpu.p50, s->mb_gpu.p90, s->mb_gpu.p99, s->mb_gpu.max,
+		printf("  %6.3f  %6.3f  %6.3f  %6.3f  %8.3f  %8.3f  %8s  %10s\n",
+		       s->mb_gpu.p50, s->mb_gpu.p90, s->mb_gpu.p99, s->mb_gpu.max,
 		       s->step_gpu.p50, s->step_gpu.max,
 		       churn_text(mb, sizeof(mb), s->hot_churn_mb, st->mb_pairs),
 		       churn_text(step, sizeof(step), s->hot_churn_step, st->step_pairs));
@@ -510,7 +516,7 @@ static json_t *json_dist(const struct rlb_dist *d)
 			 "p50", d->p50, "p90", d->p90, "p99", d->p99, "max", d->max);
 }
 
-static json_t *json_stats(const struct rlb_trace_stats *st)
+static json_t *json_stats(const struct rlb_trace_stats *st, const struct rlb_model_config *m)
 {
 	json_t *j = json_object(), *layers = json_array();
 	uint32_t l;
@@ -532,7 +538,9 @@ static json_t *json_stats(const struct rlb_trace_stats *st)
 	for (l = 0; l < st->layers; l++) {
 		const struct rlb_layer_stats *s = &st->layer[l];
 
-		json_array_append_new(layers, json_pack("{sI so so so so}", "layer", (json_int_t)l,
+		json_array_append_new(layers, json_pack("{sI sI so so so so}", "layer", (json_int_t)l,
+							"model_layer",
+							(json_int_t)rlb_model_moe_layer_index(m, l),
 							"gpu_max_mean_per_micro_batch", json_dist(&s->mb_gpu),
 							"gpu_max_mean_per_step", json_dist(&s->step_gpu),
 							"hot_churn_micro_batch",
@@ -563,9 +571,9 @@ static int run_stats(const struct opts *o, struct rlb_trace_reader *r,
 		return -1;
 	}
 	if (j)
-		json_object_set_new(j, "stats", json_stats(&st));
+		json_object_set_new(j, "stats", json_stats(&st, &cfg->model));
 	else
-		print_stats(&st);
+		print_stats(&st, &cfg->model);
 	rlb_trace_stats_release(&st);
 	return 0;
 }

@@ -112,6 +112,20 @@ for p in static eplb eplb-oracle replicate relibra ideal; do
 	run plan -c hy.yaml --policy "$p" --no-timing -o "$p.rlp" s.rrt
 	expect_status 0
 done
+# --stats numbers each MoE layer also as the model does.
+run inspect --stats --json -c hy.yaml s.rrt
+expect_status 0
+tr -d ' \n' < out > flat
+run inspect --stats -c hy.yaml s.rrt
+expect_status 0
+expect_out "layer  model  mb-p50"
+j=0
+for at in $moe_at; do
+	grep -q "^    $j      $at  " out || fail "--stats gives MoE layer $j no model layer $at"
+	grep -qF "\"layer\":$j,\"model_layer\":$at," flat ||
+		fail "--stats --json gives MoE layer $j no model layer $at"
+	j=$((j + 1))
+done
 run plan -c hy.yaml --set 'model.layer_pattern=EM*ME-E*E' s.rrt
 expect_status 1
 expect_err "'model.layer_pattern' is \"EM*ME-E*E\" in the config, \"MEM*E-E*E\" in the trace"

@@ -76,6 +76,8 @@ expect_out "stats:          pack ffd, EP 4 (2 nodes), 512 tokens per GPU per mic
 expect_out "GPU max/mean per (micro-batch, layer):"
 expect_out "hot-expert churn:"
 expect_out "layer  mb-p50"
+# Every layer is MoE: no column of model layers.
+grep -q "layer  model" out && fail "--stats of an all-MoE model printed model layers"
 run inspect --json --stats -c "$CONFIGS/tiny-2x2.yaml" --steps 1: "$tiny"
 expect_status 0
 expect_out '"pack": "in-order"'
