@@ -214,7 +214,7 @@ int main(int argc, char **argv)
 		const char *name;
 		enum rlb_gemm_mode mode;
 	} modes[] = { { "loop", RLB_GEMM_LOOP }, { "grouped", RLB_GEMM_GROUPED } };
-	struct rlb_expert_shape s = { 2048, 768 };	/* qwen3-30b-a3b's expert */
+	struct rlb_expert_shape s = { 2048, 768, 0 };	/* qwen3-30b-a3b's expert */
 	unsigned long experts = 16, rows = 1536, reps = 9, v;
 	struct rlb_err err = { 0, "" };
 	struct bench b;

@@ -32,7 +32,7 @@ static double best_s(uint64_t ns, double best)
 
 static int run(const struct shape *sh, int reps)
 {
-	struct rlb_expert_shape s = { sh->hidden, sh->ffn };
+	struct rlb_expert_shape s = { sh->hidden, sh->ffn, 0 };
 	size_t np = rlb_expert_params(&s), nx = sh->rows * sh->hidden;
 	size_t na = sh->rows * rlb_expert_act_per_row(&s), i;
 	float *w = malloc(np * sizeof(float)), *dw = calloc(np, sizeof(float));

@@ -86,7 +86,7 @@ static void gemm_bench_free(struct gemm_bench *b, uint32_t experts)
 static int gemm_bench_init(struct gemm_bench *b, const struct rlb_calib_opts *o,
 			   struct rlb_err *err)
 {
-	struct rlb_expert_shape s = { o->hidden, o->ffn };
+	struct rlb_expert_shape s = { o->hidden, o->ffn, 0 };
 	struct rlb_backend_init bi;
 	size_t np = rlb_expert_params(&s), rows = o->rows_max * (size_t)o->experts;
 	size_t chunk = 1024, i, done;
@@ -153,7 +153,7 @@ static int gemm_bench_init(struct gemm_bench *b, const struct rlb_calib_opts *o,
 static int gemm_points(const struct rlb_calib_opts *o, struct rlb_calib_result *res,
 		       struct rlb_err *err)
 {
-	struct rlb_expert_shape s = { o->hidden, o->ffn };
+	struct rlb_expert_shape s = { o->hidden, o->ffn, 0 };
 	struct gemm_bench b;
 	struct rlb_elapsed el;
 	size_t m, r;

@@ -1,7 +1,8 @@
 /*
  * expert.c - the MoE layer math of train-step on the CPU (expert.h): the
- * SwiGLU expert forward and backward as blocked fp32 matrix products, the
- * default gate rule, Adam, and the hash-generated weights and inputs.
+ * SwiGLU expert and the ungated squared-ReLU expert, forward and backward
+ * as blocked fp32 matrix products, the default gate rule, Adam, and the
+ * hash-generated weights and inputs.
  *
  * Determinism.  Every output element is a sum in one fixed order that
  * depends only on the shape, never on n, on the row's place in the batch
@@ -10,7 +11,7 @@
  *   y (forward)      j = 0 .. ffn-1 ascending, starting from +0
  *   dh = dy w_down^T c = 0 .. hidden-1 ascending
  *   dx               j = 0 .. ffn-1 ascending, per j the gate term then
- *                    the up term
+ *                    the up term (ungated: the up term alone)
  *   dw               rows in the order given, added straight into dw
  * so a row's y and dx are the same bits alone or in any batch, and two
  * calls over rows [0, a) and [a, n) leave the same dw bits as one call.
@@ -313,14 +314,19 @@ static inline float sigmoid(float g)
 	return 1.0f / (1.0f + expf(-g));
 }
 
+uint32_t rlb_expert_matrices(const struct rlb_expert_shape *s)
+{
+	return s->ungated ? 2 : 3;
+}
+
 size_t rlb_expert_params(const struct rlb_expert_shape *s)
 {
-	return 3 * (size_t)s->hidden * s->ffn;
+	return rlb_expert_matrices(s) * (size_t)s->hidden * s->ffn;
 }
 
 size_t rlb_expert_act_per_row(const struct rlb_expert_shape *s)
 {
-	return 2 * (size_t)s->ffn;
+	return (s->ungated ? 1 : 2) * (size_t)s->ffn;
 }
 
 /*
@@ -345,8 +351,8 @@ static float *scratch_get(size_t n, size_t ffn, size_t per, float *small,
 	return small;
 }
 
-void rlb_expert_forward(const struct rlb_expert_shape *s, const float *w,
-			size_t n, const float *x, float *y, float *act)
+static void swiglu_forward(const struct rlb_expert_shape *s, const float *w,
+			   size_t n, const float *x, float *y, float *act)
 {
 	size_t H = s->hidden, F = s->ffn, A = 2 * F;
 	const float *wg = w, *wu = w + H * F, *wd = w + 2 * H * F;
@@ -392,9 +398,9 @@ out:
 		free(h);
 }
 
-void rlb_expert_backward(const struct rlb_expert_shape *s, const float *w,
-			 size_t n, const float *x, const float *act,
-			 const float *dy, float *dx, float *dw)
+static void swiglu_backward(const struct rlb_expert_shape *s, const float *w,
+			    size_t n, const float *x, const float *act,
+			    const float *dy, float *dx, float *dw)
 {
 	size_t H = s->hidden, F = s->ffn, A = 2 * F;
 	const float *wg = w, *wu = w + H * F, *wd = w + 2 * H * F;
@@ -462,6 +468,141 @@ out:
 		free(buf);
 }
 
+/*
+ * relu(u), keeping a NaN (u < 0 is false for it) so that a diverged run
+ * shows in y as it does through silu.
+ */
+static inline float relu(float u)
+{
+	return u < 0.0f ? 0.0f : u;
+}
+
+/* The ungated expert: u = x w_up, h = relu(u)^2, y = h w_down. */
+static void relu2_forward(const struct rlb_expert_shape *s, const float *w,
+			  size_t n, const float *x, float *y, float *act)
+{
+	size_t H = s->hidden, F = s->ffn;
+	const float *wu = w, *wd = w + H * F;
+	float small[RB_SMALL * (FC_SMALL + PAD)];
+	float *h = NULL;
+	size_t rb, fc, r0, j0, i, j;
+
+	if (n == 0 || H == 0)
+		goto out;
+	if (F == 0) {
+		memset(y, 0, n * H * sizeof(float));
+		goto out;
+	}
+	h = scratch_get(n, F, 1, small, &rb, &fc);
+	for (r0 = 0; r0 < n; r0 += rb) {
+		size_t m = min_sz(rb, n - r0);
+		const float *xb = x + r0 * H;
+		float *ab = act + r0 * F, *yb = y + r0 * H;
+
+		for (j0 = 0; j0 < F; j0 += fc) {
+			size_t f = min_sz(fc, F - j0);
+			struct opnd ax = { xb, NULL, H, 1 };
+			struct opnd bu = { wu + j0, NULL, F, 1 };
+			size_t ld = f + PAD;
+			struct opnd ah = { h, NULL, ld, 1 };
+			struct opnd bd = { wd + j0 * H, NULL, H, 1 };
+
+			gemm(m, f, H, &ax, &bu, ab + j0, F, 0, m);
+			for (i = 0; i < m; i++)
+				for (j = 0; j < f; j++) {
+					float r = relu(ab[i * F + j0 + j]);
+
+					h[i * ld + j] = r * r;
+				}
+			gemm(m, H, f, &ah, &bd, yb, H, j0 > 0, m);
+		}
+	}
+out:
+	if (h != small)
+		free(h);
+}
+
+/*
+ * Its backward: dh = dy w_down^T, du = dh * 2 relu(u); dw_up += x^T du,
+ * dw_down += h^T dy, dx = du w_up^T.
+ */
+static void relu2_backward(const struct rlb_expert_shape *s, const float *w,
+			   size_t n, const float *x, const float *act,
+			   const float *dy, float *dx, float *dw)
+{
+	size_t H = s->hidden, F = s->ffn;
+	const float *wu = w, *wd = w + H * F;
+	float *dwu = dw, *dwd = dw + H * F;
+	float small[2 * RB_SMALL * (FC_SMALL + PAD)];
+	float *buf = NULL;
+	size_t rb, fc, r0, j0, i, j;
+
+	if (n == 0 || H == 0)
+		goto out;
+	if (F == 0) {
+		memset(dx, 0, n * H * sizeof(float));
+		goto out;
+	}
+	buf = scratch_get(n, F, 2, small, &rb, &fc);
+	for (r0 = 0; r0 < n; r0 += rb) {
+		size_t m = min_sz(rb, n - r0);
+		const float *xb = x + r0 * H, *dyb = dy + r0 * H;
+		const float *ab = act + r0 * F;
+		float *dxb = dx + r0 * H;
+
+		for (j0 = 0; j0 < F; j0 += fc) {
+			size_t f = min_sz(fc, F - j0), ld = f + PAD;
+			float *h = buf, *du = h + rb * (fc + PAD);
+			struct opnd ady = { dyb, NULL, H, 1 };
+			struct opnd bdt = { wd + j0 * H, NULL, 1, H };
+			struct opnd axt = { xb, NULL, 1, H };
+			struct opnd bdu = { du, NULL, ld, 1 };
+			struct opnd aht = { h, NULL, 1, ld };
+			struct opnd bdy = { dyb, NULL, H, 1 };
+			struct opnd adu = { du, NULL, ld, 1 };
+			struct opnd but = { wu + j0, NULL, 1, F };
+
+			/* dh = dy w_down[chunk]^T, into du */
+			gemm(m, f, H, &ady, &bdt, du, ld, 0, m);
+			for (i = 0; i < m; i++)
+				for (j = 0; j < f; j++) {
+					float r = relu(ab[i * F + j0 + j]);
+
+					h[i * ld + j] = r * r;
+					du[i * ld + j] *= 2.0f * r;
+				}
+			/* dw_up[:, chunk] += x^T du */
+			gemm(H, f, m, &axt, &bdu, dwu + j0, F, 1, MC_T);
+			/* dw_down[chunk, :] += h^T dy */
+			gemm(f, H, m, &aht, &bdy, dwd + j0 * H, H, 1, MC_T);
+			/* dx (+)= du w_up[chunk]^T */
+			gemm(m, H, f, &adu, &but, dxb, H, j0 > 0, m);
+		}
+	}
+out:
+	if (buf != small)
+		free(buf);
+}
+
+void rlb_expert_forward(const struct rlb_expert_shape *s, const float *w,
+			size_t n, const float *x, float *y, float *act)
+{
+	if (s->ungated)
+		relu2_forward(s, w, n, x, y, act);
+	else
+		swiglu_forward(s, w, n, x, y, act);
+}
+
+void rlb_expert_backward(const struct rlb_expert_shape *s, const float *w,
+			 size_t n, const float *x, const float *act,
+			 const float *dy, float *dx, float *dw)
+{
+	if (s->ungated)
+		relu2_backward(s, w, n, x, act, dy, dx, dw);
+	else
+		swiglu_backward(s, w, n, x, act, dy, dx, dw);
+}
+
 void rlb_combine_rows(size_t n, uint32_t hidden, const float *gate,
 		      const float *y, float *y_out)
 {
@@ -523,9 +664,11 @@ void rlb_expert_init(const struct rlb_expert_shape *s, uint64_t seed,
 	uint64_t h = mix(mix(mix(seed ^ DOMAIN_INIT) ^ layer) ^ expert);
 	float a_in = H ? (float)(1.0 / sqrt((double)H)) : 0;
 	float a_ffn = F ? (float)(1.0 / sqrt((double)F)) : 0;
+	/* an ungated expert is the gated one's up and down: indices from hf */
+	size_t skip = s->ungated ? hf : 0;
 
-	for (i = 0; i < 3 * hf; i++)
-		w[i] = unit_signed(mix(h ^ i)) * (i < 2 * hf ? a_in : a_ffn);
+	for (i = skip; i < 3 * hf; i++)
+		w[i - skip] = unit_signed(mix(h ^ i)) * (i < 2 * hf ? a_in : a_ffn);
 }
 
 void rlb_hidden_init(uint64_t seed, uint32_t step, uint32_t seq,

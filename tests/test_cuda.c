@@ -297,7 +297,7 @@ START_TEST(gpu_expert)
 	 * empty one; 1: an odd ffn (the SwiGLU kernels' unpaired columns) and
 	 * four row counts.
 	 */
-	static const struct rlb_expert_shape shapes[2] = { { 64, 32 }, { 40, 21 } };
+	static const struct rlb_expert_shape shapes[2] = { { 64, 32, 0 }, { 40, 21, 0 } };
 	static const size_t rows_of[2][5] = { { 7, 16, 16, 16, 0 }, { 12, 5, 9, 3, 9 } };
 	const struct rlb_expert_shape s = shapes[_i];
 	const size_t *rows = rows_of[_i];
@@ -494,7 +494,7 @@ START_TEST(gpu_rows_and_adam)
 	ck_assert_int_eq(g.be->ops->alloc(g.be, n * 2, &w, &err), 0);
 	ck_assert_int_eq(g.be->ops->alloc(g.be, n * 12, &opt, &err), 0);
 	{
-		struct rlb_expert_shape s1 = { 1, (uint32_t)n / 3 };
+		struct rlb_expert_shape s1 = { 1, (uint32_t)n / 3, 0 };
 		float *half = malloc(n * sizeof(float));
 
 		ck_assert_int_eq(rlb_expert_params(&s1), 999);

@@ -252,7 +252,7 @@ END_TEST
  */
 START_TEST(test_cpu_backward_split)
 {
-	struct rlb_expert_shape s = { 16, 8 };
+	struct rlb_expert_shape s = { 16, 8, 0 };
 	size_t np = rlb_expert_params(&s), n = 7, cut = 3, i;
 	struct rlb_world *w;
 	struct rlb_backend *be = cpu_backend(&w);
@@ -606,7 +606,7 @@ START_TEST(test_exec_identity_preserved)
 	static const enum rlb_policy pols[] = { RLB_POLICY_EPLB_ORACLE, RLB_POLICY_RELIBRA };
 	struct rlb_config cfg;
 	struct rlb_exec_opts o;
-	struct rlb_expert_shape shape = { 16, 8 };
+	struct rlb_expert_shape shape = { 16, 8, 0 };
 	size_t np = rlb_expert_params(&shape), i, k;
 	float *got = malloc(np * sizeof(float)), *want = malloc(np * sizeof(float));
 	char trace[512], plan[512];
@@ -674,7 +674,7 @@ START_TEST(test_exec_latent_moe)
 	static const char *const keys[] = { "a2a", "replica", "grad", "migration" };
 	struct rlb_config full, latent;
 	struct rlb_exec_opts o;
-	struct rlb_expert_shape shape = { 4, 8 };
+	struct rlb_expert_shape shape = { 4, 8, 0 };
 	size_t np = rlb_expert_params(&shape), k;
 	float *got = malloc(np * sizeof(float)), *want = malloc(np * sizeof(float));
 	double bytes[2][4];

@@ -1,9 +1,11 @@
 /*
- * test_expert.c - unit tests of lib/expert: the SwiGLU expert forward and
- * backward against a plain double-precision reference and central finite
- * differences, the bit-exact row and split invariance the executor relies
- * on, combine, the default gates, the hash-generated weights and inputs,
- * and Adam against a hand-computed step.
+ * test_expert.c - unit tests of lib/expert: the SwiGLU and the ungated
+ * (squared ReLU) expert forward and backward against a plain
+ * double-precision reference and central finite differences, the
+ * bit-exact row and split invariance the executor relies on, the gated
+ * bits held to a captured hash, combine, the default gates, the
+ * hash-generated weights and inputs, and Adam against a hand-computed
+ * step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,8 +16,11 @@
 #include "suites.h"
 
 /* Shapes: the brief's tiny one, and one that crosses every tile, strip and chunk edge. */
-static const struct rlb_expert_shape tiny = { 8, 4 };
-static const struct rlb_expert_shape odd = { 40, 300 };
+static const struct rlb_expert_shape tiny = { 8, 4, 0 };
+static const struct rlb_expert_shape odd = { 40, 300, 0 };
+/* The ungated expert: the brief's small shape, and the edge-crossing one. */
+static const struct rlb_expert_shape tiny2 = { 8, 6, 1 };
+static const struct rlb_expert_shape odd2 = { 40, 300, 1 };
 
 static float *fill(size_t n, uint64_t seed, float scale)
 {
@@ -35,9 +40,75 @@ static double silu_d(double g)
 	return g / (1.0 + exp(-g));
 }
 
+static double relu_d(double u)
+{
+	return u > 0 ? u : 0;
+}
+
+/*
+ * The ungated reference: y = relu(x Wu)^2 Wd per row in double, u kept;
+ * with dy, dx and dw of that function from the chain rule
+ * (d relu(u)^2 / du = 2 relu(u)).
+ */
+static void ref2_forward(const struct rlb_expert_shape *s, const float *w,
+			 size_t n, const double *x, double *y, double *u)
+{
+	size_t H = s->hidden, F = s->ffn, i, j, k;
+	const float *wu = w, *wd = w + H * F;
+
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < F; j++) {
+			double su = 0;
+
+			for (k = 0; k < H; k++)
+				su += x[i * H + k] * wu[k * F + j];
+			u[i * F + j] = su;
+		}
+		for (k = 0; k < H; k++) {
+			double sy = 0;
+
+			for (j = 0; j < F; j++) {
+				double r = relu_d(u[i * F + j]);
+
+				sy += r * r * wd[j * H + k];
+			}
+			y[i * H + k] = sy;
+		}
+	}
+}
+
+static void ref2_backward(const struct rlb_expert_shape *s, const float *w,
+			  size_t n, const double *x, const double *u,
+			  const float *dy, double *dx, double *dw)
+{
+	size_t H = s->hidden, F = s->ffn, i, j, k;
+	const float *wu = w, *wd = w + H * F;
+	double *dwu = dw, *dwd = dw + H * F;
+
+	memset(dw, 0, 2 * H * F * sizeof(double));
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < H; k++)
+			dx[i * H + k] = 0;
+		for (j = 0; j < F; j++) {
+			double r = relu_d(u[i * F + j]), dh = 0, duv;
+
+			for (k = 0; k < H; k++) {
+				dh += dy[i * H + k] * wd[j * H + k];
+				dwd[j * H + k] += r * r * dy[i * H + k];
+			}
+			duv = dh * 2 * r;
+			for (k = 0; k < H; k++) {
+				dwu[k * F + j] += x[i * H + k] * duv;
+				dx[i * H + k] += duv * wu[k * F + j];
+			}
+		}
+	}
+}
+
 /*
  * The reference: y = (silu(x Wg) * (x Wu)) Wd per row in double, and
- * (with dy) dx and dw of that function, straight from the chain rule.
+ * (with dy) dx and dw of that function, straight from the chain rule;
+ * an ungated shape takes ref2_* (g left alone).
  */
 static void ref_forward(const struct rlb_expert_shape *s, const float *w,
 			size_t n, const double *x, double *y, double *g, double *u)
@@ -45,6 +116,10 @@ static void ref_forward(const struct rlb_expert_shape *s, const float *w,
 	size_t H = s->hidden, F = s->ffn, i, j, k;
 	const float *wg = w, *wu = w + H * F, *wd = w + 2 * H * F;
 
+	if (s->ungated) {
+		ref2_forward(s, w, n, x, y, u);
+		return;
+	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < F; j++) {
 			double sg = 0, su = 0;
@@ -75,6 +150,10 @@ static void ref_backward(const struct rlb_expert_shape *s, const float *w,
 	const float *wg = w, *wu = w + H * F, *wd = w + 2 * H * F;
 	double *dwg = dw, *dwu = dw + H * F, *dwd = dw + 2 * H * F;
 
+	if (s->ungated) {
+		ref2_backward(s, w, n, x, u, dy, dx, dw);
+		return;
+	}
 	memset(dw, 0, 3 * H * F * sizeof(double));
 	for (i = 0; i < n; i++) {
 		for (k = 0; k < H; k++)
@@ -182,17 +261,22 @@ static void prob_free(struct prob *p)
 static void check_forward(const struct rlb_expert_shape *s, size_t n)
 {
 	struct prob p;
-	size_t i, j, F = s->ffn;
+	size_t i, j, F = s->ffn, A = rlb_expert_act_per_row(s);
 
 	prob_init(&p, s, n, 11);
 	rlb_expert_forward(s, p.w, n, p.x, p.y, p.act);
 	ck_assert_double_le(rel_err(p.y, p.yr, p.nx), 1e-5);
 	for (i = 0; i < n; i++)
 		for (j = 0; j < F; j++) {
-			double g = p.gr[i * F + j], u = p.ur[i * F + j];
+			double u = p.ur[i * F + j];
 
-			ck_assert_double_le(fabs(p.act[i * 2 * F + j] - g), 1e-5 * (1 + fabs(g)));
-			ck_assert_double_le(fabs(p.act[i * 2 * F + F + j] - u), 1e-5 * (1 + fabs(u)));
+			/* a row's act: g then u, or u alone ungated */
+			if (!s->ungated) {
+				double g = p.gr[i * F + j];
+
+				ck_assert_double_le(fabs(p.act[i * A + j] - g), 1e-5 * (1 + fabs(g)));
+			}
+			ck_assert_double_le(fabs(p.act[i * A + A - F + j] - u), 1e-5 * (1 + fabs(u)));
 		}
 	prob_free(&p);
 }
@@ -204,18 +288,27 @@ START_TEST(test_forward_reference)
 }
 END_TEST
 
+START_TEST(test_ungated_forward_reference)
+{
+	check_forward(&tiny2, 5);
+	check_forward(&odd2, 13);
+}
+END_TEST
+
 static void check_backward(const struct rlb_expert_shape *s, size_t n)
 {
 	struct prob p;
+	size_t m, k;
 
 	prob_init(&p, s, n, 21);
 	rlb_expert_forward(s, p.w, n, p.x, p.y, p.act);
 	rlb_expert_backward(s, p.w, n, p.x, p.act, p.dy, p.dx, p.dw);
 	ck_assert_double_le(rel_err(p.dx, p.dxr, p.nx), 1e-5);
-	/* each of the three matrices on its own scale */
-	ck_assert_double_le(rel_err(p.dw, p.dwr, p.np / 3), 1e-5);
-	ck_assert_double_le(rel_err(p.dw + p.np / 3, p.dwr + p.np / 3, p.np / 3), 1e-5);
-	ck_assert_double_le(rel_err(p.dw + 2 * p.np / 3, p.dwr + 2 * p.np / 3, p.np / 3), 1e-5);
+	/* each matrix on its own scale */
+	m = rlb_expert_matrices(s);
+	for (k = 0; k < m; k++)
+		ck_assert_double_le(rel_err(p.dw + k * p.np / m, p.dwr + k * p.np / m,
+					    p.np / m), 1e-5);
 	prob_free(&p);
 }
 
@@ -223,6 +316,13 @@ START_TEST(test_backward_reference)
 {
 	check_backward(&tiny, 5);
 	check_backward(&odd, 13);
+}
+END_TEST
+
+START_TEST(test_ungated_backward_reference)
+{
+	check_backward(&tiny2, 5);
+	check_backward(&odd2, 13);
 }
 END_TEST
 
@@ -245,9 +345,13 @@ static double ref_loss(const struct prob *p, const double *x, const float *w)
 	return l;
 }
 
-START_TEST(test_backward_finite_differences)
+/*
+ * dx and dw against central differences of the double reference's loss,
+ * at inputs XI and weights WI (every matrix's first, inner and last).
+ */
+static void check_finite_differences(const struct rlb_expert_shape *s,
+				     const size_t *wi, size_t nwi)
 {
-	static const size_t wi[] = { 0, 7, 13, 31, 32, 45, 64, 70, 95 };
 	static const size_t xi[] = { 0, 3, 9, 22, 39 };
 	struct prob p;
 	double *xp;
@@ -256,7 +360,7 @@ START_TEST(test_backward_finite_differences)
 	const float hw = 1.0f / 1024;	/* exact in float around the weights */
 	size_t t;
 
-	prob_init(&p, &tiny, 5, 31);
+	prob_init(&p, s, 5, 31);
 	rlb_expert_forward(&p.s, p.w, p.n, p.x, p.y, p.act);
 	rlb_expert_backward(&p.s, p.w, p.n, p.x, p.act, p.dy, p.dx, p.dw);
 	xp = to_double(p.x, p.nx);
@@ -275,7 +379,7 @@ START_TEST(test_backward_finite_differences)
 	wp = malloc(p.np * sizeof(float));
 	ck_assert_ptr_nonnull(wp);
 	memcpy(wp, p.w, p.np * sizeof(float));
-	for (t = 0; t < sizeof(wi) / sizeof(wi[0]); t++) {
+	for (t = 0; t < nwi; t++) {
 		size_t i = wi[t];
 		double lp, lm, fd, step;
 
@@ -293,6 +397,23 @@ START_TEST(test_backward_finite_differences)
 	free(wp);
 	free(xp);
 	prob_free(&p);
+}
+
+START_TEST(test_backward_finite_differences)
+{
+	/* tiny: w_gate 0..31, w_up 32..63, w_down 64..95 */
+	static const size_t wi[] = { 0, 7, 13, 31, 32, 45, 64, 70, 95 };
+
+	check_finite_differences(&tiny, wi, sizeof(wi) / sizeof(wi[0]));
+}
+END_TEST
+
+START_TEST(test_ungated_finite_differences)
+{
+	/* tiny2: w_up 0..47, w_down 48..95 */
+	static const size_t wi[] = { 0, 5, 13, 29, 47, 48, 53, 70, 95 };
+
+	check_finite_differences(&tiny2, wi, sizeof(wi) / sizeof(wi[0]));
 }
 END_TEST
 
@@ -327,9 +448,8 @@ END_TEST
  * rows (the row order is the summation order), and the same dx.  n
  * crosses the row blocks, ffn the ffn chunks.
  */
-START_TEST(test_rows_and_splits_bit_exact)
+static void check_rows_and_splits(const struct rlb_expert_shape s)
 {
-	const struct rlb_expert_shape s = { 40, 300 };
 	const size_t n = 300, H = s.hidden, A = rlb_expert_act_per_row(&s);
 	struct prob p;
 	float *y1 = malloc(H * sizeof(float)), *a1 = malloc(A * sizeof(float));
@@ -362,6 +482,12 @@ START_TEST(test_rows_and_splits_bit_exact)
 	free(dx2);
 	prob_free(&p);
 }
+
+START_TEST(test_rows_and_splits_bit_exact)
+{
+	check_rows_and_splits(odd);
+	check_rows_and_splits(odd2);
+}
 END_TEST
 
 /* FNV-1a over the floats' bit patterns, each from its low byte up. */
@@ -393,19 +519,25 @@ static uint64_t bits_hash(uint64_t h, const float *p, size_t n)
  * or the weights' hash changes them.  w and act are products of + and *
  * alone and must match on every machine; y, dx and dw also pass through
  * libm's expf, so they are held to their hash only where expf gives the
- * bits it gave at capture (glibc 2.36, x86-64), checked first.
+ * bits it gave at capture (glibc 2.36, x86-64), checked first.  The
+ * ungated expert's bits, captured when it was written, use no libm and
+ * are held everywhere.
  */
-START_TEST(test_gated_golden)
+START_TEST(test_golden_bits)
 {
 	static const struct {
 		struct rlb_expert_shape s;
 		size_t n;
 		uint64_t seed, w, act, exp, all;
 	} g[] = {
-		{ { 8, 6 }, 5, 71, 0x394134b596c5fa75ULL, 0xead74e34107e6e7eULL,
+		{ { 8, 6, 0 }, 5, 71, 0x394134b596c5fa75ULL, 0xead74e34107e6e7eULL,
 		  0x0f95c07b790aa646ULL, 0xd72bd036af6b70fbULL },
-		{ { 40, 300 }, 13, 73, 0xbd142cdcc5d519dfULL, 0x067565d8e26d15a3ULL,
+		{ { 40, 300, 0 }, 13, 73, 0xbd142cdcc5d519dfULL, 0x067565d8e26d15a3ULL,
 		  0x3ae17a9303a66e0cULL, 0x6acfe41c9c0d22a9ULL },
+		{ { 8, 6, 1 }, 5, 71, 0xa9e010b4390e37c7ULL, 0x81f499e398ac19fdULL,
+		  FNV_INIT, 0x912b9579f34b00caULL },
+		{ { 40, 300, 1 }, 13, 73, 0x5f99a468f5b92169ULL, 0x7b077b949743c7f2ULL,
+		  FNV_INIT, 0x2f267e2964822a10ULL },
 	};
 	size_t t, i, j;
 
@@ -420,15 +552,17 @@ START_TEST(test_gated_golden)
 		uint64_t h = FNV_INIT, he = FNV_INIT;
 
 		ck_assert(w && y && act && dx && dw);
-		ck_assert_uint_eq(na, 2 * n * F);
+		ck_assert_uint_eq(na, (s->ungated ? 1 : 2) * n * F);
 		rlb_expert_init(s, g[t].seed, 1, 2, w);
 		rlb_expert_forward(s, w, n, x, y, act);
 		rlb_expert_backward(s, w, n, x, act, dy, dx, dw);
 		ck_assert_msg(bits_hash(FNV_INIT, w, np) == g[t].w,
-			      "%u x %u: the gated weights changed", s->hidden, s->ffn);
+			      "%u x %u (ungated %u): the weights changed", s->hidden,
+			      s->ffn, s->ungated);
 		ck_assert_msg(bits_hash(FNV_INIT, act, na) == g[t].act,
-			      "%u x %u: the gated forward's g and u changed", s->hidden, s->ffn);
-		for (i = 0; i < n; i++)
+			      "%u x %u (ungated %u): the forward's saved activations changed",
+			      s->hidden, s->ffn, s->ungated);
+		for (i = 0; i < n && !s->ungated; i++)
 			for (j = 0; j < F; j++) {
 				float e = expf(-act[i * 2 * F + j]);
 
@@ -440,8 +574,8 @@ START_TEST(test_gated_golden)
 		h = bits_hash(h, dw, np);
 		if (he == g[t].exp)
 			ck_assert_msg(h == g[t].all,
-				      "%u x %u: the gated forward or backward changed",
-				      s->hidden, s->ffn);
+				      "%u x %u (ungated %u): the forward or backward changed",
+				      s->hidden, s->ffn, s->ungated);
 		else
 			fprintf(stderr, "test_gated_golden: %u x %u: this libm's expf differs from the capture's; y, dx and dw not compared\n",
 				s->hidden, s->ffn);
@@ -456,12 +590,12 @@ START_TEST(test_gated_golden)
 }
 END_TEST
 
-START_TEST(test_zero_rows_noop)
+static void check_zero_rows(const struct rlb_expert_shape *s)
 {
 	struct prob p;
 	float *w0, *dw0;
 
-	prob_init(&p, &tiny, 3, 61);
+	prob_init(&p, s, 3, 61);
 	memcpy(p.dw, p.w, p.np * sizeof(float));
 	w0 = malloc((2 * p.nx + p.na) * sizeof(float));
 	dw0 = malloc(p.np * sizeof(float));
@@ -482,6 +616,12 @@ START_TEST(test_zero_rows_noop)
 	free(w0);
 	free(dw0);
 	prob_free(&p);
+}
+
+START_TEST(test_zero_rows_noop)
+{
+	check_zero_rows(&tiny);
+	check_zero_rows(&tiny2);
 }
 END_TEST
 
@@ -548,7 +688,7 @@ END_TEST
 
 START_TEST(test_expert_init)
 {
-	const struct rlb_expert_shape s = { 16, 9 };
+	const struct rlb_expert_shape s = { 16, 9, 0 };
 	size_t np = rlb_expert_params(&s), hf = 16 * 9, i;
 	float *a = malloc(np * sizeof(float)), *b = malloc(np * sizeof(float));
 	double ain = 1 / sqrt(16.0), aff = 1 / sqrt(9.0), mx_in = 0, mx_ff = 0, mean = 0;
@@ -583,6 +723,35 @@ START_TEST(test_expert_init)
 	ck_assert(memcmp(a, b, np * sizeof(float)) != 0);
 	rlb_expert_init(&s, 6, 1, 2, b);
 	ck_assert(memcmp(a, b, np * sizeof(float)) != 0);
+	free(a);
+	free(b);
+}
+END_TEST
+
+/*
+ * The ungated expert holds two matrices and saves u alone; its weights
+ * are the gated expert's w_up and w_down, bit for bit (the same hash
+ * indices), so the two kinds start from the same up and down.
+ */
+START_TEST(test_ungated_sizes_and_init)
+{
+	const struct rlb_expert_shape g = { 16, 9, 0 }, s = { 16, 9, 1 };
+	size_t hf = 16 * 9;
+	float *a = malloc(3 * hf * sizeof(float)), *b = malloc(3 * hf * sizeof(float));
+
+	ck_assert(a && b);
+	ck_assert_uint_eq(rlb_expert_matrices(&g), 3);
+	ck_assert_uint_eq(rlb_expert_matrices(&s), 2);
+	ck_assert_uint_eq(rlb_expert_params(&s), 2 * hf);
+	ck_assert_uint_eq(rlb_expert_act_per_row(&s), 9);
+	ck_assert_uint_eq(rlb_expert_params(&tiny2), 96);
+	ck_assert_uint_eq(rlb_expert_act_per_row(&tiny2), 6);
+	rlb_expert_init(&g, 5, 1, 2, a);
+	/* the block ends at 2 hf: what follows is left alone */
+	b[2 * hf] = 12345.0f;
+	rlb_expert_init(&s, 5, 1, 2, b);
+	ck_assert_mem_eq(b, a + hf, 2 * hf * sizeof(float));
+	ck_assert_float_eq(b[2 * hf], 12345.0f);
 	free(a);
 	free(b);
 }
@@ -663,13 +832,17 @@ Suite *rlb_suite_expert(void)
 	tcase_add_test(tc, test_forward_reference);
 	tcase_add_test(tc, test_backward_reference);
 	tcase_add_test(tc, test_backward_finite_differences);
+	tcase_add_test(tc, test_ungated_forward_reference);
+	tcase_add_test(tc, test_ungated_backward_reference);
+	tcase_add_test(tc, test_ungated_finite_differences);
 	tcase_add_test(tc, test_dw_accumulates);
 	tcase_add_test(tc, test_rows_and_splits_bit_exact);
-	tcase_add_test(tc, test_gated_golden);
+	tcase_add_test(tc, test_golden_bits);
 	tcase_add_test(tc, test_zero_rows_noop);
 	tcase_add_test(tc, test_combine);
 	tcase_add_test(tc, test_default_gates);
 	tcase_add_test(tc, test_expert_init);
+	tcase_add_test(tc, test_ungated_sizes_and_init);
 	tcase_add_test(tc, test_hidden_init);
 	tcase_add_test(tc, test_adam);
 	suite_add_tcase(s, tc);
