@@ -89,7 +89,8 @@ struct rlb_elapsed {
  * One expert instance's share of a forward or backward call: ROWS rows of
  * width hidden.  Pointers are device pointers (see "Memory" below).
  *   forward:  w, x in; y, act out (y [rows][hidden], act
- *             [rows][2 * ffn] saved for the backward pass).
+ *             [rows][rlb_expert_act_per_row()] saved for the backward
+ *             pass).
  *   backward: w, x, act, dy in; dx out [rows][hidden]; the parameter
  *             gradient of the rows is ADDED into g (accumulator format).
  * Jobs of one call must not share y, act, dx or g.
@@ -219,7 +220,11 @@ struct rlb_backend_ops {
 		       void *inout, struct rlb_err *err);
 
 	/* ---- expert math (lib/expert.h semantics) ---- */
-	/* NJOBS jobs of one expert shape; a backend may group them. */
+	/*
+	 * NJOBS jobs of one expert shape; a backend may group them.  The
+	 * cuda backend runs gated shapes only: an ungated one is
+	 * RLB_EUNSUPPORTED here and in upload_weights / download_weights.
+	 */
 	int (*expert_forward)(struct rlb_backend *be, struct rlb_queue *q,
 			      const struct rlb_expert_shape *s,
 			      const struct rlb_expert_job *jobs, size_t njobs,

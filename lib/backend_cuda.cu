@@ -352,7 +352,10 @@ static int cu_upload_weights(struct rlb_backend *be, struct rlb_queue *q,
 {
 	size_t n = rlb_expert_params(s);
 	float *sc = NULL, *fused;
-	int ret = scratch(q, 2 * n * sizeof(float), (void **)&sc, err);
+	int ret = rlb_cuda_gated_only(s, err);
+
+	if (ret == 0)
+		ret = scratch(q, 2 * n * sizeof(float), (void **)&sc, err);
 
 	if (ret == 0)
 		ret = cu_upload(be, q, sc, host, n * sizeof(float), err);
@@ -372,8 +375,10 @@ static int cu_download_weights(struct rlb_backend *be, struct rlb_queue *q,
 	size_t n = rlb_expert_params(s);
 	float *sc = NULL;
 	const float *fused;
-	int ret = scratch(q, 2 * n * sizeof(float), (void **)&sc, err);
+	int ret = rlb_cuda_gated_only(s, err);
 
+	if (ret == 0)
+		ret = scratch(q, 2 * n * sizeof(float), (void **)&sc, err);
 	if (ret)
 		return ret;
 	/* the fp32 master copy when there is one, else the bf16 weights */

@@ -91,6 +91,21 @@ int rlb_cuda_adam(struct rlb_backend *be, struct rlb_queue *q,
 		  const void *g, void *opt, struct rlb_err *err);
 }
 
+/*
+ * The kernels are SwiGLU's alone (k_gu_layout, the fused gate-up GEMM):
+ * an ungated shape is refused, not run as a gated one.  The executor
+ * refuses such a model before the backend sees it; this keeps any other
+ * caller from getting wrong math.
+ */
+static inline int rlb_cuda_gated_only(const struct rlb_expert_shape *s,
+				      struct rlb_err *err)
+{
+	if (!s->ungated)
+		return 0;
+	return rlb_err_set(err, RLB_EUNSUPPORTED,
+			   "the cuda backend runs gated (SwiGLU) experts only");
+}
+
 #define CU(call, what) \
 	do { cudaError_t e_ = (call); \
 	     if (e_ != cudaSuccess) return rlb_cuda_fail(err, e_, what); } while (0)

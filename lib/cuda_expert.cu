@@ -720,6 +720,9 @@ static int run_batches(struct rlb_backend *be, struct rlb_queue *q,
 		return 0;
 	if (s->hidden == 0 || s->ffn == 0)
 		return rlb_err_set(err, RLB_EINVAL, "empty expert shape");
+	ret = rlb_cuda_gated_only(s, err);
+	if (ret)
+		return ret;
 	rows = (size_t *)malloc(njobs * sizeof(*rows));
 	order = (size_t *)malloc(njobs * sizeof(*order));
 	batches = (struct rlb_gemm_batch *)malloc(njobs * sizeof(*batches));

@@ -188,6 +188,13 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	if (cfg->model.hidden <= 0 || cfg->model.expert_ffn <= 0)
 		return rlb_err_set(err, RLB_ECONFIG,
 				   "model.hidden and model.expert_ffn must be positive");
+	/*
+	 * Before the backend's availability, so that the refusal reads the
+	 * same in every build: the cuda kernels are SwiGLU's alone.
+	 */
+	if (ex->o.backend == RLB_BACKEND_CUDA && rlb_model_ffn_matrices(&cfg->model) != 3)
+		return rlb_err_set(err, RLB_EUNSUPPORTED,
+				   "the cuda backend runs gated (SwiGLU) experts only; model.gated_ffn: false runs on --backend cpu");
 	if (!rlb_backend_available(ex->o.backend))
 		return rlb_err_set(err, RLB_EUNSUPPORTED,
 				   "backend '%s' is not built in",
@@ -231,6 +238,8 @@ static int setup(struct rlb_exec *ex, struct rlb_err *err)
 	ex->ffn = (uint32_t)cfg->model.expert_ffn;
 	ex->shape.hidden = ex->hidden;
 	ex->shape.ffn = ex->ffn;
+	/* the expert the cost model charges: two matrices without a gate */
+	ex->shape.ungated = rlb_model_ffn_matrices(&cfg->model) == 2;
 	ex->np = rlb_expert_params(&ex->shape);
 	ret = select_steps(ex, err);
 	if (ret == 0)
@@ -669,6 +678,7 @@ static int run_all(struct rlb_exec *ex, int static_run, struct rlb_err *err)
 /* ------------------------------------------------------------------ */
 /* Verification against the static plan.                                */
 
+/* The tensors of an expert; an ungated one's are the last two. */
 static const char *const tensor_name[3] = { "w_gate", "w_up", "w_down" };
 
 /* max |a - b| / max |b| over one tensor (max |a - b| when b is all zero). */
@@ -726,6 +736,7 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 {
 	struct rlb_exec_verify *v = &ex->verify;
 	size_t c, n = (size_t)ex->layers * ex->experts, part = (size_t)ex->hidden * ex->ffn;
+	uint32_t mats = rlb_expert_matrices(&ex->shape);
 	double worst = 0, outliers = 0, bad = 0, *red = NULL;
 	double where = INFINITY;
 	double slack = 2.0 * ex->o.adam.lr * (double)ex->nsteps;
@@ -744,7 +755,7 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 							    cur, err);
 			if (ret == 0)
 				ret = rk->be->ops->queue_sync(rk->be, rk->q, err);
-			for (k = 0; ret == 0 && k < 3; k++) {
+			for (k = 0; ret == 0 && k < mats; k++) {
 				struct rlb_tensor_diff td;
 
 				rlb_exec_tensor_diff(cur + k * part, saved[c] + k * part,
@@ -752,7 +763,7 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 						     ex->o.verify_outliers, &td);
 				if (!(td.max_rel <= worst)) {
 					worst = td.max_rel;
-					where = (double)(c * 3 + k);
+					where = (double)(c * mats + k);
 				}
 				if (td.outliers > outliers)
 					outliers = td.outliers;
@@ -794,7 +805,8 @@ static int compare(struct rlb_exec *ex, float **saved, struct rlb_err *err)
 		size_t t = (size_t)red[0];
 
 		snprintf(v->worst, sizeof(v->worst), "layer %zu expert %zu %s",
-			 t / 3 / ex->experts, t / 3 % ex->experts, tensor_name[t % 3]);
+			 t / mats / ex->experts, t / mats % ex->experts,
+			 tensor_name[3 - mats + t % mats]);
 	}
 	free(red);
 	return ret;

@@ -90,7 +90,7 @@ struct exec_route {
 	/* device copies of the index arrays, and activations kept for backward */
 	struct dbuf d_send_idx, d_send_gate, d_tk_pos, d_tk_gate, d_perm, d_unperm;
 	struct dbuf x;			/* [nrecv][hidden] expert inputs */
-	struct dbuf act;		/* [nrecv][2 * ffn] saved activations */
+	struct dbuf act;		/* [nrecv][rlb_expert_act_per_row] saved activations */
 };
 
 struct exec_rank {
@@ -149,7 +149,7 @@ struct rlb_exec {
 	struct rlb_plan_header ph;
 	uint32_t *steps;		/* selected steps */
 	size_t nsteps;
-	struct rlb_expert_shape shape;
+	struct rlb_expert_shape shape;	/* ungated when model.gated_ffn is false */
 	size_t np;			/* parameters per expert */
 	uint32_t layers, experts, topk, ranks, gpn, hidden, ffn;
 	uint32_t nlocal, first;

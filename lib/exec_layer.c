@@ -362,7 +362,8 @@ static int mb_buffers(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 			maxrecv = r->nrecv;
 		ret = rlb_exec_dbuf(be, &r->x, r->nrecv * row, err);
 		if (ret == 0)
-			ret = rlb_exec_dbuf(be, &r->act, r->nrecv * 2 * (size_t)ex->ffn *
+			ret = rlb_exec_dbuf(be, &r->act, r->nrecv *
+					    rlb_expert_act_per_row(&ex->shape) *
 					    be->act_bytes, err);
 		if (ret)
 			return ret;
@@ -414,7 +415,7 @@ static int run_jobs(struct rlb_exec *ex, struct exec_rank *rk, uint32_t mb,
 	struct rlb_backend *be = rk->be;
 	struct exec_route *r = &rk->route[L];
 	size_t row = (size_t)ex->hidden * be->act_bytes;
-	size_t arow = 2 * (size_t)ex->ffn * be->act_bytes;
+	size_t arow = rlb_expert_act_per_row(&ex->shape) * be->act_bytes;
 	struct rlb_expert_job *jobs = calloc(r->ninst ? r->ninst : 1, sizeof(*jobs));
 	double *cell = rk->cell + ((size_t)mb * ex->layers + L) * CELL_N;
 	struct rlb_elapsed el = { 0, 0 };

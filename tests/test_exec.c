@@ -4,8 +4,9 @@
  * movement and its split-invariant gradient accumulation, and whole runs
  * on virtual ranks: every policy's plan agrees with the static plan, an
  * identity-coded model survives replication and migration exactly, a
- * latent MoE moves and trains its experts at the latent, mismatched
- * inputs and an injected fault fail with their messages.
+ * latent MoE moves and trains its experts at the latent, an ungated FFN
+ * runs and moves two matrices, mismatched inputs and an injected fault
+ * fail with their messages.
  */
 #include <math.h>
 #include <stdio.h>
@@ -732,6 +733,105 @@ START_TEST(test_exec_latent_moe)
 }
 END_TEST
 
+/*
+ * An ungated FFN (model.gated_ffn: false) runs two-matrix experts: on
+ * one eplb-oracle plan the replica weights, gradients and migrations
+ * move 2/3 of the gated run's bytes and the all-to-all the same, the
+ * result agrees with the static plan, each expert holds the two-matrix
+ * block its seed gives, and a second run gives the same bits.  The cuda
+ * backend refuses such a model before anything is opened, in every build.
+ */
+START_TEST(test_exec_ungated_ffn)
+{
+	static const char *const keys[] = { "a2a", "replica", "grad", "migration" };
+	struct rlb_config gated, ungated;
+	struct rlb_exec_opts o;
+	struct rlb_expert_shape shape = { 16, 8, 1 };
+	size_t np = rlb_expert_params(&shape), k;
+	float *got = malloc(np * sizeof(float)), *want = malloc(np * sizeof(float));
+	float *again = malloc(np * sizeof(float));
+	double bytes[3][4], loss[3];
+	char trace[512], plan[512];
+	struct rlb_err err = {0};
+	struct rlb_world *w;
+	struct rlb_exec *ex;
+	int pass;
+
+	ck_assert(got && want && again);
+	ck_assert_uint_eq(np, 2 * 16 * 8);
+	small_config(&gated);
+	small_config(&ungated);
+	ck_assert_int_eq(rlb_config_set(&ungated, "model.gated_ffn=false", &err), 0);
+	ck_assert_msg(rlb_config_validate(&ungated, &err) == 0, "%s", err.msg);
+	paths(trace, plan, sizeof(trace), "ungated");
+	write_trace(&ungated, 7, trace);
+	write_plan(&ungated, trace, RLB_POLICY_EPLB_ORACLE, plan);
+	rlb_exec_opts_defaults(&o);
+	/* passes 0 and 1 ungated (the first verified), pass 2 gated */
+	for (pass = 0; pass < 3; pass++) {
+		struct rlb_exec_verify v;
+		struct rlb_exec_summary s;
+		json_t *j, *b;
+
+		o.verify = pass == 0;
+		ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
+		ck_assert_msg(rlb_exec_new(&ex, w, pass == 2 ? &gated : &ungated, trace, plan,
+					   &o, &err) == 0, "%s", err.msg);
+		ck_assert_msg(rlb_exec_run(ex, &v, NULL, &err) == 0, "%s", err.msg);
+		if (pass == 0)
+			ck_assert_msg(v.done && v.ok, "%g in %s, %g in losses",
+				      v.max_rel_weight, v.worst, v.max_rel_loss);
+		if (pass < 2) {
+			ck_assert_int_eq(rlb_exec_weights(ex, 1, 5, pass ? again : got, &err), 0);
+			if (pass == 0) {
+				rlb_expert_init(&shape, o.seed, 1, 5, want);
+				/* trained: Adam moved each weight by about lr (1e-3) a step */
+				ck_assert(memcmp(got, want, np * sizeof(float)) != 0);
+				for (k = 0; k < np; k++)
+					ck_assert_msg(fabsf(got[k] - want[k]) <= 0.01f,
+						      "weight %zu: %g, initially %g", k,
+						      got[k], want[k]);
+			} else {
+				ck_assert_mem_eq(again, got, np * sizeof(float));
+			}
+		}
+		rlb_exec_summary(ex, &s);
+		loss[pass] = s.last_loss;
+		j = rlb_exec_metrics_json(ex, NULL);
+		ck_assert_ptr_nonnull(j);
+		b = json_object_get(j, "bytes_per_step");
+		for (k = 0; k < 4; k++)
+			bytes[pass][k] = json_real_value(json_object_get(b, keys[k]));
+		json_decref(j);
+		rlb_exec_free(ex);
+		rlb_world_free(w);
+	}
+	for (k = 0; k < 4; k++) {
+		ck_assert_msg(bytes[2][k] > 0 && bytes[0][k] * (k ? 3 : 1) == bytes[2][k] * (k ? 2 : 1),
+			      "%s: %g bytes ungated, %g gated", keys[k], bytes[0][k], bytes[2][k]);
+		ck_assert(bytes[1][k] == bytes[0][k]);
+	}
+	/* the same bits twice; another function than the gated expert's */
+	ck_assert(memcmp(&loss[0], &loss[1], sizeof(loss[0])) == 0);
+	ck_assert(loss[0] != loss[2]);
+
+	/* The cuda backend: refused whether or not it is built in. */
+	o.backend = RLB_BACKEND_CUDA;
+	o.verify = 0;
+	ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
+	ck_assert_int_eq(rlb_exec_new(&ex, w, &ungated, trace, plan, &o, &err),
+			 RLB_EUNSUPPORTED);
+	ck_assert_ptr_null(ex);
+	ck_assert_str_eq(err.msg, "the cuda backend runs gated (SwiGLU) experts only; model.gated_ffn: false runs on --backend cpu");
+	rlb_world_free(w);
+	unlink(plan);
+	unlink(trace);
+	free(got);
+	free(want);
+	free(again);
+}
+END_TEST
+
 START_TEST(test_exec_mismatch)
 {
 	struct rlb_config cfg;
@@ -917,6 +1017,7 @@ Suite *rlb_suite_exec(void)
 	tcase_add_test(tc, test_exec_replica_gradient_runs);
 	tcase_add_test(tc, test_exec_identity_preserved);
 	tcase_add_test(tc, test_exec_latent_moe);
+	tcase_add_test(tc, test_exec_ungated_ffn);
 	tcase_add_test(tc, test_exec_diverged_metrics);
 	tcase_add_test(tc, test_exec_mismatch);
 	tcase_add_test(tc, test_exec_fault);

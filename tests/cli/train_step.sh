@@ -1,6 +1,7 @@
 # train_step.sh - relibra train-step on 8 virtual ranks (tiny-2x2 as 2 nodes
 # of 4 GPUs): every policy's plan, data control included, gives the static
-# plan's training result (--verify); metrics JSON; step selection; usage.
+# plan's training result (--verify); metrics JSON; an ungated FFN's two
+# matrices; step selection; usage.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 cfg="$CONFIGS/tiny-2x2.yaml"
@@ -52,6 +53,43 @@ l1=$(sed -n 's/.*expert critical path.*loss \(.*\)$/\1/p' out)
 run train-step -c "$cfg" $set8 --trace t.rrt --plan static.rlp --virtual-ranks 8
 expect_status 0
 expect_out "loss $l1"
+
+# An ungated FFN (model.gated_ffn: false, squared ReLU) runs two matrices
+# where the gated runs three: under the same plan (so the same placement)
+# the replica weights, gradients and migrations move exactly 2/3 of the
+# gated run's bytes, the all-to-all the same; the run agrees with the static
+# plan, and a second run writes the same metrics but for the timings.
+ung="--set model.gated_ffn=false"
+for r in 1 2; do
+	run train-step -c "$cfg" $set8 $ung --trace t.rrt --plan relibra.rlp --virtual-ranks 8 \
+		--verify -o ung$r.json
+	expect_status 0
+	expect_out "verify: agrees with the static plan"
+	sed -n 's/.*expert critical path.*loss \(.*\)$/\1/p' out > ung$r.loss
+done
+# bytes_per_step KEY FILE
+bps() {
+	sed -n '/"bytes_per_step"/,/}/s/^ *"'"$1"'": *\([0-9.e+]*\),\{0,1\}$/\1/p' "$2"
+}
+for k in a2a replica grad migration; do
+	g=$(bps $k relibra.json)
+	u=$(bps $k ung1.json)
+	[ "$k" = a2a ] && want=1 || want="2/3"
+	awk -v g="$g" -v u="$u" -v k="$k" 'BEGIN { exit !(g > 0 && (k == "a2a" ? u == g : 3 * u == 2 * g)) }' ||
+		fail "bytes_per_step.$k: $u ungated, $g gated, not $want of it"
+done
+grep -v '_s": ' ung1.json > ung1.fixed
+grep -v '_s": ' ung2.json | sed 's/ung2\.json/ung1.json/' > ung2.fixed
+cmp -s ung1.fixed ung2.fixed || { diff ung1.fixed ung2.fixed | head; fail "two ungated runs differ"; }
+cmp -s ung1.loss ung2.loss || fail "two ungated runs have other losses"
+[ "$(cat ung1.loss)" != "$l1" ] || fail "the ungated run has the gated run's losses"
+# The cuda backend runs SwiGLU experts only: refused before any work or
+# output, with or without CUDA built in.
+run train-step -c "$cfg" $set8 $ung --trace t.rrt --plan relibra.rlp --virtual-ranks 8 \
+	--backend cuda -o cuda-ung.json
+expect_status 1
+expect_err "relibra train-step: the cuda backend runs gated (SwiGLU) experts only; model.gated_ffn: false runs on --backend cpu"
+[ ! -e cuda-ung.json ] && [ ! -e cuda-ung.json.tmp ] || fail "metrics written for a refused run"
 
 # One step.
 run train-step -c "$cfg" $set8 --trace t.rrt --plan relibra.rlp --virtual-ranks 8 --steps 1
