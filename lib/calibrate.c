@@ -267,6 +267,9 @@ int rlb_calibrate_write_yaml(const struct rlb_config *cfg,
 		fprintf(fp, "# Expert GEMMs (forward gate, up, down; bf16, fp32 accumulate) of shape\n"
 			    "# width %u x ffn %u; efficiency relative to %.4g TFLOP/s per GPU:\n",
 			c->hidden, c->ffn, c->peak_flops / 1e12);
+		if (rlb_model_ffn_matrices(&cfg->model) == 2)
+			fprintf(fp, "# The model's experts are ungated (up, down): GEMMs of the same shapes,\n"
+				    "# so the curve is theirs too.\n");
 		for (i = 0; c->gemm_pts && i < c->ngemm; i++) {
 			double fpr = 6.0 * c->hidden * c->ffn;
 			double eff = c->peak_flops > 0 ?

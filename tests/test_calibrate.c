@@ -277,6 +277,37 @@ START_TEST(yaml_loads_back)
 }
 END_TEST
 
+/*
+ * The curve is timed on the SwiGLU expert; for an ungated model, whose
+ * two matrices have the same shapes, the fragment says the curve holds.
+ */
+START_TEST(yaml_ungated_model)
+{
+	const char *line = "# The model's experts are ungated (up, down): GEMMs of the same shapes,\n";
+	struct rlb_config cfg;
+	struct rlb_calibration c;
+	struct rlb_calib_point p[RLB_CALIB_MAX_POINTS];
+	struct rlb_err err;
+	char *text = NULL;
+	size_t len = 0, n;
+	FILE *fp;
+	int gated;
+
+	calibration(&c, p, &n);
+	for (gated = 0; gated <= 1; gated++) {
+		rlb_config_defaults(&cfg);
+		cfg.model.gated_ffn = gated;
+		fp = open_memstream(&text, &len);
+		ck_assert_ptr_nonnull(fp);
+		ck_assert_int_eq(rlb_calibrate_write_yaml(&cfg, &c, fp, &err), 0);
+		ck_assert_int_eq(fclose(fp), 0);
+		ck_assert_msg((strstr(text, line) != NULL) == !gated, "gated %d:\n%s", gated, text);
+		free(text);
+		text = NULL;
+	}
+}
+END_TEST
+
 START_TEST(yaml_as_preset)
 {
 	struct rlb_config cfg, back;
@@ -393,6 +424,7 @@ Suite *rlb_suite_calibrate(void)
 	tcase_add_test(fit, fit_link);
 	suite_add_tcase(s, fit);
 	tcase_add_test(yaml, yaml_loads_back);
+	tcase_add_test(yaml, yaml_ungated_model);
 	tcase_add_test(yaml, yaml_as_preset);
 	tcase_add_test(yaml, yaml_errors);
 	if (!RLB_BUILD_CUDA)
