@@ -745,14 +745,14 @@ static int inspect_plan(const struct opts *o)
 	}
 	printf("plan:           %s\n", o->path);
 	if (rlb_plan_write_text(stdout, rlb_plan_reader_header(pr), NULL, &err) != 0)
-		goto out;
+		goto write_error;
 	while ((rc = rlb_plan_reader_next(pr, &p, &err)) == 1) {
 		steps++;
 		if (p.step < o->step_lo || p.step > o->step_hi)
 			continue;
 		if (o->dump) {
 			if (rlb_plan_write_text(stdout, NULL, &p, &err) != 0)
-				goto out;
+				goto write_error;
 		} else {
 			printf("step %u: %u micro-batches, %zu instances, %u migrated experts\n",
 			       p.step, p.micro_batches, p.ninst, p.migrated_experts);
@@ -766,9 +766,14 @@ static int inspect_plan(const struct opts *o)
 out:
 	if (ret != EXIT_OK)
 		cmd_error(NAME, &err);
+done:
 	rlb_step_plan_release(&p);
 	rlb_plan_reader_free(pr);
 	return ret;
+write_error:
+	/* stdout failed: the flush says why, once, as for the other outputs */
+	cmd_flush_stdout(NAME);
+	goto done;
 }
 
 int cmd_inspect(int argc, char **argv)

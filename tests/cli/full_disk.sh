@@ -67,6 +67,7 @@ tofull() {
 tofull " inspect" inspect t.rrt
 tofull " inspect" inspect --json t.rrt
 tofull " inspect" inspect --json --dump p.rlp
+tofull " inspect" inspect --dump p.rlp
 tofull " report" report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt
 tofull " config" config --presets
 tofull " plan" help plan
