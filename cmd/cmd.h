@@ -143,6 +143,12 @@ int cmd_check_outputs(const char *name, const char *usage,
 int cmd_same_input(const char *a, const char *b);
 
 /*
+ * Whether paths a and b name one file once written: as cmd_same_input,
+ * and also the same name in the same directory when one does not exist yet.
+ */
+int cmd_same_output(const char *a, const char *b);
+
+/*
  * Progress callback for lib (rlb_progress_fn): a single updating line on
  * stderr, only when stderr is a terminal.  ctx is the subcommand name.
  */

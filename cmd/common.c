@@ -336,6 +336,11 @@ int cmd_same_input(const char *a, const char *b)
 	return same_file(a, b, 0);
 }
 
+int cmd_same_output(const char *a, const char *b)
+{
+	return same_file(a, b, 1);
+}
+
 int cmd_check_outputs(const char *name, const char *usage,
 		      const struct cmd_path *in, size_t nin,
 		      const struct cmd_path *out, size_t nout, int stdout_ok)

@@ -436,6 +436,35 @@ static int run_trace(const struct opts *o, struct rlb_report *rep)
 	return ret;
 }
 
+/*
+ * Whether P is a file that --svg DIR writes: DIR/NAME.svg or
+ * DIR/NAME-gN.svg for a chart NAME (rlb_report_write_svgs).
+ */
+static int is_chart(const char *dir, const char *p)
+{
+	const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+	char path[4096];
+	int c;
+
+	for (c = 0; c < RLB_CHART_COUNT; c++) {
+		const char *name = rlb_report_chart_name(c), *q;
+		size_t len = strlen(name);
+
+		if (strncmp(base, name, len))
+			continue;
+		q = base + len;
+		if (q[0] == '-' && q[1] == 'g' && q[2] >= '0' && q[2] <= '9')
+			for (q += 2; *q >= '0' && *q <= '9'; q++)
+				;
+		if (strcmp(q, ".svg"))
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, base) >= sizeof(path))
+			return 0;
+		return cmd_same_output(path, p);
+	}
+	return 0;
+}
+
 /* Usage errors of the output paths: none is an input or another output. */
 static int check_outputs(const struct opts *o)
 {
@@ -455,6 +484,15 @@ static int check_outputs(const struct opts *o)
 	for (i = 0; i < o->nfiles; i++)
 		in[i + 2] = (struct cmd_path){ "a result file", o->files[i], 0 };
 	ret = cmd_check_outputs(NAME, usage, in, (size_t)o->nfiles + 2, out, 3, 0);
+	/* a chart of --svg DIR in place of an input or of -o, --html */
+	for (i = 0; ret == 0 && o->svg && i < o->nfiles + 4; i++) {
+		const struct cmd_path *p = i < o->nfiles + 2 ? &in[i] : &out[i - o->nfiles - 2];
+
+		if (p->path && is_chart(o->svg, p->path))
+			ret = cmd_usage_error(NAME, usage,
+					      "--svg '%s' would write a chart over %s '%s': choose another path",
+					      o->svg, p->what, p->path);
+	}
 	free(in);
 	return ret;
 }

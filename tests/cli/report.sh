@@ -181,6 +181,18 @@ expect_err "relibra report: --html 'x.rrt' is also the trace: choose another pat
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --svg -
 expect_status 2
 expect_err "relibra report: --svg '-': this output goes to a file"
+# --svg DIR writes DIR/CHART.svg and DIR/CHART-gN.svg: an input or another
+# output of that name is refused before anything is written over it.
+mkdir charts
+cp tiny.rrt charts/steps.svg
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace charts/steps.svg --svg charts
+expect_status 2
+expect_err "relibra report: --svg 'charts' would write a chart over the trace 'charts/steps.svg': choose another path"
+cmp -s tiny.rrt charts/steps.svg || fail "report --svg wrote over its trace"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt -o charts/heatmap-g2.svg --svg ./charts/
+expect_status 2
+expect_err "relibra report: --svg './charts/' would write a chart over -o 'charts/heatmap-g2.svg': choose another path"
+[ ! -e charts/heatmap-g2.svg ] || fail "report wrote -o where --svg writes a chart"
 # --svg naming a file that is not a directory fails before the planning.
 printf 'old' > notdir
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --svg notdir
