@@ -678,6 +678,46 @@ static const char *binary_advice(const struct rlb_line_reader *r, size_t n)
 	}
 }
 
+/*
+ * getline, but one that stops at the end of the chunk that holds a NUL
+ * byte: a binary input, which rlb_line_next refuses, is not read on to a
+ * newline that may never come (/dev/zero would take all memory).  fgets
+ * does not say how much it read, so each chunk is first filled with '\n':
+ * the last NUL in the chunk is the one fgets ends its bytes with.
+ */
+static ssize_t read_line(struct rlb_line_reader *r)
+{
+	size_t n = 0, chunk = 1024, got;
+	char *p;
+
+	for (;;) {
+		if (r->cap - n < chunk) {
+			size_t cap = r->cap ? r->cap : chunk;
+
+			while (cap - n < chunk)
+				cap *= 2;
+			p = realloc(r->line, cap);
+			if (!p) {
+				errno = ENOMEM;
+				return -1;
+			}
+			r->line = p;
+			r->cap = cap;
+		}
+		p = r->line + n;
+		memset(p, '\n', chunk);
+		if (!fgets(p, (int)chunk, r->fp))
+			return n ? (ssize_t)n : -1;
+		for (got = chunk - 1; p[got] != '\0'; got--)
+			;
+		n += got;
+		if ((got && p[got - 1] == '\n') || memchr(p, '\0', got))
+			return (ssize_t)n;
+		if (chunk < (1u << 20))
+			chunk *= 2;
+	}
+}
+
 int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 {
 	for (;;) {
@@ -686,7 +726,7 @@ int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 		size_t i;
 
 		errno = 0;
-		n = getline(&r->line, &r->cap, r->fp);
+		n = read_line(r);
 		if (n < 0) {
 			if (ferror(r->fp))
 				return rlb_err_errno(err, RLB_EIO, "cannot read '%s'",

@@ -1975,6 +1975,11 @@ START_TEST(test_jsonl_errors)
 		ck_assert_str_eq(err.msg, "j.jsonl:2:1: a NUL byte at byte offset 16, expected JSON text");
 		collector_free(&c);
 	}
+	/* an endless binary stream: refused at its first chunk, not read on to a newline */
+	ck_assert_int_eq(rlb_import_to_sink(&o, "/dev/zero", &cfg, collect, &c, NULL, NULL, &err),
+			 RLB_EPARSE);
+	ck_assert_str_eq(err.msg, "/dev/zero:1:1: a NUL byte at byte offset 0, expected JSON text");
+	collector_free(&c);
 	/* A torch.save file given as JSON lines (slime's debug rollout data). */
 	{
 		static const char zip[] = "PK\x03\x04\x14\0\0\0\x08\0archive/data.pkl",
