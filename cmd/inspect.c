@@ -138,12 +138,13 @@ static void no_plan_step(const struct opts *o, uint32_t first, uint32_t last, si
 {
 	char hi[16] = "";
 
-	if (o->step_hi != UINT32_MAX)
-		snprintf(hi, sizeof(hi), "%" PRIu32, o->step_hi);
+	/* A:B, A: open-ended, or A alone for --steps A */
+	if (o->step_lo != o->step_hi)
+		snprintf(hi, sizeof(hi), o->step_hi == UINT32_MAX ? ":" : ":%" PRIu32, o->step_hi);
 	if (n == 0)
 		cmd_errorf(NAME, "plan '%s' holds no step", o->path);
 	else
-		cmd_errorf(NAME, "no step of the plan in %" PRIu32 ":%s (plan '%s' has steps %" PRIu32 "..%" PRIu32 ")",
+		cmd_errorf(NAME, "no step of the plan in %" PRIu32 "%s (plan '%s' has steps %" PRIu32 "..%" PRIu32 ")",
 			   o->step_lo, hi, o->path, first, last);
 }
 

@@ -124,7 +124,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "help")) {
 		char *hargv[] = { NULL, "-h", NULL };
 
-		if (argc < 3) {
+		if (argc < 3 || (argc == 3 && !strcmp(argv[2], "help"))) {
 			usage(stdout);
 			return finish(NULL, EXIT_OK);
 		}

@@ -118,7 +118,9 @@ int rlb_trace_no_step_err(const struct rlb_trace_reader *r, const uint32_t *step
 	if (nsteps == 0)
 		return rlb_err_set(err, RLB_ENOTFOUND, "trace '%s' holds no step%s", r->path,
 				   r->truncated ? " (it is truncated: its writer did not finish)" : "");
-	if (hi == UINT32_MAX)
+	if (lo == hi)	/* --steps A, also for A = UINT32_MAX */
+		snprintf(range, sizeof(range), "%u", lo);
+	else if (hi == UINT32_MAX)
 		snprintf(range, sizeof(range), "%u:", lo);
 	else
 		snprintf(range, sizeof(range), "%u:%u", lo, hi);

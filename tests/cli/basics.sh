@@ -19,6 +19,14 @@ run --help capture
 expect_status 2
 expect_err "relibra: --help takes no argument (got 'capture')"
 
+# help of help: the command list, as help alone gives it.
+run help
+cp out usage.txt
+run help help
+expect_status 0
+cmp -s out usage.txt || fail "'relibra help help' differs from 'relibra help'"
+expect_empty err
+
 run help plan extra
 expect_status 2
 expect_err "relibra: help takes one command (got 'extra')"
