@@ -289,7 +289,8 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
  * each to its PATH.tmp, synced: *files receives the *n files (an array
  * to free) for the caller to rename into place with rlb_atomic_commit
  * (or drop with rlb_atomic_abort) together with its other outputs.  On
- * failure none is left.  Errors: RLB_EIO, RLB_ENOMEM.
+ * failure none is left.  Errors: RLB_EINVAL (not finished), RLB_EIO,
+ * RLB_ENOMEM.
  */
 int rlb_report_write_svgs(const struct rlb_report *r,
 			  const struct rlb_report_chart_opts *o,

@@ -809,7 +809,8 @@ static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 	}
 	if (ret && ret != RLB_EIO) {
 		rlb_atomic_abort(af);
-		*err = e2;
+		if (err)
+			*err = e2;
 		return ret;
 	}
 	ret = rlb_atomic_sync_after(af, ret, err);

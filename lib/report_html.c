@@ -77,7 +77,8 @@ static int figure(const struct rlb_report *r, enum rlb_report_chart c,
 		return 0;
 	}
 	if (ret) {
-		*err = e2;
+		if (err)
+			*err = e2;
 		return ret;
 	}
 	caption(fp, text);

@@ -307,6 +307,37 @@ START_TEST(test_csv_and_formats)
 }
 END_TEST
 
+/*
+ * err may be NULL (relibra(3)): a chart's failure inside the HTML page or
+ * the SVG files is returned, not stored through it.
+ */
+START_TEST(test_write_null_err)
+{
+	struct rlb_report r;
+	struct rlb_atomic_file *files = NULL;
+	char dir[4096];
+	size_t n = 1;
+	FILE *fp;
+
+	rlb_report_init(&r);
+	add_ok(&r, result("plan", "static", "h1", 1.0), "a.json", NULL);
+	add_ok(&r, result("plan", "relibra", "h1", 0.8), "b.json", NULL);
+	snprintf(dir, sizeof(dir), "%s/report-null-err", rlb_test_tmpdir());
+	/* not finished: the first chart fails */
+	ck_assert_int_eq(rlb_report_write_svgs(&r, NULL, dir, &files, &n, NULL), RLB_EINVAL);
+	ck_assert_ptr_null(files);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(rlb_report_finish(&r, NULL), 0);
+	/* a chart written after the page's first bytes failed */
+	fp = fopen("/dev/full", "w");
+	if (fp) {
+		ck_assert_int_eq(rlb_report_write_html(&r, NULL, fp, NULL), RLB_EIO);
+		fclose(fp);
+	}
+	rlb_report_release(&r);
+}
+END_TEST
+
 /* A time column's unit keeps its values below 1000 once rounded. */
 START_TEST(test_time_unit_rounding)
 {
@@ -775,6 +806,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_groups_and_speedups);
 	tcase_add_test(tc, test_duplicates_and_sweep);
 	tcase_add_test(tc, test_csv_and_formats);
+	tcase_add_test(tc, test_write_null_err);
 	tcase_add_test(tc, test_time_unit_rounding);
 	tcase_add_test(tc, test_series_from_plan);
 	tcase_add_test(tc, test_charts);
