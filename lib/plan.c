@@ -813,12 +813,20 @@ int rlb_plan_eplb_export(const struct rlb_step_plan *p,
 	int64_t mb = o ? o->micro_batch : RLB_PLAN_EPLB_STEP;
 	int slot_order = o ? o->slot_order : 0;
 	uint32_t G = p->ranks, E = p->experts, L = p->layers;
-	uint32_t spg = E / G + p->replica_slots, l, e, g;
-	size_t P = (size_t)G * spg, s, k, maxc = 1;
+	uint32_t spg, l, e, g;
+	size_t P, s, k, maxc = 1;
 	uint32_t *fill = NULL, *ranks_seen = NULL;
 	int ret = 0;
 
 	memset(res, 0, sizeof(*res));
+	/* a zeroed or released plan, not one from a reader or a balancer */
+	if (G < 1 || E < 1 || E % G || p->gpus_per_node < 1 ||
+	    G % p->gpus_per_node || L < 1)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "bad shape: %u experts, %u ranks, %u gpus per node, %u layers",
+				   E, G, p->gpus_per_node, L);
+	spg = E / G + p->replica_slots;
+	P = (size_t)G * spg;
 	if (mb != RLB_PLAN_EPLB_STEP && (mb < 0 || mb >= p->micro_batches))
 		return rlb_err_set(err, RLB_EINVAL,
 				   "micro-batch %lld is out of range (the step has %u)",

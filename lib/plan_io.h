@@ -280,10 +280,10 @@ struct rlb_plan_eplb_opts {
  * Fill res (initialised here; release with rlb_eplb_result_release, also
  * after a failure) with p's placement.  o may be NULL (step-level, replica
  * order).  res->hierarchical is 0 and res->num_nodes is ranks /
- * gpus_per_node.  Errors: RLB_EINVAL (micro-batch out of range, a GPU
- * with no expert in a layer, or more instances than slots: a plan that
- * fails rlb_step_plan_check), RLB_ERANGE (beyond EPLB's limits),
- * RLB_ENOMEM.
+ * gpus_per_node.  Errors: RLB_EINVAL (a plan without a shape, such as a
+ * zeroed or released one; micro-batch out of range, a GPU with no expert
+ * in a layer, or more instances than slots: a plan that fails
+ * rlb_step_plan_check), RLB_ERANGE (beyond EPLB's limits), RLB_ENOMEM.
  */
 int rlb_plan_eplb_export(const struct rlb_step_plan *p,
 			 const struct rlb_plan_eplb_opts *o,

@@ -1883,6 +1883,18 @@ START_TEST(test_eplb_export_known)
 	ck_assert_str_eq(err.msg, "micro-batch 2 is out of range (the step has 2)");
 	rlb_step_plan_release(&p[0]);
 	rlb_step_plan_release(&p[1]);
+
+	/* a released plan (zeroed) is refused, not divided by its 0 ranks */
+	{
+		struct rlb_eplb_result res;
+
+		ck_assert_int_eq(rlb_plan_eplb_export(&p[0], NULL, &res, NULL), RLB_EINVAL);
+		ck_assert_ptr_null(res.phy2log);
+		rlb_eplb_result_release(&res);
+	}
+	ck_assert_ptr_null(rlb_plan_eplb_export_json(&p[0], NULL, &err));
+	ck_assert_int_eq(err.code, RLB_EINVAL);
+	ck_assert_str_eq(err.msg, "bad shape: 0 experts, 0 ranks, 0 gpus per node, 0 layers");
 }
 END_TEST
 
