@@ -352,7 +352,8 @@ static int sum_loads(struct rlb_balancer *b, const struct rlb_loads *l,
 	uint32_t M = l->micro_batches, L = l->layers, E = l->experts, S = l->ranks;
 	size_t n = (size_t)L * M * E, mb, k, s, e;
 
-	if (n > b->tot_cap) {
+	/* a step without tokens (no micro-batches) still gets a table */
+	if (n > b->tot_cap || !b->tot) {
 		uint64_t *t = realloc(b->tot, (n ? n : 1) * sizeof(uint64_t));
 
 		if (!t)
@@ -629,6 +630,11 @@ static int reorder_layer(struct rlb_balancer *b, struct rlb_reorder *r,
 	struct rlb_reorder_tokens tok;
 	int use = b->o.colocate && b->cooc, rc;
 
+	if (M == 0) {	/* a step without tokens: nothing to move for */
+		memcpy(out->home + (size_t)k * E, b->prev_home + (size_t)k * E,
+		       (size_t)E * sizeof(uint32_t));
+		return 0;
+	}
 	if (use)
 		tok = rlb_cooc_layer(b->cooc, k);
 	rc = rlb_reorder_run(r, b->tot + (size_t)k * M * E, M,

@@ -118,7 +118,8 @@ void rlb_balancer_free(struct rlb_balancer *b);
  * out->migrated_experts.  For RLB_POLICY_IDEAL the plan is the static
  * layout (the simulator computes the bound).  out->step is s->step (s may
  * be NULL: one above the last planned step's, 0 for the first); only the
- * loads are read.
+ * loads are read.  A step without tokens (loads of 0 micro-batches) gets
+ * a plan of no cells, relibra keeping the previous step's homes.
  * Deterministic: the same options and the same sequence of loads give the
  * same plans (planner_ns aside).  Errors: RLB_EMISMATCH (l's ranks differ
  * from the EP size, or its layers or experts from earlier steps' or from

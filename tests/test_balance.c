@@ -260,6 +260,57 @@ START_TEST(test_invariants_random)
 }
 END_TEST
 
+/*
+ * Steps without tokens (a schedule of no micro-batches, rlb_loads_init's
+ * empty table), first and after one with tokens: every policy plans
+ * them, and relibra keeps its homes, having no load to move them for.
+ */
+START_TEST(test_empty_step)
+{
+	int pol, v;
+
+	for (pol = 0; pol < RLB_POLICY_COUNT; pol++)
+		for (v = 0; v < (pol == RLB_POLICY_RELIBRA ? 4 : 1); v++) {
+			struct rlb_config cfg;
+			struct rlb_balance_opts o;
+			struct rlb_balancer *b = NULL;
+			struct rlb_err err;
+			uint32_t prev[2 * 8], st;
+
+			for (st = 0; st < 2 * 8; st++)
+				prev[st] = st % 8 / 2;	/* the static layout */
+
+			make_cfg(&cfg, 2, 2, 8, 1);
+			opts_for(&o, &cfg, (enum rlb_policy)pol);
+			o.reorder = !(v & 1);
+			o.replicate = !(v & 2);
+			o.migration_weight = 0.01;
+			ck_assert_int_eq(rlb_balancer_new(&b, &cfg, &o, &err), 0);
+			for (st = 0; st < 3; st++) {
+				struct rlb_loads l;
+				struct rlb_step_plan p;
+
+				if (st != 1)
+					ck_assert_int_eq(rlb_loads_init(&l, 0, 2, 4, 8, &err), 0);
+				else
+					random_loads(&l, 2, 2, 4, 8, 50, 31 + st);
+				ck_assert_msg(rlb_balancer_plan_step(b, NULL, &l, &p, &err) == 0,
+					      "%s, step %u: %s", rlb_policy_name(o.policy), st, err.msg);
+				ck_assert_uint_eq(p.micro_batches, l.micro_batches);
+				ck_assert_msg(rlb_step_plan_check(&p, &l, &err) == 0, "%s", err.msg);
+				if (st != 1 && pol == RLB_POLICY_RELIBRA) {
+					ck_assert_uint_eq(p.migrated_experts, 0);
+					ck_assert_int_eq(memcmp(p.home, prev, 2 * 8 * sizeof(*prev)), 0);
+				}
+				memcpy(prev, p.home, 2 * 8 * sizeof(*prev));
+				rlb_step_plan_release(&p);
+				rlb_loads_release(&l);
+			}
+			rlb_balancer_free(b);
+		}
+}
+END_TEST
+
 /* Two balancers, one on the caller's thread and one on a pool: the same plans. */
 START_TEST(test_determinism)
 {
@@ -1378,6 +1429,7 @@ Suite *rlb_suite_balance(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_invariants_random);
 	tcase_add_test(tc, test_determinism);
+	tcase_add_test(tc, test_empty_step);
 	tcase_add_test(tc, test_eplb_history);
 	tcase_add_test(tc, test_eplb_shared_gpu);
 	tcase_add_test(tc, test_reorder_hand);
