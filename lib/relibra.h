@@ -2,8 +2,8 @@
  * relibra.h - the public interface of librelibra: load balancing for
  * Mixture-of-Experts training in reinforcement learning.
  */
-#ifndef RELIBRA_H
-#define RELIBRA_H
+#ifndef RLB_RELIBRA_H
+#define RLB_RELIBRA_H
 
 #define RLB_VERSION "0.9.0"
 

@@ -62,6 +62,12 @@ printf '#include <relibra/relibra.h>\n' > all.c
 (cd "$prefix/include/relibra" && ls) | sort > installed
 cmp -s included installed || { diff included installed; fail "installed headers that relibra.h does not include"; }
 [ -f "$prefix/include/relibra/exec.h" ] && fail "make install installed the executor's header"
+# ... and define no macro outside RLB_ but those of the C headers they include
+printf '#include <float.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n' > sys.c
+"$CC" -std=c11 -dM -E sys.c | sort > sys.macros
+"$CC" -std=c11 -dM -E -I"$prefix/include" all.c | sort | comm -13 sys.macros - |
+	grep -v '^#define RLB_' > foreign.macros
+[ ! -s foreign.macros ] || { cat foreign.macros; fail "the headers define macros without the RLB_ prefix"; }
 
 # The example of relibra(3) compiles as printed: its code block, in a
 # function that takes what it names.
