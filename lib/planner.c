@@ -328,6 +328,8 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 
 void rlb_planner_policy_release(struct rlb_planner_policy *p)
 {
+	if (!p)
+		return;
 	free(p->steps);
 	p->steps = NULL;
 	p->nsteps = 0;

@@ -835,6 +835,8 @@ static double solve_level(struct rlb_reorder *r, const struct level *lv,
 
 void rlb_reorder_release(struct rlb_reorder *r)
 {
+	if (!r)
+		return;
 	free(r->res.home);
 	free(r->lt);
 	free(r->tot);

@@ -91,6 +91,8 @@ void rlb_report_release(struct rlb_report *r)
 {
 	size_t i;
 
+	if (!r)
+		return;
 	for (i = 0; i < r->nrows; i++)
 		row_release(&r->rows[i]);
 	for (i = 0; i < r->ngroups; i++)

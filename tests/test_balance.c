@@ -15,6 +15,8 @@
 #include "plan_io.h"
 #include "reorder.h"
 #include "cooc.h"
+#include "planner.h"
+#include "report.h"
 #include "suites.h"
 
 static uint32_t rnd(uint64_t *state)
@@ -1200,7 +1202,11 @@ START_TEST(test_errors)
 		rlb_loads_release(&l);
 	}
 	rlb_balancer_free(b);
+	/* every free and release takes NULL */
 	rlb_balancer_free(NULL);
+	rlb_reorder_release(NULL);
+	rlb_planner_policy_release(NULL);
+	rlb_report_release(NULL);
 
 	/* sampled tokens of another shape than the loads' */
 	{
