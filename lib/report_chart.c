@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "report.h"
 #include "report_impl.h"
@@ -827,15 +828,16 @@ int rlb_report_write_svgs(const struct rlb_report *r,
 	size_t max = r->ngroups * per_group + RLB_CHART_COUNT - RLB_CHART_SWEEP_SPEEDUP;
 	struct rlb_atomic_file *af;
 	size_t g, i;
-	int c, ret = 0, have;
+	int c, ret = 0, have, made;
 
 	*files = NULL;
 	*n = 0;
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+	made = mkdir(dir, 0777) == 0;
+	if (!made && errno != EEXIST)
 		return rlb_err_errno(err, RLB_EIO, "cannot create '%s'", dir);
 	af = calloc(max ? max : 1, sizeof(*af));
 	if (!af)
-		return rlb_err_set(err, RLB_ENOMEM, "out of memory");
+		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 	for (g = 0; g < r->ngroups && !ret; g++)
 		for (c = RLB_CHART_TOKENS; c < RLB_CHART_SWEEP_SPEEDUP && !ret; c++) {
 			ret = write_one(r, (enum rlb_report_chart)c, g, o, dir,
@@ -852,6 +854,8 @@ int rlb_report_write_svgs(const struct rlb_report *r,
 			rlb_atomic_abort(&af[i]);
 		free(af);
 		*n = 0;
+		if (made)	/* no folder left behind by a failure */
+			rmdir(dir);
 		return ret;
 	}
 	*files = af;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -327,6 +328,8 @@ START_TEST(test_write_null_err)
 	ck_assert_int_eq(rlb_report_write_svgs(&r, NULL, dir, &files, &n, NULL), RLB_EINVAL);
 	ck_assert_ptr_null(files);
 	ck_assert_uint_eq(n, 0);
+	/* nor does the folder it made stay */
+	ck_assert_int_eq(access(dir, F_OK), -1);
 	ck_assert_int_eq(rlb_report_finish(&r, NULL), 0);
 	/* a chart written after the page's first bytes failed */
 	fp = fopen("/dev/full", "w");
