@@ -251,7 +251,8 @@ struct rlb_trace_info {
 
 /*
  * Read the whole file, verifying every frame's checksum and every record.
- * Fills info even when it fails part-way (what was valid up to there).
+ * Fills info (may be NULL) even when it fails part-way (what was valid up
+ * to there).
  * A truncated file whose complete frames are valid is not an error: it
  * returns 0 with info->truncated set.
  */

@@ -660,6 +660,7 @@ int rlb_trace_verify_threads(const char *path, unsigned threads,
 			     struct rlb_trace_info *info, struct rlb_err *err)
 {
 	struct rlb_trace_reader *r = NULL;
+	struct rlb_trace_info mine;
 	struct rlb_err tmp;
 	struct rlb_seq seq;
 	struct stat st;
@@ -670,6 +671,8 @@ int rlb_trace_verify_threads(const char *path, unsigned threads,
 
 	if (!err)
 		err = &tmp;
+	if (!info)
+		info = &mine;
 	memset(info, 0, sizeof(*info));
 	if (stat(path, &st) == 0)
 		info->file_bytes = (uint64_t)st.st_size;

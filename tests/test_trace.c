@@ -768,6 +768,8 @@ START_TEST(test_data_after_seek_table)
 	ck_assert_int_eq(rlb_trace_verify(path, &info, &err), RLB_ECORRUPT);
 	ck_assert_msg(strstr(err.msg, "seek table at offset 200: 8 bytes of data after it, from offset 233"),
 		      "%s", err.msg);
+	/* info and err may be NULL */
+	ck_assert_int_eq(rlb_trace_verify(path, NULL, NULL), RLB_ECORRUPT);
 	unlink(path);
 }
 END_TEST
