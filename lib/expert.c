@@ -351,11 +351,25 @@ static float *scratch_get(size_t n, size_t ffn, size_t per, float *small,
 	return small;
 }
 
-static void swiglu_forward(const struct rlb_expert_shape *s, const float *w,
-			   size_t n, const float *x, float *y, float *act)
+/*
+ * relu(u), keeping a NaN (u < 0 is false for it) so that a diverged run
+ * shows in y as it does through silu.
+ */
+static inline float relu(float u)
 {
-	size_t H = s->hidden, F = s->ffn, A = 2 * F;
-	const float *wg = w, *wu = w + H * F, *wd = w + 2 * H * F;
+	return u < 0.0f ? 0.0f : u;
+}
+
+/*
+ * Either expert's forward, gated: g = x w_gate, u = x w_up, h = silu(g) u;
+ * ungated: u = x w_up, h = relu(u)^2; then y = h w_down.
+ */
+void rlb_expert_forward(const struct rlb_expert_shape *s, const float *w,
+			size_t n, const float *x, float *y, float *act)
+{
+	size_t H = s->hidden, F = s->ffn, A = rlb_expert_act_per_row(s);
+	size_t gate = s->ungated ? 0 : H * F;	/* w_gate's floats, before w_up */
+	const float *wg = w, *wu = w + gate, *wd = wu + H * F;
 	float small[RB_SMALL * (FC_SMALL + PAD)];
 	float *h = NULL;
 	size_t rb, fc, r0, j0, i, j;
@@ -381,15 +395,25 @@ static void swiglu_forward(const struct rlb_expert_shape *s, const float *w,
 			struct opnd ah = { h, NULL, ld, 1 };
 			struct opnd bd = { wd + j0 * H, NULL, H, 1 };
 
-			gemm(m, f, H, &ax, &bg, ab + j0, A, 0, m);
-			gemm(m, f, H, &ax, &bu, ab + F + j0, A, 0, m);
-			for (i = 0; i < m; i++)
-				for (j = 0; j < f; j++) {
-					float g = ab[i * A + j0 + j];
-					float u = ab[i * A + F + j0 + j];
+			if (s->ungated) {
+				gemm(m, f, H, &ax, &bu, ab + j0, A, 0, m);
+				for (i = 0; i < m; i++)
+					for (j = 0; j < f; j++) {
+						float r = relu(ab[i * A + j0 + j]);
 
-					h[i * ld + j] = g * sigmoid(g) * u;
-				}
+						h[i * ld + j] = r * r;
+					}
+			} else {
+				gemm(m, f, H, &ax, &bg, ab + j0, A, 0, m);
+				gemm(m, f, H, &ax, &bu, ab + F + j0, A, 0, m);
+				for (i = 0; i < m; i++)
+					for (j = 0; j < f; j++) {
+						float g = ab[i * A + j0 + j];
+						float u = ab[i * A + F + j0 + j];
+
+						h[i * ld + j] = g * sigmoid(g) * u;
+					}
+			}
 			gemm(m, H, f, &ah, &bd, yb, H, j0 > 0, m);
 		}
 	}
@@ -469,61 +493,7 @@ out:
 }
 
 /*
- * relu(u), keeping a NaN (u < 0 is false for it) so that a diverged run
- * shows in y as it does through silu.
- */
-static inline float relu(float u)
-{
-	return u < 0.0f ? 0.0f : u;
-}
-
-/* The ungated expert: u = x w_up, h = relu(u)^2, y = h w_down. */
-static void relu2_forward(const struct rlb_expert_shape *s, const float *w,
-			  size_t n, const float *x, float *y, float *act)
-{
-	size_t H = s->hidden, F = s->ffn;
-	const float *wu = w, *wd = w + H * F;
-	float small[RB_SMALL * (FC_SMALL + PAD)];
-	float *h = NULL;
-	size_t rb, fc, r0, j0, i, j;
-
-	if (n == 0 || H == 0)
-		goto out;
-	if (F == 0) {
-		memset(y, 0, n * H * sizeof(float));
-		goto out;
-	}
-	h = scratch_get(n, F, 1, small, &rb, &fc);
-	for (r0 = 0; r0 < n; r0 += rb) {
-		size_t m = min_sz(rb, n - r0);
-		const float *xb = x + r0 * H;
-		float *ab = act + r0 * F, *yb = y + r0 * H;
-
-		for (j0 = 0; j0 < F; j0 += fc) {
-			size_t f = min_sz(fc, F - j0);
-			struct opnd ax = { xb, NULL, H, 1 };
-			struct opnd bu = { wu + j0, NULL, F, 1 };
-			size_t ld = f + PAD;
-			struct opnd ah = { h, NULL, ld, 1 };
-			struct opnd bd = { wd + j0 * H, NULL, H, 1 };
-
-			gemm(m, f, H, &ax, &bu, ab + j0, F, 0, m);
-			for (i = 0; i < m; i++)
-				for (j = 0; j < f; j++) {
-					float r = relu(ab[i * F + j0 + j]);
-
-					h[i * ld + j] = r * r;
-				}
-			gemm(m, H, f, &ah, &bd, yb, H, j0 > 0, m);
-		}
-	}
-out:
-	if (h != small)
-		free(h);
-}
-
-/*
- * Its backward: dh = dy w_down^T, du = dh * 2 relu(u); dw_up += x^T du,
+ * The ungated expert's backward: dh = dy w_down^T, du = dh * 2 relu(u); dw_up += x^T du,
  * dw_down += h^T dy, dx = du w_up^T.
  */
 static void relu2_backward(const struct rlb_expert_shape *s, const float *w,
@@ -582,15 +552,6 @@ static void relu2_backward(const struct rlb_expert_shape *s, const float *w,
 out:
 	if (buf != small)
 		free(buf);
-}
-
-void rlb_expert_forward(const struct rlb_expert_shape *s, const float *w,
-			size_t n, const float *x, float *y, float *act)
-{
-	if (s->ungated)
-		relu2_forward(s, w, n, x, y, act);
-	else
-		swiglu_forward(s, w, n, x, y, act);
 }
 
 void rlb_expert_backward(const struct rlb_expert_shape *s, const float *w,
