@@ -14,6 +14,7 @@
 
 #include <yaml.h>
 
+#include "clocale.h"
 #include "config.h"
 #include "config_impl.h"
 #include "preset.h"
@@ -706,8 +707,8 @@ static int builtin_config(struct loader *ld, const char *name)
 /* ------------------------------------------------------------------ */
 /* Public interface.                                                   */
 
-int rlb_config_load(struct rlb_config *cfg, const char *path,
-		    const char *const *sets, size_t nsets, struct rlb_err *err)
+static int config_load_c(struct rlb_config *cfg, const char *path,
+			 const char *const *sets, size_t nsets, struct rlb_err *err)
 {
 	struct loader ld;
 	yaml_document_t doc;
@@ -761,8 +762,19 @@ out:
 	return rc;
 }
 
-int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
-		   size_t size, struct rlb_err *err)
+/* config_load_c in the C locale (clocale.h) */
+int rlb_config_load(struct rlb_config *cfg, const char *path,
+		    const char *const *sets, size_t nsets, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = config_load_c(cfg, path, sets, nsets, err);
+
+	rlb_clocale_end(before);
+	return ret;
+}
+
+static int config_get_c(const struct rlb_config *cfg, const char *key, char *buf,
+			size_t size, struct rlb_err *err)
 {
 	char sec_name[RLB_NAME_MAX], sugbuf[RLB_NAME_MAX + 16], num[40];
 	const char *dot = strchr(key, '.'), *sug = NULL, *text;
@@ -798,6 +810,17 @@ int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
 	return 0;
 }
 
+/* config_get_c in the C locale (clocale.h) */
+int rlb_config_get(const struct rlb_config *cfg, const char *key, char *buf,
+		   size_t size, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = config_get_c(cfg, key, buf, size, err);
+
+	rlb_clocale_end(before);
+	return ret;
+}
+
 struct rlb_config *rlb_config_new(const char *path, const char *const *sets,
 				  size_t nsets, struct rlb_err *err)
 {
@@ -819,8 +842,8 @@ void rlb_config_free(struct rlb_config *cfg)
 	free(cfg);
 }
 
-int rlb_config_set(struct rlb_config *cfg, const char *assignment,
-		   struct rlb_err *err)
+static int config_set_c(struct rlb_config *cfg, const char *assignment,
+			struct rlb_err *err)
 {
 	struct rlb_config *work = malloc(sizeof(*work));
 	struct loader ld;
@@ -837,4 +860,15 @@ int rlb_config_set(struct rlb_config *cfg, const char *assignment,
 		*cfg = *work;
 	free(work);
 	return rc < 0 ? rc : 0;
+}
+
+/* config_set_c in the C locale (clocale.h) */
+int rlb_config_set(struct rlb_config *cfg, const char *assignment,
+		   struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = config_set_c(cfg, assignment, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }

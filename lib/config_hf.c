@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "clocale.h"
 #include "config_hf.h"
 #include "config_impl.h"
 #include "trace.h"
@@ -1028,8 +1029,8 @@ static void model_defaults(struct rlb_model_config *m)
 	*m = cfg.model;
 }
 
-int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *name,
-		      struct rlb_err *err)
+static int hf_model_load_c(struct rlb_hf_model *hm, const char *path, const char *name,
+			   struct rlb_err *err)
 {
 	struct reader r = { path, NULL, hm, err };
 	int is_stdin = !strcmp(path, "-");
@@ -1086,6 +1087,17 @@ out:
 	return ret;
 }
 
+/* hf_model_load_c in the C locale (clocale.h) */
+int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *name,
+		      struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = hf_model_load_c(hm, path, name, err);
+
+	rlb_clocale_end(before);
+	return ret;
+}
+
 /* S in a YAML comment: printable ASCII, '?' for every other byte. */
 static void put_comment_text(FILE *fp, const char *s)
 {
@@ -1093,7 +1105,7 @@ static void put_comment_text(FILE *fp, const char *s)
 		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', fp);
 }
 
-int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err)
+static int hf_model_write_yaml_c(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err)
 {
 	struct rlb_model_config m = hm->model;
 	int k, w;
@@ -1124,4 +1136,14 @@ int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_
 	if (fflush(fp) != 0 || ferror(fp))
 		return rlb_err_errno(err, RLB_EIO, "cannot write the model preset");
 	return 0;
+}
+
+/* hf_model_write_yaml_c in the C locale (clocale.h) */
+int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = hf_model_write_yaml_c(hm, fp, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }

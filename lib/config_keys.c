@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clocale.h"
 #include "capture.h"
 #include "config.h"
 #include "config_impl.h"
@@ -566,8 +567,8 @@ const char *rlb_cfg_value_text(const struct rlb_config *cfg, const struct key *k
 	return "";
 }
 
-int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
-			  struct rlb_err *err)
+static int config_write_yaml_c(const struct rlb_config *cfg, FILE *fp,
+			       struct rlb_err *err)
 {
 	const struct key *k;
 	char num[40];
@@ -591,6 +592,17 @@ int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
 	if (fflush(fp) != 0 || ferror(fp))
 		return rlb_err_errno(err, RLB_EIO, "cannot write the configuration");
 	return 0;
+}
+
+/* config_write_yaml_c in the C locale (clocale.h) */
+int rlb_config_write_yaml(const struct rlb_config *cfg, FILE *fp,
+			  struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = config_write_yaml_c(cfg, fp, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }
 
 static const char *names_models[256 + 1], *names_clusters[256 + 1], *names_full[256 + 1];

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <jansson.h>
 
+#include "clocale.h"
 #include "plan.h"
 #include "plan_internal.h"
 #include "plan_io.h"
@@ -597,8 +598,8 @@ int rlb_step_plan_route(const struct rlb_step_plan *p,
 /* ------------------------------------------------------------------ */
 /* Text dump                                                            */
 
-int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
-			const struct rlb_step_plan *p, struct rlb_err *err)
+static int plan_write_text_c(FILE *fp, const struct rlb_plan_header *h,
+			     const struct rlb_step_plan *p, struct rlb_err *err)
 {
 	uint32_t mb, l, e, k, n;
 
@@ -680,6 +681,17 @@ int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
 	if (ferror(fp))
 		return rlb_err_set(err, RLB_EIO, "cannot write the plan text");
 	return 0;
+}
+
+/* plan_write_text_c in the C locale (clocale.h) */
+int rlb_plan_write_text(FILE *fp, const struct rlb_plan_header *h,
+			const struct rlb_step_plan *p, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = plan_write_text_c(fp, h, p, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */

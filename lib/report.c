@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "clocale.h"
 #include "report.h"
 #include "trace_impl.h"		/* rlb_rrt_probe */
 #include "util.h"
@@ -424,9 +425,9 @@ static int read_step_range(const json_t *obj, const char *src,
 	return ret;
 }
 
-int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
-			const char *src, const char *sweep_value,
-			struct rlb_err *err)
+static int report_add_json_c(struct rlb_report *r, const json_t *obj,
+			     const char *src, const char *sweep_value,
+			     struct rlb_err *err)
 {
 	struct rlb_report_group id;
 	struct rlb_report_row w;
@@ -510,8 +511,20 @@ int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
 	return 0;
 }
 
-int rlb_report_add_file(struct rlb_report *r, const char *path,
+/* report_add_json_c in the C locale (clocale.h) */
+int rlb_report_add_json(struct rlb_report *r, const json_t *obj,
+			const char *src, const char *sweep_value,
 			struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_add_json_c(r, obj, src, sweep_value, err);
+
+	rlb_clocale_end(before);
+	return ret;
+}
+
+static int report_add_file_c(struct rlb_report *r, const char *path,
+			     struct rlb_err *err)
 {
 	json_error_t je;
 	json_t *j;
@@ -561,6 +574,17 @@ int rlb_report_add_file(struct rlb_report *r, const char *path,
 out:
 	if (fp != stdin)
 		fclose(fp);
+	return ret;
+}
+
+/* report_add_file_c in the C locale (clocale.h) */
+int rlb_report_add_file(struct rlb_report *r, const char *path,
+			struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_add_file_c(r, path, err);
+
+	rlb_clocale_end(before);
 	return ret;
 }
 
@@ -756,7 +780,7 @@ static void sort_rows(struct rlb_report *r)
 	}
 }
 
-int rlb_report_finish(struct rlb_report *r, struct rlb_err *err)
+static int report_finish_c(struct rlb_report *r, struct rlb_err *err)
 {
 	size_t i;
 	long s, o;
@@ -790,6 +814,16 @@ int rlb_report_finish(struct rlb_report *r, struct rlb_err *err)
 	}
 	r->finished = 1;
 	return 0;
+}
+
+/* report_finish_c in the C locale (clocale.h) */
+int rlb_report_finish(struct rlb_report *r, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_finish_c(r, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }
 
 const char *rlb_report_group_title(const struct rlb_report *r, size_t gi,

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clocale.h"
 #include "report.h"
 #include "report_impl.h"
 #include "util.h"
@@ -729,9 +730,9 @@ out:
 	return ret;
 }
 
-int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
-			 size_t g, const struct rlb_report_chart_opts *o,
-			 FILE *fp, struct rlb_err *err)
+static int report_chart_svg_c(const struct rlb_report *r, enum rlb_report_chart c,
+			      size_t g, const struct rlb_report_chart_opts *o,
+			      FILE *fp, struct rlb_err *err)
 {
 	int ret;
 
@@ -769,6 +770,18 @@ int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
 	}
 	if (ret == 0 && ferror(fp))
 		return rlb_err_set(err, RLB_EIO, "write error");
+	return ret;
+}
+
+/* report_chart_svg_c in the C locale (clocale.h) */
+int rlb_report_chart_svg(const struct rlb_report *r, enum rlb_report_chart c,
+			 size_t g, const struct rlb_report_chart_opts *o,
+			 FILE *fp, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_chart_svg_c(r, c, g, o, fp, err);
+
+	rlb_clocale_end(before);
 	return ret;
 }
 
@@ -819,10 +832,10 @@ static int write_one(const struct rlb_report *r, enum rlb_report_chart c,
 	return ret;
 }
 
-int rlb_report_write_svgs(const struct rlb_report *r,
-			  const struct rlb_report_chart_opts *o,
-			  const char *dir, struct rlb_atomic_file **files,
-			  size_t *n, struct rlb_err *err)
+static int report_write_svgs_c(const struct rlb_report *r,
+			       const struct rlb_report_chart_opts *o,
+			       const char *dir, struct rlb_atomic_file **files,
+			       size_t *n, struct rlb_err *err)
 {
 	size_t per_group = RLB_CHART_SWEEP_SPEEDUP - RLB_CHART_TOKENS;
 	size_t max = r->ngroups * per_group + RLB_CHART_COUNT - RLB_CHART_SWEEP_SPEEDUP;
@@ -860,4 +873,17 @@ int rlb_report_write_svgs(const struct rlb_report *r,
 	}
 	*files = af;
 	return 0;
+}
+
+/* report_write_svgs_c in the C locale (clocale.h) */
+int rlb_report_write_svgs(const struct rlb_report *r,
+			  const struct rlb_report_chart_opts *o,
+			  const char *dir, struct rlb_atomic_file **files,
+			  size_t *n, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_write_svgs_c(r, o, dir, files, n, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }

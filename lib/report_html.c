@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clocale.h"
 #include "relibra.h"
 #include "report.h"
 #include "report_impl.h"
@@ -154,9 +155,9 @@ static int group_section(const struct rlb_report *r, size_t g,
 	return 0;
 }
 
-int rlb_report_write_html(const struct rlb_report *r,
-			  const struct rlb_report_chart_opts *o, FILE *fp,
-			  struct rlb_err *err)
+static int report_write_html_c(const struct rlb_report *r,
+			       const struct rlb_report_chart_opts *o, FILE *fp,
+			       struct rlb_err *err)
 {
 	struct rlb_cells t;
 	char title[32];
@@ -214,4 +215,16 @@ int rlb_report_write_html(const struct rlb_report *r,
 	if (ferror(fp))
 		return rlb_err_set(err, RLB_EIO, "write error");
 	return 0;
+}
+
+/* report_write_html_c in the C locale (clocale.h) */
+int rlb_report_write_html(const struct rlb_report *r,
+			  const struct rlb_report_chart_opts *o, FILE *fp,
+			  struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_write_html_c(r, o, fp, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }

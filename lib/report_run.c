@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "clocale.h"
 #include "relibra.h"
 #include "report.h"
 
@@ -72,9 +73,9 @@ static int keep_step(void *ctx, const struct rlb_step_plan *p,
 	return 0;
 }
 
-int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
-		   const struct rlb_config *cfg,
-		   const struct rlb_report_run_opts *o, struct rlb_err *err)
+static int report_run_c(struct rlb_report *r, struct rlb_trace_reader *reader,
+			const struct rlb_config *cfg,
+			const struct rlb_report_run_opts *o, struct rlb_err *err)
 {
 	struct rlb_planner_policy *pol = NULL;
 	struct keep_last *keep = NULL;
@@ -132,5 +133,17 @@ out:
 		rlb_planner_policy_release(&pol[i]);
 	free(keep);
 	free(pol);
+	return ret;
+}
+
+/* report_run_c in the C locale (clocale.h) */
+int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
+		   const struct rlb_config *cfg,
+		   const struct rlb_report_run_opts *o, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_run_c(r, reader, cfg, o, err);
+
+	rlb_clocale_end(before);
 	return ret;
 }

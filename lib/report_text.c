@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "clocale.h"
 #include "relibra.h"
 #include "report.h"
 #include "report_impl.h"
@@ -24,7 +25,7 @@ const char *const rlb_report_legend[] = {
 	NULL,
 };
 
-const char *rlb_report_fmt3(double v, char *buf, size_t size)
+static const char *report_fmt3_c(double v, char *buf, size_t size)
 {
 	double r, mag;
 	size_t n;
@@ -58,6 +59,16 @@ const char *rlb_report_fmt3(double v, char *buf, size_t size)
 	if (n > 0 && buf[n - 1] == '.')
 		buf[n - 1] = '\0';
 	return buf;
+}
+
+/* report_fmt3_c in the C locale (clocale.h) */
+const char *rlb_report_fmt3(double v, char *buf, size_t size)
+{
+	locale_t before = rlb_clocale_begin();
+	const char *ret = report_fmt3_c(v, buf, size);
+
+	rlb_clocale_end(before);
+	return ret;
 }
 
 /* A rate with an SI prefix: "163k", "1.11M". */
@@ -772,8 +783,8 @@ int rlb_report_format_from_name(const char *name, enum rlb_report_format *f,
 			   name);
 }
 
-int rlb_report_write(const struct rlb_report *r, enum rlb_report_format f,
-		     FILE *fp, struct rlb_err *err)
+static int report_write_c(const struct rlb_report *r, enum rlb_report_format f,
+			  FILE *fp, struct rlb_err *err)
 {
 	int ret = 0;
 
@@ -798,4 +809,15 @@ int rlb_report_write(const struct rlb_report *r, enum rlb_report_format f,
 	if (ferror(fp))
 		return rlb_err_set(err, RLB_EIO, "write error");
 	return 0;
+}
+
+/* report_write_c in the C locale (clocale.h) */
+int rlb_report_write(const struct rlb_report *r, enum rlb_report_format f,
+		     FILE *fp, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = report_write_c(r, f, fp, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }

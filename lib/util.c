@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "clocale.h"
 #include "util.h"
 
 /*
@@ -465,4 +468,26 @@ uint64_t rlb_thread_cpu_ns(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the C locale (clocale.h) ---- */
+
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_make(void)
+{
+	c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+}
+
+locale_t rlb_clocale_begin(void)
+{
+	pthread_once(&c_locale_once, c_locale_make);
+	return c_locale ? uselocale(c_locale) : (locale_t)0;
+}
+
+void rlb_clocale_end(locale_t before)
+{
+	if (before)
+		uselocale(before);
 }

@@ -33,6 +33,8 @@ check)
 	need_cmd mandoc mandoc
 	need_cmd xmllint libxml2-utils
 	need_cmd python3 python3	# tests/*_ref.py, examples/plan_online.py
+	# a comma-decimal locale made by tests/cli/api.sh
+	[ -f /usr/share/i18n/locales/de_DE ] || missing="$missing locales"
 	;;
 demo)
 	need_cmd zstd zstd

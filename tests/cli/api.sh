@@ -8,7 +8,8 @@
 # plan; a plugin that links the archive; Python's ctypes loading the shared
 # library, and examples/plan_online.py planning the same steps with the
 # installed one and with the build tree's librelibra.so link; a failing
-# run that leaves no file behind; and `make uninstall`.
+# run that leaves no file behind; numbers read and written the same under
+# a host's comma-decimal locale; and `make uninstall`.
 . "$RLB_TOP/tests/cli/lib.sh"
 
 command -v pkg-config >/dev/null 2>&1 || skip "pkg-config not installed"
@@ -282,6 +283,53 @@ grep -q "no-such-dir/gone.rlp" err || { cat err; fail "the error does not name t
 for f in gone.rrt gone.rrt.tmp; do
 	[ ! -e "$f" ] || fail "a failed run left $f"
 done
+
+# A host whose locale writes 0,5 (de_DE): the library still reads and
+# writes 0.5, and the host's own printf keeps its comma.  Needs the
+# locale's source (Debian's locales package) to make it here.
+cat > locale.c <<'EOF'
+#include <locale.h>
+#include <stdio.h>
+#include <relibra/relibra.h>
+
+int main(int argc, char **argv)
+{
+	struct rlb_config cfg;
+	struct rlb_err err;
+	char buf[64];
+	FILE *fp;
+
+	(void)argc;
+	if (!setlocale(LC_ALL, "de_DE.UTF-8"))
+		return 77;
+	if (rlb_config_load(&cfg, argv[1], NULL, 0, &err) != 0 ||
+	    rlb_config_set(&cfg, "cluster.gemm_eff_max=0.65", &err) != 0 ||
+	    rlb_config_get(&cfg, "cluster.gemm_eff_max", buf, sizeof(buf), &err) != 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	printf("get %s, host %.2f, ", buf, 0.5);
+	printf("fmt3 %s\n", rlb_report_fmt3(0.925, buf, sizeof(buf)));
+	fp = fopen(argv[2], "w");
+	if (!fp || rlb_config_write_yaml(&cfg, fp, &err) != 0 || fclose(fp) != 0)
+		return 1;
+	return 0;
+}
+EOF
+mkdir -p loc
+if command -v localedef > /dev/null 2>&1 &&
+   localedef -i de_DE -f UTF-8 loc/de_DE.UTF-8 > localedef.log 2>&1; then
+	# shellcheck disable=SC2086
+	"$CC" -std=c11 -Wall -Wextra -Werror $san -o locale locale.c $flags 2> cc.log ||
+		{ cat cc.log; fail "locale.c does not build against the installed library"; }
+	LOCPATH=loc ./locale "$CONFIGS/tiny-2x2.yaml" locale.yaml > out 2> err
+	status=$?
+	expect_status 0
+	expect_out "get 0.65, host 0,50, fmt3 0.925"
+	grep -q "^  gemm_eff_max: 0.65$" locale.yaml || { cat locale.yaml; fail "YAML written in a comma locale"; }
+else
+	echo "note: no de_DE locale could be made here (localedef: $(tail -n 1 localedef.log 2>/dev/null)); the locale check did not run"
+fi
 
 make -C "$RLB_TOP" VARIANT="$variant" PREFIX="$prefix" uninstall > uninstall.log 2>&1 ||
 	{ cat uninstall.log; fail "make uninstall failed"; }
