@@ -306,8 +306,8 @@ int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 	return 0;
 }
 
-int rlb_parse_double(const char *s, double min, double max, double *out,
-		     const char *what, struct rlb_err *err)
+static int parse_double_c(const char *s, double min, double max, double *out,
+			  const char *what, struct rlb_err *err)
 {
 	char *end;
 	double v;
@@ -323,6 +323,17 @@ int rlb_parse_double(const char *s, double min, double max, double *out,
 				   min, max);
 	*out = v;
 	return 0;
+}
+
+/* parse_double_c in the C locale (clocale.h) */
+int rlb_parse_double(const char *s, double min, double max, double *out,
+		     const char *what, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = parse_double_c(s, min, max, out, what, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }
 
 int rlb_grow(void *pp, size_t *cap, size_t need, size_t size)

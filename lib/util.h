@@ -76,7 +76,8 @@ uint64_t rlb_fnv1a(uint64_t h, const void *p, size_t n);
 
 /*
  * Parse a whole string as a number within [min, max]: decimal (leading
- * zeros too), or hexadecimal after 0x.  Returns 0, or RLB_EPARSE (not a
+ * zeros too), or hexadecimal after 0x; a double with '.' as its decimal
+ * point whatever the host's locale.  Returns 0, or RLB_EPARSE (not a
  * number, leading space, trailing junk) / RLB_ERANGE with a message naming
  * `what`.
  */

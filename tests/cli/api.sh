@@ -297,11 +297,16 @@ int main(int argc, char **argv)
 	struct rlb_config cfg;
 	struct rlb_err err;
 	char buf[64];
+	double d = 0;
 	FILE *fp;
 
 	(void)argc;
 	if (!setlocale(LC_ALL, "de_DE.UTF-8"))
 		return 77;
+	if (rlb_parse_double("0.5", 0, 1, &d, "x", &err) != 0 || d != 0.5) {
+		fprintf(stderr, "rlb_parse_double: %s\n", err.msg);
+		return 1;
+	}
 	if (rlb_config_load(&cfg, argv[1], NULL, 0, &err) != 0 ||
 	    rlb_config_set(&cfg, "cluster.gemm_eff_max=0.65", &err) != 0 ||
 	    rlb_config_get(&cfg, "cluster.gemm_eff_max", buf, sizeof(buf), &err) != 0) {
