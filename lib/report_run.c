@@ -10,7 +10,6 @@
 
 #include <jansson.h>
 
-#include "clocale.h"
 #include "relibra.h"
 #include "report.h"
 
@@ -73,9 +72,13 @@ static int keep_step(void *ctx, const struct rlb_step_plan *p,
 	return 0;
 }
 
-static int report_run_c(struct rlb_report *r, struct rlb_trace_reader *reader,
-			const struct rlb_config *cfg,
-			const struct rlb_report_run_opts *o, struct rlb_err *err)
+/*
+ * Not in the C locale as a whole: the numbers it reads, rlb_report_add_json
+ * reads in it, and the host's progress callback runs in the host's locale.
+ */
+int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
+		   const struct rlb_config *cfg,
+		   const struct rlb_report_run_opts *o, struct rlb_err *err)
 {
 	struct rlb_planner_policy *pol = NULL;
 	struct keep_last *keep = NULL;
@@ -136,14 +139,3 @@ out:
 	return ret;
 }
 
-/* report_run_c in the C locale (clocale.h) */
-int rlb_report_run(struct rlb_report *r, struct rlb_trace_reader *reader,
-		   const struct rlb_config *cfg,
-		   const struct rlb_report_run_opts *o, struct rlb_err *err)
-{
-	locale_t before = rlb_clocale_begin();
-	int ret = report_run_c(r, reader, cfg, o, err);
-
-	rlb_clocale_end(before);
-	return ret;
-}

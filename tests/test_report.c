@@ -8,11 +8,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <locale.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "relibra.h"
 #include "plan.h"
 #include "report.h"
 #include "report_impl.h"
@@ -362,6 +364,89 @@ START_TEST(test_time_unit_rounding)
 	ck_assert_ptr_null(strstr(s, "1000"));
 	free(s);
 	rlb_report_release(&r);
+}
+END_TEST
+
+/* The thread's locale at each progress call, against the host's. */
+struct locale_seen {
+	locale_t host;
+	unsigned calls, other;
+};
+
+static void progress_locale(void *ctx, uint64_t done, uint64_t total,
+			    const char *unit)
+{
+	struct locale_seen *s = ctx;
+
+	(void)done;
+	(void)total;
+	(void)unit;
+	s->calls++;
+	s->other += uselocale((locale_t)0) != s->host;
+}
+
+/*
+ * rlb_report_run calls the host's progress function in the host's
+ * locale, not in the C locale the library reads its numbers in, and
+ * gives the thread its locale back.
+ */
+START_TEST(test_run_progress_locale)
+{
+	static const char *const sets[] = {
+		"model.name=run-test", "model.experts=8", "model.topk=2",
+		"model.hidden=16", "model.expert_ffn=8", "model.moe_layers=2",
+		"cluster.nodes=2", "cluster.gpus_per_node=2", "parallel.ep_size=4",
+		"parallel.micro_batch_tokens=48", "workload.steps=2",
+		"workload.prompts_per_step=4", "workload.samples_per_prompt=2",
+		"workload.len_median=40", "workload.len_min=8", "workload.len_max=100",
+		"workload.segment_min=4", "workload.segment_max=32",
+	};
+	const char *const policies[] = { "static", "relibra" };
+	struct rlb_report_run_opts o;
+	struct locale_seen seen = { 0, 0, 0 };
+	struct rlb_trace_header h;
+	struct rlb_trace_writer *w;
+	struct rlb_trace_reader *rd;
+	struct rlb_config cfg;
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	locale_t before;
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/report-run-%ld.rrt", rlb_test_tmpdir(), (long)getpid());
+	ck_assert_msg(rlb_config_load(&cfg, NULL, sets, sizeof(sets) / sizeof(sets[0]),
+				      &err) == 0, "%s", err.msg);
+	memset(&h, 0, sizeof(h));
+	rlb_trace_header_from_config(&h, &cfg);
+	ck_assert_msg(rlb_trace_writer_open(&w, path, &h, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_synth_generate(&cfg, 3, 0, w, NULL, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rlb_trace_writer_close(w, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(rlb_trace_reader_open(&rd, path, &err), 0);
+
+	/* a locale object of the host's own, told apart from the library's */
+	seen.host = duplocale(LC_GLOBAL_LOCALE);
+	ck_assert_ptr_nonnull(seen.host);
+	before = uselocale(seen.host);
+	memset(&o, 0, sizeof(o));
+	o.policies = policies;
+	o.npolicies = 2;
+	o.planner.pack = cfg.parallel.pack;
+	o.planner.last_step = UINT32_MAX;
+	o.planner.threads = 1;
+	o.planner.no_timing = 1;
+	o.planner.progress = progress_locale;
+	o.planner.progress_ctx = &seen;
+	rlb_report_init(&r);
+	ck_assert_msg(rlb_report_run(&r, rd, &cfg, &o, &err) == 0, "%s", err.msg);
+	ck_assert_ptr_eq(uselocale((locale_t)0), seen.host);
+	uselocale(before);
+	freelocale(seen.host);
+	ck_assert_uint_eq(r.nrows, 2);
+	ck_assert_uint_eq(seen.calls, 2);
+	ck_assert_uint_eq(seen.other, 0);
+	rlb_report_release(&r);
+	rlb_trace_reader_free(rd);
+	unlink(path);
 }
 END_TEST
 
@@ -811,6 +896,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_csv_and_formats);
 	tcase_add_test(tc, test_write_null_err);
 	tcase_add_test(tc, test_time_unit_rounding);
+	tcase_add_test(tc, test_run_progress_locale);
 	tcase_add_test(tc, test_series_from_plan);
 	tcase_add_test(tc, test_charts);
 	tcase_add_test(tc, test_sweep_chart);
