@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clocale.h"
 #include "config.h"
 #include "config_impl.h"
 
@@ -375,7 +376,7 @@ int rlb_cfg_validate(struct loader *ld)
 /* ------------------------------------------------------------------ */
 /* Public interface.                                                   */
 
-int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err)
+static int config_validate_c(const struct rlb_config *cfg, struct rlb_err *err)
 {
 	struct loader ld;
 	int rc;
@@ -385,4 +386,14 @@ int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err)
 	rc = rlb_cfg_validate(&ld);
 	rlb_cfg_loader_release(&ld);
 	return rc;
+}
+
+/* config_validate_c in the C locale (clocale.h): its messages quote numbers */
+int rlb_config_validate(const struct rlb_config *cfg, struct rlb_err *err)
+{
+	locale_t before = rlb_clocale_begin();
+	int ret = config_validate_c(cfg, err);
+
+	rlb_clocale_end(before);
+	return ret;
 }

@@ -315,6 +315,11 @@ int main(int argc, char **argv)
 	}
 	printf("get %s, host %.2f, ", buf, 0.5);
 	printf("fmt3 %s\n", rlb_report_fmt3(0.925, buf, sizeof(buf)));
+	cfg.cluster.gemm_eff_max = 1.5;
+	if (rlb_config_validate(&cfg, &err) != RLB_ECONFIG)
+		return 1;
+	printf("%s\n", err.msg);
+	cfg.cluster.gemm_eff_max = 0.65;
 	fp = fopen(argv[2], "w");
 	if (!fp || rlb_config_write_yaml(&cfg, fp, &err) != 0 || fclose(fp) != 0)
 		return 1;
@@ -331,6 +336,7 @@ if command -v localedef > /dev/null 2>&1 &&
 	status=$?
 	expect_status 0
 	expect_out "get 0.65, host 0,50, fmt3 0.925"
+	expect_out "value 1.5 for 'cluster.gemm_eff_max' is out of range [1e-06, 1]"
 	grep -q "^  gemm_eff_max: 0.65$" locale.yaml || { cat locale.yaml; fail "YAML written in a comma locale"; }
 else
 	echo "note: no de_DE locale could be made here (localedef: $(tail -n 1 localedef.log 2>/dev/null)); the locale check did not run"
