@@ -234,6 +234,8 @@ int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err)
 
 void rlb_atomic_abort(struct rlb_atomic_file *af)
 {
+	if (!af)
+		return;
 	if (af->fp && !std_stream(af->fp))
 		fclose(af->fp);
 	if (af->tmp_path && (af->fp || af->synced))

@@ -57,7 +57,10 @@ int rlb_atomic_sync_after(struct rlb_atomic_file *af, int ret,
 int rlb_atomic_commit(struct rlb_atomic_file *af, struct rlb_err *err);
 /* The file being written, for messages: PATH.tmp, PATH or "stdout". */
 const char *rlb_atomic_name(const struct rlb_atomic_file *af);
-/* Close and remove the temporary file; releases af.  Safe on a zeroed af. */
+/*
+ * Close and remove the temporary file; releases af.  Safe on a zeroed af;
+ * NULL is a no-op.
+ */
 void rlb_atomic_abort(struct rlb_atomic_file *af);
 
 /*

@@ -102,6 +102,8 @@ START_TEST(test_atomic_file)
 	rlb_atomic_abort(&af);
 	ck_assert_int_ne(stat(tmp, &st), 0);
 	ck_assert_int_ne(stat(path, &st), 0);
+	/* an abort, as every other, takes NULL */
+	rlb_atomic_abort(NULL);
 
 	/* Committed: the file appears whole, the temporary is gone. */
 	ck_assert_int_eq(rlb_atomic_open(&af, path, &err), 0);
