@@ -28,8 +28,9 @@
  * domain constant, and each value is mix(h ^ index).  The top 24 bits of
  * a value map to [-1, 1) exactly as (int)(v >> 40) / 2^23 - 1; the
  * gates' u_k is (v >> 11) / 2^53 in [0, 1).  Weights are that value
- * times 1 / sqrt(fan_in): hidden for w_gate and w_up, ffn for w_down.  Any rank can thus rebuild
- * any expert's weights or any token's input with no communication.
+ * times 1 / sqrt(fan_in): hidden for w_gate and w_up, ffn for w_down.
+ * Any rank can thus rebuild any expert's weights or any token's input
+ * with no communication.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -493,8 +494,8 @@ out:
 }
 
 /*
- * The ungated expert's backward: dh = dy w_down^T, du = dh * 2 relu(u); dw_up += x^T du,
- * dw_down += h^T dy, dx = du w_up^T.
+ * The ungated expert's backward: dh = dy w_down^T, du = dh * 2 relu(u);
+ * dw_up += x^T du, dw_down += h^T dy, dx = du w_up^T.
  */
 static void relu2_backward(const struct rlb_expert_shape *s, const float *w,
 			   size_t n, const float *x, const float *act,

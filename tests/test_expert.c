@@ -577,7 +577,7 @@ START_TEST(test_golden_bits)
 				      "%u x %u (ungated %u): the forward or backward changed",
 				      s->hidden, s->ffn, s->ungated);
 		else
-			fprintf(stderr, "test_gated_golden: %u x %u: this libm's expf differs from the capture's; y, dx and dw not compared\n",
+			fprintf(stderr, "test_golden_bits: %u x %u: this libm's expf differs from the capture's; y, dx and dw not compared\n",
 				s->hidden, s->ffn);
 		free(w);
 		free(y);
