@@ -423,13 +423,21 @@ out:
 		free(h);
 }
 
-static void swiglu_backward(const struct rlb_expert_shape *s, const float *w,
-			    size_t n, const float *x, const float *act,
-			    const float *dy, float *dx, float *dw)
+/*
+ * Either expert's backward, dh = dy w_down^T first.  Gated: dg = dh u
+ * silu'(g), du = dh silu(g); dw_gate += x^T dg, dw_up += x^T du, dx =
+ * [dg du] [w_gate w_up]^T.  Ungated: du = dh 2 relu(u); dw_up += x^T du,
+ * dx = du w_up^T.  Both: dw_down += h^T dy, h recomputed as the forward
+ * made it.
+ */
+void rlb_expert_backward(const struct rlb_expert_shape *s, const float *w,
+			 size_t n, const float *x, const float *act,
+			 const float *dy, float *dx, float *dw)
 {
-	size_t H = s->hidden, F = s->ffn, A = 2 * F;
-	const float *wg = w, *wu = w + H * F, *wd = w + 2 * H * F;
-	float *dwg = dw, *dwu = dw + H * F, *dwd = dw + 2 * H * F;
+	size_t H = s->hidden, F = s->ffn, A = rlb_expert_act_per_row(s);
+	size_t gate = s->ungated ? 0 : H * F;	/* w_gate's floats, before w_up */
+	const float *wg = w, *wu = w + gate, *wd = wu + H * F;
+	float *dwg = dw, *dwu = dw + gate, *dwd = dwu + H * F;
 	float small[5 * RB_SMALL * (FC_SMALL + PAD)];
 	float *buf = NULL;
 	size_t rb, fc, r0, j0, i, j;
@@ -440,7 +448,8 @@ static void swiglu_backward(const struct rlb_expert_shape *s, const float *w,
 		memset(dx, 0, n * H * sizeof(float));
 		goto out;
 	}
-	buf = scratch_get(n, F, 5, small, &rb, &fc);
+	/* h and dh, and for the gated expert du and [dg du] interleaved */
+	buf = scratch_get(n, F, s->ungated ? 2 : 5, small, &rb, &fc);
 	for (r0 = 0; r0 < n; r0 += rb) {
 		size_t m = min_sz(rb, n - r0);
 		const float *xb = x + r0 * H, *dyb = dy + r0 * H;
@@ -448,121 +457,69 @@ static void swiglu_backward(const struct rlb_expert_shape *s, const float *w,
 		float *dxb = dx + r0 * H;
 
 		for (j0 = 0; j0 < F; j0 += fc) {
-			size_t f = min_sz(fc, F - j0);
-			size_t ld = f + PAD, ldu = 2 * f + PAD;
-			float *h = buf, *dg = h + rb * (fc + PAD);
-			float *du = dg + rb * (fc + PAD), *dgu = du + rb * (fc + PAD);
-			struct opnd ady = { dyb, NULL, H, 1 };
-			struct opnd bdt = { wd + j0 * H, NULL, 1, H };
-			struct opnd axt = { xb, NULL, 1, H };
-			struct opnd bdg = { dg, NULL, ld, 1 };
-			struct opnd bdu = { du, NULL, ld, 1 };
-			struct opnd aht = { h, NULL, 1, ld };
-			struct opnd bdy = { dyb, NULL, H, 1 };
-			struct opnd adgu = { dgu, NULL, ldu, 1 };
-			struct opnd bgu = { wg + j0, wu + j0, 1, F };
-
-			/* dh = dy w_down[chunk]^T, into dg */
-			gemm(m, f, H, &ady, &bdt, dg, ld, 0, m);
-			for (i = 0; i < m; i++)
-				for (j = 0; j < f; j++) {
-					float g = ab[i * A + j0 + j];
-					float u = ab[i * A + F + j0 + j];
-					float sg = sigmoid(g), silu = g * sg;
-					float dh = dg[i * ld + j];
-					float vg = dh * u * (sg * (1.0f + g * (1.0f - sg)));
-					float vu = dh * silu;
-
-					h[i * ld + j] = silu * u;
-					dg[i * ld + j] = vg;
-					du[i * ld + j] = vu;
-					dgu[i * ldu + 2 * j] = vg;
-					dgu[i * ldu + 2 * j + 1] = vu;
-				}
-			/* dw_gate[:, chunk] += x^T dg; dw_up likewise */
-			gemm(H, f, m, &axt, &bdg, dwg + j0, F, 1, MC_T);
-			gemm(H, f, m, &axt, &bdu, dwu + j0, F, 1, MC_T);
-			/* dw_down[chunk, :] += h^T dy */
-			gemm(f, H, m, &aht, &bdy, dwd + j0 * H, H, 1, MC_T);
-			/* dx (+)= [dg du] [w_gate w_up][chunk]^T, interleaved */
-			gemm(m, H, 2 * f, &adgu, &bgu, dxb, H, j0 > 0, m);
-		}
-	}
-out:
-	if (buf != small)
-		free(buf);
-}
-
-/*
- * The ungated expert's backward: dh = dy w_down^T, du = dh * 2 relu(u);
- * dw_up += x^T du, dw_down += h^T dy, dx = du w_up^T.
- */
-static void relu2_backward(const struct rlb_expert_shape *s, const float *w,
-			   size_t n, const float *x, const float *act,
-			   const float *dy, float *dx, float *dw)
-{
-	size_t H = s->hidden, F = s->ffn;
-	const float *wu = w, *wd = w + H * F;
-	float *dwu = dw, *dwd = dw + H * F;
-	float small[2 * RB_SMALL * (FC_SMALL + PAD)];
-	float *buf = NULL;
-	size_t rb, fc, r0, j0, i, j;
-
-	if (n == 0 || H == 0)
-		goto out;
-	if (F == 0) {
-		memset(dx, 0, n * H * sizeof(float));
-		goto out;
-	}
-	buf = scratch_get(n, F, 2, small, &rb, &fc);
-	for (r0 = 0; r0 < n; r0 += rb) {
-		size_t m = min_sz(rb, n - r0);
-		const float *xb = x + r0 * H, *dyb = dy + r0 * H;
-		const float *ab = act + r0 * F;
-		float *dxb = dx + r0 * H;
-
-		for (j0 = 0; j0 < F; j0 += fc) {
 			size_t f = min_sz(fc, F - j0), ld = f + PAD;
-			float *h = buf, *du = h + rb * (fc + PAD);
+			float *h = buf, *dv = h + rb * (fc + PAD);
 			struct opnd ady = { dyb, NULL, H, 1 };
 			struct opnd bdt = { wd + j0 * H, NULL, 1, H };
 			struct opnd axt = { xb, NULL, 1, H };
-			struct opnd bdu = { du, NULL, ld, 1 };
+			struct opnd bdv = { dv, NULL, ld, 1 };
 			struct opnd aht = { h, NULL, 1, ld };
 			struct opnd bdy = { dyb, NULL, H, 1 };
-			struct opnd adu = { du, NULL, ld, 1 };
-			struct opnd but = { wu + j0, NULL, 1, F };
 
-			/* dh = dy w_down[chunk]^T, into du */
-			gemm(m, f, H, &ady, &bdt, du, ld, 0, m);
-			for (i = 0; i < m; i++)
-				for (j = 0; j < f; j++) {
-					float r = relu(ab[i * F + j0 + j]);
+			/* dh = dy w_down[chunk]^T, into dv */
+			gemm(m, f, H, &ady, &bdt, dv, ld, 0, m);
+			if (s->ungated) {
+				struct opnd adv = { dv, NULL, ld, 1 };
+				struct opnd but = { wu + j0, NULL, 1, F };
 
-					h[i * ld + j] = r * r;
-					du[i * ld + j] *= 2.0f * r;
-				}
-			/* dw_up[:, chunk] += x^T du */
-			gemm(H, f, m, &axt, &bdu, dwu + j0, F, 1, MC_T);
+				/* dv = du */
+				for (i = 0; i < m; i++)
+					for (j = 0; j < f; j++) {
+						float r = relu(ab[i * A + j0 + j]);
+
+						h[i * ld + j] = r * r;
+						dv[i * ld + j] *= 2.0f * r;
+					}
+				/* dw_up[:, chunk] += x^T du */
+				gemm(H, f, m, &axt, &bdv, dwu + j0, F, 1, MC_T);
+				/* dx (+)= du w_up[chunk]^T */
+				gemm(m, H, f, &adv, &but, dxb, H, j0 > 0, m);
+			} else {
+				size_t ldu = 2 * f + PAD;
+				float *du = dv + rb * (fc + PAD), *dgu = du + rb * (fc + PAD);
+				struct opnd bdu = { du, NULL, ld, 1 };
+				struct opnd adgu = { dgu, NULL, ldu, 1 };
+				struct opnd bgu = { wg + j0, wu + j0, 1, F };
+
+				/* dv = dg */
+				for (i = 0; i < m; i++)
+					for (j = 0; j < f; j++) {
+						float g = ab[i * A + j0 + j];
+						float u = ab[i * A + F + j0 + j];
+						float sg = sigmoid(g), silu = g * sg;
+						float dh = dv[i * ld + j];
+						float vg = dh * u * (sg * (1.0f + g * (1.0f - sg)));
+						float vu = dh * silu;
+
+						h[i * ld + j] = silu * u;
+						dv[i * ld + j] = vg;
+						du[i * ld + j] = vu;
+						dgu[i * ldu + 2 * j] = vg;
+						dgu[i * ldu + 2 * j + 1] = vu;
+					}
+				/* dw_gate[:, chunk] += x^T dg; dw_up likewise */
+				gemm(H, f, m, &axt, &bdv, dwg + j0, F, 1, MC_T);
+				gemm(H, f, m, &axt, &bdu, dwu + j0, F, 1, MC_T);
+				/* dx (+)= [dg du] [w_gate w_up][chunk]^T, interleaved */
+				gemm(m, H, 2 * f, &adgu, &bgu, dxb, H, j0 > 0, m);
+			}
 			/* dw_down[chunk, :] += h^T dy */
 			gemm(f, H, m, &aht, &bdy, dwd + j0 * H, H, 1, MC_T);
-			/* dx (+)= du w_up[chunk]^T */
-			gemm(m, H, f, &adu, &but, dxb, H, j0 > 0, m);
 		}
 	}
 out:
 	if (buf != small)
 		free(buf);
-}
-
-void rlb_expert_backward(const struct rlb_expert_shape *s, const float *w,
-			 size_t n, const float *x, const float *act,
-			 const float *dy, float *dx, float *dw)
-{
-	if (s->ungated)
-		relu2_backward(s, w, n, x, act, dy, dx, dw);
-	else
-		swiglu_backward(s, w, n, x, act, dy, dx, dw);
 }
 
 void rlb_combine_rows(size_t n, uint32_t hidden, const float *gate,
