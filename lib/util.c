@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
@@ -106,14 +107,71 @@ static int in_place(const char *path, FILE **fp)
 	return *fp ? 1 : -1;
 }
 
+/* Whether another run holds TMP's lock (see create_tmp). */
+static int held(const char *tmp)
+{
+	/* for writing: NFS emulates flock with a write lock */
+	int fd = open(tmp, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int busy;
+
+	if (fd < 0)
+		return 0;
+	busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return busy;
+}
+
+/* Whether the open FD is the file at PATH. */
+static int is_at(int fd, const char *path)
+{
+	struct stat fs, ps;
+
+	return fstat(fd, &fs) == 0 && stat(path, &ps) == 0 &&
+	       fs.st_dev == ps.st_dev && fs.st_ino == ps.st_ino;
+}
+
+/*
+ * Create TMP and lock it: its descriptor, or -1 with errno set, EBUSY when
+ * another run holds TMP.  A TMP that nobody holds is a killed run's
+ * leftover (or a link, a FIFO) and is removed first, never written
+ * through.  Two runs starting at once may each take the other's new file
+ * for a leftover; the one that finds its file gone or locked tries again.
+ * Where the file system has no locks, TMP is replaced as a leftover.
+ */
+static int create_tmp(const char *tmp)
+{
+	int tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+
+		if (fd >= 0) {
+			if ((flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) &&
+			    is_at(fd, tmp))
+				return fd;
+			close(fd);
+			continue;
+		}
+		if (errno != EEXIST)
+			return -1;
+		if (held(tmp))
+			break;
+		if (unlink(tmp) != 0 && errno != ENOENT)
+			return -1;
+	}
+	errno = EBUSY;
+	return -1;
+}
+
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err)
 {
 	size_t n = strlen(path);
-	int fd = -1;
+	int fd;
 
 	memset(af, 0, sizeof(*af));
 	af->slot = -1;
+	af->lock = -1;
 	if (n == 0)	/* not ".tmp" renamed to nothing at the end */
 		return rlb_err_set(err, RLB_EINVAL, "an empty output path");
 	af->path = strdup(path);
@@ -138,23 +196,26 @@ int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 	}
 	memcpy(af->tmp_path, path, n);
 	memcpy(af->tmp_path + n, ".tmp", 5);
-	/*
-	 * A PATH.tmp left by a killed run is replaced, never written
-	 * through: as a link, it would take the output into another file.
-	 */
-	if (unlink(af->tmp_path) == 0 || errno == ENOENT) {
+	/* the lock stays with af->lock when the stream's copy is closed */
+	af->lock = create_tmp(af->tmp_path);
+	if (af->lock >= 0) {
 		list_tmp(af);
-		fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd >= 0 && !(af->fp = fdopen(fd, "wb"))) {
+		fd = fcntl(af->lock, F_DUPFD_CLOEXEC, 0);
+		if (fd >= 0 && !(af->fp = fdopen(fd, "wb")))
+			close(fd);
+		if (!af->fp) {
 			int e = errno;
 
-			close(fd);
 			unlink(af->tmp_path);
 			errno = e;
 		}
 	}
 	if (!af->fp) {
-		rlb_err_errno(err, RLB_EIO, "cannot create '%s'", af->tmp_path);
+		if (errno == EBUSY)
+			rlb_err_set(err, RLB_EIO, "another run is writing '%s' (its '%s' is locked)",
+				    path, af->tmp_path);
+		else
+			rlb_err_errno(err, RLB_EIO, "cannot create '%s'", af->tmp_path);
 		rlb_atomic_abort(af);
 		return RLB_EIO;
 	}
@@ -240,8 +301,11 @@ void rlb_atomic_abort(struct rlb_atomic_file *af)
 		fclose(af->fp);
 	if (af->tmp_path && (af->fp || af->synced))
 		unlink(af->tmp_path);
-	if (af->tmp_path)
+	if (af->tmp_path) {
 		unlist_tmp(af);
+		if (af->lock >= 0)
+			close(af->lock);	/* after the unlink or rename */
+	}
 	free(af->path);
 	free(af->tmp_path);
 	memset(af, 0, sizeof(*af));

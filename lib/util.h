@@ -19,7 +19,9 @@ extern "C" {
  * An output file written as PATH.tmp and renamed over PATH on commit, so a
  * failed run never leaves a half-written PATH.  "-" means stdout; a device
  * or a FIFO (/dev/null, /dev/stdout on a pipe), and the file that stdout or
- * stderr is redirected to, are written in place (no rename).
+ * stderr is redirected to, are written in place (no rename).  PATH.tmp is
+ * locked (flock, exclusive) from open to commit or abort, so that a second
+ * run writing the same PATH at once refuses instead of replacing it.
  */
 struct rlb_atomic_file {
 	FILE *fp;
@@ -27,12 +29,15 @@ struct rlb_atomic_file {
 	char *tmp_path;		/* NULL for stdout */
 	int slot;		/* in the signal cleanup's list, -1 when not */
 	int synced;		/* rlb_atomic_sync done: fp closed, PATH.tmp complete */
+	int lock;		/* descriptor holding PATH.tmp's lock, -1 when none */
 };
 
 /*
  * Open PATH.tmp for writing ("wb").  On failure nothing is left behind;
- * an empty PATH is RLB_EINVAL.  PATH.tmp is listed for
- * rlb_atomic_remove_all until commit or abort.
+ * an empty PATH is RLB_EINVAL.  A PATH.tmp that no run holds (left by a
+ * killed run, a link, a FIFO) is replaced, never written through; one
+ * that another run holds is RLB_EIO, "another run is writing".  PATH.tmp
+ * is listed for rlb_atomic_remove_all until commit or abort.
  */
 int rlb_atomic_open(struct rlb_atomic_file *af, const char *path,
 		    struct rlb_err *err);

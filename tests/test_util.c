@@ -192,6 +192,53 @@ START_TEST(test_atomic_stale_tmp)
 END_TEST
 
 /*
+ * A PATH.tmp that another writer holds is not replaced: the second open
+ * says so and leaves it, from the first open through its sync until its
+ * commit or abort, after which PATH can be written again.
+ */
+START_TEST(test_atomic_locked)
+{
+	char path[512], tmp[600], buf[16];
+	struct rlb_atomic_file a, b;
+	struct rlb_err err = {0};
+	struct stat st;
+	FILE *fp;
+	int sync;
+
+	snprintf(path, sizeof(path), "%s/locked.txt", rlb_test_tmpdir());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	for (sync = 0; sync < 2; sync++) {
+		unlink(path);
+		ck_assert_int_eq(rlb_atomic_open(&a, path, &err), 0);
+		fputs("first", a.fp);
+		if (sync)
+			ck_assert_int_eq(rlb_atomic_sync(&a, &err), 0);
+		ck_assert_int_eq(rlb_atomic_open(&b, path, &err), RLB_EIO);
+		ck_assert_msg(strstr(err.msg, "another run is writing '") &&
+			      strstr(err.msg, "locked.txt.tmp' is locked)"), "%s", err.msg);
+		ck_assert_ptr_null(b.tmp_path);
+		ck_assert_int_eq(stat(tmp, &st), 0);
+		ck_assert_int_eq(rlb_atomic_commit(&a, &err), 0);
+		fp = fopen(path, "rb");
+		ck_assert_ptr_nonnull(fp);
+		ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), fp));
+		fclose(fp);
+		ck_assert_str_eq(buf, "first");
+	}
+	ck_assert_int_eq(rlb_atomic_open(&a, path, &err), 0);
+	ck_assert_int_eq(rlb_atomic_open(&b, path, &err), RLB_EIO);
+	rlb_atomic_abort(&a);
+	ck_assert_int_ne(stat(tmp, &st), 0);
+	ck_assert_int_eq(rlb_atomic_open(&b, path, &err), 0);
+	fputs("second", b.fp);
+	ck_assert_int_eq(rlb_atomic_commit(&b, &err), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 6);
+	unlink(path);
+}
+END_TEST
+
+/*
  * What a signal handler removes (rlb_atomic_remove_all): the open
  * temporaries, not a committed file, not an aborted one's slot.
  */
@@ -338,6 +385,7 @@ Suite *rlb_suite_util(void)
 	tcase_add_test(tc, test_le_helpers);
 	tcase_add_test(tc, test_atomic_file);
 	tcase_add_test(tc, test_atomic_stale_tmp);
+	tcase_add_test(tc, test_atomic_locked);
 	tcase_add_test(tc, test_atomic_remove_all);
 	tcase_add_test(tc, test_atomic_threads);
 	tcase_add_test(tc, test_utf8);

@@ -78,6 +78,30 @@ exec 3>&-
 expect_status 143
 [ ! -e int.rrt ] && [ ! -e int.rrt.tmp ] || fail "an interrupted capture left output"
 
+# A second run writing the same output while the first still streams
+# stops at once and leaves the first one's output alone.
+mkfifo two.fifo
+"$RELIBRA" capture -c "$tiny" -o two.rrt --from sglang - < two.fifo > out1 2> err1 &
+pid=$!
+exec 3> two.fifo
+cat good.jsonl >&3
+i=0
+while [ ! -e two.rrt.tmp ] && [ $i -lt 100 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+[ -e two.rrt.tmp ] || fail "capture did not start its output"
+"$RELIBRA" capture -c "$tiny" -o two.rrt --synthetic --seed 1 > out 2> err
+status=$?
+expect_status 1
+expect_err "relibra capture: another run is writing 'two.rrt' (its 'two.rrt.tmp' is locked)"
+[ -e two.rrt.tmp ] && [ ! -e two.rrt ] || fail "the second run touched the first one's output"
+exec 3>&-
+wait $pid || fail "the first capture failed: $(cat err1)"
+grep -q "^two.rrt: 1 step, 1 sequence, 5 tokens, " out1 || fail "first capture: $(cat out1 err1)"
+[ ! -e two.rrt.tmp ] || fail "two.rrt.tmp left behind"
+"$RELIBRA" inspect two.rrt > out 2> err || fail "two.rrt: $(cat err)"
+
 # The documented feed (README, relibra(1)): tail -f --pid ends when the
 # rollout's process does, and the trace is complete.
 if tail --help 2>&1 | grep -q -- --pid; then
