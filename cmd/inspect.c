@@ -832,8 +832,19 @@ int cmd_inspect(int argc, char **argv)
 		} else if (cmd_config_load(NAME, &o.cfg, &cfg) != 0 ||
 			   check_shape(&o, &cfg, rlb_trace_reader_header(r)) != 0) {
 			ret = EXIT_FAIL;
+		} else if (rlb_trace_verify_threads(o.path,
+						    rlb_pool_threads_for((unsigned)o.threads),
+						    &info, &verr_msg) != 0) {
+			/* the step index alone would give a corrupt trace a schedule */
+			cmd_error(NAME, &verr_msg);
+			ret = EXIT_FAIL;
 		} else {
 			ret = print_schedule(&o, NULL, r, &cfg);
+			if (ret == EXIT_OK && info.truncated) {
+				cmd_errorf(NAME, "trace '%s' is truncated (its writer did not finish)",
+					   o.path);
+				ret = EXIT_FAIL;
+			}
 		}
 		rlb_trace_reader_free(r);
 		cmd_config_release(&o.cfg);

@@ -221,6 +221,22 @@ expect_out "version:        1.0"
 expect_out "integrity:      corrupt: "
 expect_err "relibra inspect: trace 'bad.rrt': data frame at offset 164: "
 
+# --schedule checks the trace as well: a corrupt one is an error without
+# a schedule, a cut one prints the schedule of its complete frames, then
+# says it is truncated; both exit 1, as without --schedule.
+run inspect --schedule -c "$CONFIGS/tiny-2x2.yaml" bad.rrt
+expect_status 1
+expect_err "relibra inspect: trace 'bad.rrt': data frame at offset 164: "
+expect_empty out
+head -c 300 "$tiny" > cut.rrt
+run inspect --schedule -c "$CONFIGS/tiny-2x2.yaml" cut.rrt
+expect_status 1
+expect_out '"schema":"relibra.schedule/1"'
+expect_err "relibra inspect: trace 'cut.rrt' is truncated (its writer did not finish)"
+run inspect --schedule -c "$CONFIGS/tiny-2x2.yaml" "$tiny"
+expect_status 0
+expect_empty err
+
 # A flipped byte in the header: its checksum.
 cp "$tiny" badh.rrt
 printf 'X' | dd of=badh.rrt bs=1 seek=70 conv=notrunc 2> /dev/null
