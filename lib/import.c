@@ -768,13 +768,15 @@ void rlb_line_release(struct rlb_line_reader *r)
 int rlb_line_json(struct rlb_line_reader *r, json_t **out, struct rlb_err *err)
 {
 	json_error_t je;
+	int line, column, byte;
 
 	*out = json_loadb(r->line, r->len, JSON_REJECT_DUPLICATES, &je);
 	if (*out)
 		return 0;
-	if (je.column > 0)
+	rlb_json_error_where(&je, &line, &column, &byte);
+	if (column > 0)
 		return rlb_err_set(err, RLB_EPARSE, "%s:%" PRIu64 ":%d: invalid JSON: %s",
-				   r->name, r->lineno, je.column, je.text);
+				   r->name, r->lineno, column, je.text);
 	return rlb_err_set(err, RLB_EPARSE, "%s:%" PRIu64 ": invalid JSON: %s",
 			   r->name, r->lineno, je.text);
 }

@@ -495,7 +495,10 @@ json_t *rlb_json_real_or_null(double v)
 void rlb_json_error_where(const struct json_error_t *je, int *line, int *column,
 			  int *byte)
 {
-	int next = json_error_code(je) == json_error_invalid_utf8;
+	enum json_error_code code = json_error_code(je);
+	/* jansson counts the byte before a bad one, and the last at the end */
+	int next = code == json_error_invalid_utf8 ||
+		   code == json_error_premature_end_of_input;
 
 	*line = je->line;
 	*column = je->column + next;

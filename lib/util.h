@@ -133,8 +133,8 @@ struct json_t *rlb_json_text(const char *s);
 struct json_t *rlb_json_real_or_null(double v);
 /*
  * Where jansson's parse error JE is: line, column and byte, counting from
- * 1, of the byte it could not take (for a byte that is no UTF-8, jansson
- * counts the byte before).
+ * 1, of the byte it could not take, or of the byte after the last when the
+ * input ended early (for these two jansson counts the byte before).
  */
 struct json_error_t;
 void rlb_json_error_where(const struct json_error_t *je, int *line, int *column,

@@ -445,7 +445,7 @@ START_TEST(test_json_errors)
 	expect_load_error("bad-utf8.json", RLB_EPARSE,
 			  "invalid JSON at line 1, column 7 (byte 7): unable to decode byte 0xff near '\"'");
 	expect_load_error("zero-bytes.json", RLB_EPARSE,
-			  "invalid JSON at line 1, column 0 (byte 0): '[' or '{' expected near end of file");
+			  "invalid JSON at line 1, column 1 (byte 1): '[' or '{' expected near end of file");
 	expect_load_error("object.json", RLB_EPARSE,
 			  "expected an array of rows (layers), got an object");
 	expect_load_error("empty.json", RLB_EPARSE,

@@ -1137,7 +1137,7 @@ START_TEST(test_sglang_errors)
 		{ "{\"step\": -1, \"meta_info\": {\"routed_experts\": \"\"}}\n",
 		  "s.jsonl:1: step: expected an integer in [0, 4294967295]" },
 		{ "{\"meta_info\": {\"routed_experts\": \"\"}\n",
-		  "s.jsonl:1:36: invalid JSON: '}' expected near end of file" },
+		  "s.jsonl:1:37: invalid JSON: '}' expected near end of file" },
 		{ "[1]\n", "s.jsonl:1: [0]: expected a JSON object" },
 		{ "{\"meta_info\": {\"routed_experts\": \"\", \"routed_experts_start_len\": 0}}\n",
 		  "s.jsonl:1: meta_info.id: missing (needed to join routed_experts_start_len chunks)" },

@@ -772,6 +772,11 @@ START_TEST(test_schedule_file)
 		  "invalid JSON at line 1, column 24 (byte 24): unable to decode byte 0xff near '\"relibra.sch'" },
 		{ "{\"schema\": \"relibra.schedule/1\",\n \"steps\": [\"\xc3(\"]}",
 		  "invalid JSON at line 2, column 13 (byte 46): unable to decode byte 0xc3 near '\"'" },
+		/* cut short: the byte after the last, on the line it would be on */
+		{ "{\"schema\": \"relibra.schedule/1\",\n",
+		  "invalid JSON at line 2, column 1 (byte 34): string or '}' expected near end of file" },
+		{ "{\"schema\": \"relibra.schedule/1\"",
+		  "invalid JSON at line 1, column 32 (byte 32): '}' expected near end of file" },
 		{ "{\"schema\": \"relibra.schedule/2\", \"steps\": []}",
 		  "schema 'relibra.schedule/2' is not supported (expected 'relibra.schedule/1')" },
 		{ "{\"schema\": \"relibra.schedule/1\"}",

@@ -58,7 +58,7 @@ fails megatron bad-m.jsonl "bad-m.jsonl:1: topk: 3, the config has 2"
 { cat "$F/routing.jsonl"; printf '{"step": 2, "experts": [[[1, 2], [3, 4], [5, -1], [7, 8]]]}\n'; } > bad-j.jsonl
 fails jsonl bad-j.jsonl "bad-j.jsonl:4: experts[0][2][1]: value -1 is not an expert id in [0, 16)"
 printf '{"step": 0, "experts": [\n' > bad-j.jsonl
-fails jsonl bad-j.jsonl "bad-j.jsonl:1:24: invalid JSON: ']' expected near end of file"
+fails jsonl bad-j.jsonl "bad-j.jsonl:1:25: invalid JSON: ']' expected near end of file"
 # 2M junk tokens after a first token of 1024 layers: the shape is refused
 # before buffers of tokens x layers x topk are allocated (256 GiB here).
 opts="--set model.experts=256 --set model.topk=64 --set model.moe_layers=1024"
