@@ -368,11 +368,22 @@ int cmd_train_step(int argc, char **argv)
 	struct opts o;
 	long lrank = launcher_rank();
 	int launched = lrank >= 0 && rlb_world_mpi_available();
-	const char *env;
+	const char *env, *np = getenv("OMPI_COMM_WORLD_SIZE");
+	/* one of several ranks under a launcher */
+	int in_job = lrank > 0 || (lrank == 0 && np && strcmp(np, "1"));
 	uint32_t failed = 0;
 	int ret, parsed, status = EXIT_FAIL;
 
 	parsed = parse_args(argc, argv, &o, launched ? &arg_err : NULL);
+	/*
+	 * --virtual-ranks in a job of several ranks, were it on one rank
+	 * alone: that rank joins MPI all the same, so that rank 0 reports it
+	 * and no rank is left waiting for it in MPI_Init.
+	 */
+	if (parsed == 0 && launched && in_job && o.virtual_ranks) {
+		rlb_err_set(&arg_err, RLB_EUNSUPPORTED, "--virtual-ranks runs without mpirun");
+		parsed = EXIT_FAIL;
+	}
 	/* only rank 0 writes -o: another node may lack its directory */
 	if (parsed == 0 && lrank <= 0) {
 		const struct cmd_path in[] = {
@@ -426,10 +437,8 @@ int cmd_train_step(int argc, char **argv)
 		cmd_gemm_mode(&eo.gemm, &env_err);
 	if (launched && (parsed || !o.virtual_ranks))
 		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
-	else if (lrank > 0 || (lrank == 0 && getenv("OMPI_COMM_WORLD_SIZE") &&
-			       strcmp(getenv("OMPI_COMM_WORLD_SIZE"), "1")))
-		ret = rlb_err_set(&err, RLB_EUNSUPPORTED, rlb_world_mpi_available() ?
-				  "--virtual-ranks runs without mpirun" :
+	else if (in_job)
+		ret = rlb_err_set(&err, RLB_EUNSUPPORTED,
 				  "relibra was built without MPI (libopenmpi-dev)");
 	else
 		ret = rlb_world_virtual_new(&w, o.virtual_ranks ? (uint32_t)o.virtual_ranks : 1,

@@ -124,6 +124,12 @@ for OPTS2 in $opts; do
 	rank2_fails OPTS2 opts-rank2.sh \
 		"^relibra train-step: rank 2: the train-step options differ from rank 0's" "$OPTS2"
 done
+# --virtual-ranks on rank 2 alone: it joins MPI all the same and rank 0
+# names it (leaving alone, it ended the job without a word).
+OPTS2=--virtual-ranks=4
+export OPTS2
+rank2_fails OPTS2 opts-rank2.sh \
+	"^relibra train-step: rank 2: --virtual-ranks runs without mpirun" "$OPTS2"
 unset OPTS2
 # A usage error on rank 2 alone: rank 0 prints it, naming rank 2, and
 # every rank exits with status 2.  -h on rank 2 alone: the usage, once,
