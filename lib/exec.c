@@ -297,6 +297,43 @@ static int ranks_init(struct rlb_exec *ex, struct rlb_err *err)
 	return ret;
 }
 
+static void static_homes(const struct rlb_exec *ex, uint32_t *home)
+{
+	uint32_t per = ex->experts / ex->ranks, L, e;
+
+	for (L = 0; L < ex->layers; L++)
+		for (e = 0; e < ex->experts; e++)
+			home[(size_t)L * ex->experts + e] = e / per;
+}
+
+/*
+ * The home experts of the first run, allocated while the ranks can still
+ * agree on the outcome: a model too large for a rank's memory is then
+ * reported once, naming the rank, not by every rank as its first step
+ * fails.
+ */
+static int first_homes(struct rlb_exec *ex, struct rlb_err *err)
+{
+	const struct rlb_backend *be = ex->rk[0].be;
+	size_t c, n = 0, ncell = (size_t)ex->layers * ex->experts;
+	int ret;
+
+	static_homes(ex, ex->cur_home);
+	ret = rlb_exec_homes_init(ex, err);
+	if (ret == 0) {
+		ex->homes_fresh = 1;
+		return 0;
+	}
+	rlb_exec_homes_free(ex);
+	for (c = 0; c < ncell; c++)
+		n += ex->cur_home[c] - ex->first < ex->nlocal;
+	if (err)
+		rlb_err_prefix(err, "%zu home experts of %zu parameters need %.1f GB",
+			       n, ex->np, (double)n * (double)ex->np *
+			       (double)(be->weight_bytes + be->opt_bytes + be->acc_bytes) / 1e9);
+	return ret;
+}
+
 /* ------------------------------------------------------------------ */
 /* The same inputs on every rank.                                       */
 
@@ -470,10 +507,12 @@ int rlb_exec_new(struct rlb_exec **out, struct rlb_world *w,
 	/*
 	 * The backends once the ranks agree on the options: the CUDA
 	 * backend's set-up is collective, and a rank given another backend,
-	 * or whose files failed, would not take part in it.
+	 * or whose files failed, would not take part in it.  Then the home
+	 * experts (first_homes).  Their errors are in mine.
 	 */
 	if (ret == 0) {
-		(void)ranks_init(ex, &mine);	/* its error is in mine */
+		if (ranks_init(ex, &mine) == 0)
+			(void)first_homes(ex, &mine);
 		ret = agree(ex, errs, &mine, err);
 	}
 	free(errs);
@@ -522,15 +561,6 @@ void rlb_exec_free(struct rlb_exec *ex)
 
 /* ------------------------------------------------------------------ */
 /* Steps.                                                               */
-
-static void static_homes(const struct rlb_exec *ex, uint32_t *home)
-{
-	uint32_t per = ex->experts / ex->ranks, L, e;
-
-	for (L = 0; L < ex->layers; L++)
-		for (e = 0; e < ex->experts; e++)
-			home[(size_t)L * ex->experts + e] = e / per;
-}
 
 /* The static plan of the current step: every expert's rows at its home. */
 static int static_plan(struct rlb_exec *ex, uint32_t step, struct rlb_err *err)
@@ -662,9 +692,13 @@ static int run_all(struct rlb_exec *ex, int static_run, struct rlb_err *err)
 	int ret;
 
 	ex->static_run = static_run;
-	rlb_exec_homes_free(ex);
-	static_homes(ex, ex->cur_home);
-	ret = rlb_exec_homes_init(ex, err);
+	ret = 0;
+	if (!ex->homes_fresh) {
+		rlb_exec_homes_free(ex);
+		static_homes(ex, ex->cur_home);
+		ret = rlb_exec_homes_init(ex, err);
+	}
+	ex->homes_fresh = 0;
 	for (i = 0; ret == 0 && i < ex->nsteps; i++) {
 		ret = run_step(ex, i, err);
 		if (ex->o.progress && ex->first == 0)

@@ -163,6 +163,7 @@ struct rlb_exec {
 	struct rlb_step_plan plan;
 	uint64_t step_tokens;
 	uint32_t *cur_home;		/* [layers * experts] homes held now */
+	int homes_fresh;		/* the homes hold the initial weights (first_homes) */
 	uint32_t *split;		/* rlb_step_plan_split scratch */
 	size_t *split_first;		/* [experts + 1] offsets into split */
 	size_t split_cap;

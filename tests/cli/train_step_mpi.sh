@@ -225,6 +225,26 @@ unset RELIBRA_FAULT RELIBRA_TIMEOUT
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "rank hung before the reduction: status $status (124: hung)"
 expect_err "relibra train-step: rank 0: allreduce: timed out after 3 s waiting for rank 2"
 
+# A model too large for the ranks' memory (2 GB of address space each;
+# the first expert alone takes 13 TB): reported once, before any step,
+# and every rank exits with status 1.  AddressSanitizer does not start
+# in so little address space.
+cat > small-as.sh <<EOF
+#!/bin/sh
+ulimit -v 2000000 || exit 3
+exec "$RELIBRA" train-step -c "$cfg" --set model.hidden=1048576 \\
+	--set model.expert_ffn=1048576 --trace t.rrt --plan relibra.rlp -o m.json
+EOF
+if (ulimit -v 2000000 && "$RELIBRA" --version) > /dev/null 2>&1; then
+	rm -f m.json
+	mpi 4 sh small-as.sh
+	[ "$status" -eq 1 ] || { cat err; fail "model too large: status $status (124: hung)"; }
+	n=$(grep -c '^relibra train-step: ' err)
+	[ "$n" -eq 1 ] || { cat err; fail "model too large: expected one message, got $n"; }
+	expect_err "relibra train-step: 16 home experts of 3298534883328 parameters need 1055531.2 GB: out of memory"
+	[ ! -e m.json ] && [ ! -e m.json.tmp ] || fail "model too large: m.json or m.json.tmp left"
+fi
+
 # A rank that fails at step 1 ends the job.
 RELIBRA_FAULT=rank:2:step:1
 export RELIBRA_FAULT
