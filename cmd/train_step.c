@@ -498,6 +498,12 @@ int cmd_train_step(int argc, char **argv)
 		cmd_warn_truncated(NAME, rlb_exec_trace(ex), o.trace, o.step_lo, o.step_hi);
 	ret = rlb_exec_run(ex, &v, &failed, &err);
 	cmd_progress_done();
+	if (ret && failed == RLB_EXEC_AGREED) {
+		/* every rank has the error: rank 0 reports it */
+		if (rlb_world_first(w) == 0)
+			cmd_error(NAME, &err);
+		goto out;
+	}
 	if (ret) {
 		cmd_errorf(NAME, "rank %u: %s", failed,
 			   err.msg[0] ? err.msg : rlb_strerror(ret));

@@ -643,6 +643,45 @@ static int fault_due(const struct rlb_exec *ex, uint32_t step)
 	       ex->o.fault_rank >= ex->first && ex->o.fault_rank - ex->first < ex->nlocal;
 }
 
+/*
+ * The ranks agree on RET, this process's outcome of step_begin (its
+ * error in *ERR), before the step's first transfer: inputs that fail on
+ * every rank (a trace cut while the job runs) are then reported once,
+ * and a rank that fails alone does not leave the others waiting.  0, the
+ * lowest failing rank's error (failed_rank RLB_EXEC_AGREED), or the
+ * transport's.
+ */
+static int step_agree(struct rlb_exec *ex, int ret, struct rlb_err *err)
+{
+	struct rlb_err *errs, mine = { ret, "" }, first = { 0, "" }, terr = { 0, "" };
+	uint32_t i, bad = UINT32_MAX;
+	int rc;
+
+	if (ret && err)
+		mine = *err;
+	mine.code = ret;
+	errs = malloc(ex->nlocal * sizeof(*errs));
+	if (!errs)
+		return ret ? ret : rlb_err_set(err, RLB_ENOMEM, "out of memory");
+	for (i = 0; i < ex->nlocal; i++)
+		errs[i] = mine;
+	rc = rlb_world_agree(ex->world, errs, &first, &bad, &terr);
+	free(errs);
+	if (rc == 0)
+		return 0;
+	if (bad == UINT32_MAX) {
+		if (err)
+			*err = terr;
+		return rc;
+	}
+	if (bad != 0)
+		rlb_err_prefix(&first, "rank %u", bad);
+	if (err)
+		*err = first;
+	ex->failed_rank = RLB_EXEC_AGREED;
+	return rc;
+}
+
 static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 {
 	uint32_t step = ex->steps[idx], mb, i;
@@ -650,16 +689,21 @@ static int run_step(struct rlb_exec *ex, size_t idx, struct rlb_err *err)
 	double *v = NULL;
 	int ret;
 
-	if (fault_due(ex, step) && ex->o.fault != RLB_FAULT_HANG_END) {
+	if (fault_due(ex, step) && ex->o.fault == RLB_FAULT_FAIL) {
 		ex->failed_rank = ex->o.fault_rank;
-		while (ex->o.fault == RLB_FAULT_HANG)
-			pause();
 		return rlb_err_set(err, RLB_EINVAL, "injected fault at step %u", step);
 	}
 	ex->failed_rank = ex->first;
-	ret = step_begin(ex, step, err);
-	if (ret == 0)
-		ret = rlb_exec_migrate(ex, ex->plan.home, 1, err);
+	ret = step_agree(ex, step_begin(ex, step, err), err);
+	if (ret)
+		return ret;
+	/* The others wait for its transfers. */
+	if (fault_due(ex, step) && ex->o.fault == RLB_FAULT_HANG) {
+		ex->failed_rank = ex->o.fault_rank;
+		for (;;)
+			pause();
+	}
+	ret = rlb_exec_migrate(ex, ex->plan.home, 1, err);
 	for (mb = 0; ret == 0 && mb < ex->sched.micro_batches; mb++)
 		ret = rlb_exec_micro_batch(ex, mb, err);
 	if (ret == 0)

@@ -135,13 +135,20 @@ struct rlb_exec_verify {
 	uint32_t worst_loss_step;
 };
 
+/* rlb_exec_run's *failed_rank when every process has the error */
+#define RLB_EXEC_AGREED UINT32_MAX
+
 /*
  * Run the selected steps under the plan (and, with opts.verify, under the
  * static plan, then compare).  A failure on a rank is returned on the
  * process that drives it; the other processes may then block in the
  * transport until its timeout: the caller ends the job with
  * rlb_world_abort after reporting.  *failed_rank (may be NULL) receives
- * the failing EP rank.  Errors: RLB_EINVAL for the injected fault
+ * the failing EP rank, or RLB_EXEC_AGREED for a step's inputs that
+ * failed to read (the readers' errors, RLB_ENOMEM): the ranks agree on
+ * those before the step's first transfer, so every process returns the
+ * lowest failing rank's error (prefixed "rank R: " but for rank 0) and
+ * the job needs no abort.  Errors: RLB_EINVAL for the injected fault
  * ("injected fault at step S"), the backend's and transport's errors,
  * the readers' errors.
  */

@@ -6,7 +6,8 @@
  * identity-coded model survives replication and migration exactly, a
  * latent MoE moves and trains its experts at the latent, an ungated FFN
  * runs and moves two matrices, mismatched inputs and an injected fault
- * fail with their messages.
+ * fail with their messages, a trace cut during the run fails on every
+ * rank at once.
  */
 #include <math.h>
 #include <stdio.h>
@@ -910,6 +911,41 @@ START_TEST(test_exec_fault)
 END_TEST
 
 /*
+ * A trace cut once the ranks agreed on it (a file rewritten while the job
+ * runs): the step's inputs fail to read on every rank, and the ranks
+ * agree on it before any transfer, so that the caller reports it once
+ * and needs no abort.
+ */
+START_TEST(test_exec_input_cut)
+{
+	struct rlb_config cfg;
+	struct rlb_exec_opts o;
+	struct rlb_world *w;
+	struct rlb_exec *ex;
+	struct rlb_err err = {0};
+	char trace[512], plan[512];
+	uint32_t failed = 99;
+
+	small_config(&cfg);
+	paths(trace, plan, sizeof(trace), "cut");
+	write_trace(&cfg, 7, trace);
+	write_plan(&cfg, trace, RLB_POLICY_RELIBRA, plan);
+	rlb_exec_opts_defaults(&o);
+	ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
+	ck_assert_int_eq(rlb_exec_new(&ex, w, &cfg, trace, plan, &o, &err), 0);
+	ck_assert_int_eq(truncate(trace, 0), 0);
+	ck_assert_int_lt(rlb_exec_run(ex, NULL, &failed, &err), 0);
+	ck_assert_uint_eq(failed, RLB_EXEC_AGREED);
+	ck_assert_msg(strstr(err.msg, trace) != NULL, "%s", err.msg);
+	ck_assert_msg(strncmp(err.msg, "rank ", 5) != 0, "%s", err.msg);
+	rlb_exec_free(ex);
+	rlb_world_free(w);
+	unlink(trace);
+	unlink(plan);
+}
+END_TEST
+
+/*
  * The planner's per-step results add up to its summaries, exactly (the
  * same sums in the same order), for placement and data control alike,
  * and the result JSON lists them with their ratios to the baselines.
@@ -1021,6 +1057,7 @@ Suite *rlb_suite_exec(void)
 	tcase_add_test(tc, test_exec_diverged_metrics);
 	tcase_add_test(tc, test_exec_mismatch);
 	tcase_add_test(tc, test_exec_fault);
+	tcase_add_test(tc, test_exec_input_cut);
 	tcase_add_test(tc, test_planner_per_step);
 	suite_add_tcase(s, tc);
 	return s;
