@@ -194,8 +194,8 @@ static double verify_outliers(const char *backend)
 }
 
 /*
- * Rank 0: the summary, the metrics file (OUT: a device or a FIFO opened
- * before the work, else closed) and the verdict of --verify.
+ * Rank 0: the metrics file (OUT: a device or a FIFO opened before the
+ * work, else closed), the summary and the verdict of --verify.
  */
 static int report(const struct opts *o, const struct rlb_config *cfg,
 		  struct rlb_world *w, struct rlb_exec *ex,
@@ -208,6 +208,25 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	int ret;
 
 	rlb_exec_summary(ex, &s);
+	/* the file first: a summary on stdout says the run is complete */
+	if (o->out) {
+		j = rlb_exec_metrics_json(ex, &src);
+		if (!j) {
+			cmd_errorf(NAME, "out of memory");
+			return EXIT_FAIL;
+		}
+		/* a device or a FIFO stays open from the start */
+		ret = out->fp ? 0 : rlb_atomic_open(out, o->out, &err);
+		if (ret == 0)
+			ret = cmd_json_sync(out, j, &err);
+		json_decref(j);
+		if (ret == 0)
+			ret = rlb_atomic_commit(out, &err);
+		if (ret) {
+			cmd_error(NAME, &err);
+			return EXIT_FAIL;
+		}
+	}
 	printf("relibra train-step: %s on %s, %u ranks (%s), %s backend\n",
 	       s.policy, cfg->model.name, s.ranks, rlb_world_name(w), o->backend);
 	printf("  %" PRIu64 " step%s, %" PRIu64 " tokens, %.4g s per step, %.4g tokens/s\n",
@@ -226,24 +245,6 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 			printf("; %.3g%% of a tensor's elements beyond %.0e",
 			       100 * v->weight_outliers, verify_tol(o->backend));
 		printf(")\n");
-	}
-	if (o->out) {
-		j = rlb_exec_metrics_json(ex, &src);
-		if (!j) {
-			cmd_errorf(NAME, "out of memory");
-			return EXIT_FAIL;
-		}
-		/* a device or a FIFO stays open from the start */
-		ret = out->fp ? 0 : rlb_atomic_open(out, o->out, &err);
-		if (ret == 0)
-			ret = cmd_json_sync(out, j, &err);
-		json_decref(j);
-		if (ret == 0)
-			ret = rlb_atomic_commit(out, &err);
-		if (ret) {
-			cmd_error(NAME, &err);
-			return EXIT_FAIL;
-		}
 	}
 	if (cmd_flush_stdout(NAME) != 0)
 		return EXIT_FAIL;

@@ -103,6 +103,14 @@ expect_status 1
 expect_err "relibra train-step: cannot create 'm.json.tmp': Is a directory"
 [ ! -s out ] || { cat out; fail "train-step ran before refusing -o"; }
 rmdir m.json.tmp
+# -o that fails at the end (a full device): the error, status 1, and no
+# summary on standard output, which would read as a complete run.
+if [ -w /dev/full ]; then
+	run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 -o /dev/full
+	expect_status 1
+	expect_err "relibra train-step: cannot write '/dev/full': No space left on device"
+	[ ! -s out ] || { cat out; fail "a summary printed for a run whose metrics failed"; }
+fi
 
 # -o may not name an input: refused before any work.
 cp p.rlp keep.rlp
