@@ -51,6 +51,11 @@ uint32_t rlb_world_size(const struct rlb_world *w);
 /* Ranks driven by this process; they are consecutive from rlb_world_first. */
 uint32_t rlb_world_local(const struct rlb_world *w);
 uint32_t rlb_world_first(const struct rlb_world *w);
+/*
+ * Processes of the job on this machine, sharing its memory: 1 for the
+ * virtual transport, MPI_COMM_TYPE_SHARED's size for MPI.
+ */
+uint32_t rlb_world_host_procs(const struct rlb_world *w);
 
 /*
  * Split the job into nodes of GPUS_PER_NODE consecutive ranks (the

@@ -37,6 +37,7 @@ struct rlb_world {
 	uint32_t size;
 	uint32_t local;			/* ranks driven by this process */
 	uint32_t first;			/* EP rank of local index 0 */
+	uint32_t host_procs;		/* processes of the job on this machine */
 	uint32_t gpus_per_node;		/* 0 until set: one node */
 	double timeout_s;
 	rlb_world_copy_fn copy;

@@ -459,6 +459,21 @@ int rlb_world_mpi_available(void)
 	return 1;
 }
 
+/* The processes of COMM on this machine (sharing its memory) into *n. */
+static int host_procs(MPI_Comm comm, uint32_t *n)
+{
+	MPI_Comm shared;
+	int rc, size = 1;
+
+	rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+	if (rc != MPI_SUCCESS)
+		return rc;
+	rc = MPI_Comm_size(shared, &size);
+	MPI_Comm_free(&shared);
+	*n = size > 0 ? (uint32_t)size : 1;
+	return rc;
+}
+
 int rlb_world_mpi_new(struct rlb_world **out, int *argc, char ***argv,
 		      struct rlb_err *err)
 {
@@ -506,6 +521,11 @@ int rlb_world_mpi_new(struct rlb_world **out, int *argc, char ***argv,
 	if (rc != MPI_SUCCESS) {
 		m_destroy(w);
 		return mpi_fail(err, rc, "MPI_Comm_set_errhandler");
+	}
+	rc = host_procs(m->comm[RLB_COMM_EP], &w->host_procs);
+	if (rc != MPI_SUCCESS) {
+		m_destroy(w);
+		return mpi_fail(err, rc, "MPI_Comm_split_type");
 	}
 	*out = w;
 	return 0;

@@ -55,6 +55,11 @@ uint32_t rlb_world_first(const struct rlb_world *w)
 	return w->first;
 }
 
+uint32_t rlb_world_host_procs(const struct rlb_world *w)
+{
+	return w->host_procs ? w->host_procs : 1;
+}
+
 void rlb_world_free(struct rlb_world *w)
 {
 	if (w)

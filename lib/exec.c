@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "exec_internal.h"
+#include "hostmem.h"
 #include "util.h"
 
 void rlb_exec_opts_defaults(struct rlb_exec_opts *o)
@@ -316,21 +317,41 @@ static int first_homes(struct rlb_exec *ex, struct rlb_err *err)
 {
 	const struct rlb_backend *be = ex->rk[0].be;
 	size_t c, n = 0, ncell = (size_t)ex->layers * ex->experts;
+	uint32_t procs = rlb_world_host_procs(ex->world);
+	const char *what = "available";
+	double need, have;
 	int ret;
 
 	static_homes(ex, ex->cur_home);
+	for (c = 0; c < ncell; c++)
+		n += ex->cur_home[c] - ex->first < ex->nlocal;
+	need = (double)n * (double)ex->np *
+	       (double)(be->weight_bytes + be->opt_bytes + be->acc_bytes);
+	/*
+	 * The cpu backend's experts are host memory, which Linux promises
+	 * beyond what it has: past it, the kernel kills a process of the
+	 * machine instead of failing an allocation.
+	 */
+	if (be->kind == RLB_BACKEND_CPU && (have = rlb_host_mem_available(&what)) > 0 &&
+	    need * procs > have) {
+		if (procs == 1)
+			return rlb_err_set(err, RLB_ENOMEM,
+					   "%zu home experts of %zu parameters need %.1f GB, more than the machine's %.1f GB %s",
+					   n, ex->np, need / 1e9, have / 1e9, what);
+		return rlb_err_set(err, RLB_ENOMEM,
+				   "%zu home experts of %zu parameters need %.1f GB, %.1f GB for the %u processes of the job on this machine, more than its %.1f GB %s",
+				   n, ex->np, need / 1e9, need * procs / 1e9, procs,
+				   have / 1e9, what);
+	}
 	ret = rlb_exec_homes_init(ex, err);
 	if (ret == 0) {
 		ex->homes_fresh = 1;
 		return 0;
 	}
 	rlb_exec_homes_free(ex);
-	for (c = 0; c < ncell; c++)
-		n += ex->cur_home[c] - ex->first < ex->nlocal;
 	if (err)
 		rlb_err_prefix(err, "%zu home experts of %zu parameters need %.1f GB",
-			       n, ex->np, (double)n * (double)ex->np *
-			       (double)(be->weight_bytes + be->opt_bytes + be->acc_bytes) / 1e9);
+			       n, ex->np, need / 1e9);
 	return ret;
 }
 

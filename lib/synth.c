@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "capture.h"
+#include "hostmem.h"
 
 /* ------------------------------------------------------------------ */
 /* Random numbers: xoshiro256** seeded through splitmix64.             */
@@ -271,34 +272,6 @@ static void latent_layers(struct gen *g, struct rng *r, double *v)
 					       g->rho_c * rng_normal(r);
 }
 
-/*
- * Memory this process may still fill: MemAvailable of /proc/meminfo (free
- * memory plus what the kernel can reclaim), else the machine's total; 0
- * when neither is known.  *what says which.
- */
-static double available_bytes(const char **what)
-{
-	FILE *fp = fopen("/proc/meminfo", "r");
-	char line[256];
-	double kb = -1;
-	long pages, psize;
-
-	if (fp) {
-		while (kb < 0 && fgets(line, sizeof(line), fp))
-			if (sscanf(line, "MemAvailable: %lf kB", &kb) != 1)
-				kb = -1;
-		fclose(fp);
-	}
-	if (kb > 0) {
-		*what = "available";
-		return kb * 1024;
-	}
-	pages = sysconf(_SC_PHYS_PAGES);
-	psize = sysconf(_SC_PAGESIZE);
-	*what = "in all";
-	return pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
-}
-
 /* Purpose tags of the random streams. */
 enum { RS_MODEL = 1, RS_STEP = 2, RS_SEQ = 3 };
 
@@ -322,7 +295,7 @@ static int gen_model(struct gen *g, struct rlb_err *err)
 						     sizeof(*g->perm) + sizeof(*g->innov)) +
 			      (double)g->T * (double)le * sizeof(*g->topic);
 		const char *what = "available";
-		double have = available_bytes(&what);
+		double have = rlb_host_mem_available(&what);
 
 		if (have > 0 && need > have)
 			return rlb_err_set(err, RLB_ENOMEM,

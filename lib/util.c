@@ -1,6 +1,6 @@
 /*
  * util.c - atomic output files, checked number parsing, a stable index
- * sort, clocks.
+ * sort, clocks, the memory left.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "clocale.h"
+#include "hostmem.h"
 #include "util.h"
 
 /*
@@ -570,4 +571,28 @@ void rlb_clocale_end(locale_t before)
 {
 	if (before)
 		uselocale(before);
+}
+
+/* hostmem.h */
+double rlb_host_mem_available(const char **what)
+{
+	FILE *fp = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = -1;
+	long pages, psize;
+
+	if (fp) {
+		while (kb < 0 && fgets(line, sizeof(line), fp))
+			if (sscanf(line, "MemAvailable: %lf kB", &kb) != 1)
+				kb = -1;
+		fclose(fp);
+	}
+	if (kb > 0) {
+		*what = "available";
+		return kb * 1024;
+	}
+	pages = sysconf(_SC_PHYS_PAGES);
+	psize = sysconf(_SC_PAGESIZE);
+	*what = "in all";
+	return pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
 }

@@ -103,6 +103,12 @@ expect_status 1
 expect_err "relibra train-step: cannot create 'm.json.tmp': Is a directory"
 [ ! -s out ] || { cat out; fail "train-step ran before refusing -o"; }
 rmdir m.json.tmp
+# A model larger than the machine: refused before anything is allocated.
+run train-step -c "$cfg" --set model.hidden=1048576 --set model.expert_ffn=1048576 \
+	--trace t.rrt --plan p.rlp --virtual-ranks 4 -o m.json
+expect_status 1
+expect_err "relibra train-step: 64 home experts of 3298534883328 parameters need 4222124.7 GB, more than the machine's "
+[ ! -e m.json ] && [ ! -e m.json.tmp ] || fail "a refused model left m.json"
 # -o that fails at the end (a full device): the error, status 1, and no
 # summary on standard output, which would read as a complete run.
 if [ -w /dev/full ]; then
