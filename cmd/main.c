@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cmd.h"
 
@@ -98,11 +99,28 @@ static int finish(const char *name, int ret)
 	return ret;
 }
 
+/*
+ * The soft limit of open files raised to the hard one (at most 65536): an
+ * output holds a descriptor until it is renamed into place with the
+ * others (util.h), and `report --svg` writes five charts per group.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max ||
+	    rl.rlim_cur >= 65536)
+		return;
+	rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int main(int argc, char **argv)
 {
 	const struct command *c;
 	int help;
 
+	raise_nofile();
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;

@@ -21,7 +21,8 @@ extern "C" {
  * or a FIFO (/dev/null, /dev/stdout on a pipe), and the file that stdout or
  * stderr is redirected to, are written in place (no rename).  PATH.tmp is
  * locked (flock, exclusive) from open to commit or abort, so that a second
- * run writing the same PATH at once refuses instead of replacing it.
+ * run writing the same PATH at once refuses instead of replacing it; the
+ * lock holds one file descriptor until then, also after the sync.
  */
 struct rlb_atomic_file {
 	FILE *fp;
