@@ -446,6 +446,24 @@ static size_t utf8_width(const char *s)
 	return n;
 }
 
+/*
+ * Text of a table cell or a title line: a control character (a newline or
+ * a tab in a label or a file name) as a space, so that a row stays one
+ * line and its columns line up; in Markdown '|' escaped, as it ends a cell.
+ */
+static void put_plain(FILE *fp, const char *s, int md)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f)
+			c = ' ';
+		else if (md && c == '|')
+			fputc('\\', fp);
+		fputc(c, fp);
+	}
+}
+
 static void draw_text(const struct rlb_cells *t, FILE *fp)
 {
 	size_t *w, i, j, left = t->left ? t->left : 1;
@@ -467,11 +485,14 @@ static void draw_text(const struct rlb_cells *t, FILE *fp)
 			const char *c = t->cell[i * t->cols + j];
 			size_t pad = w[j] - utf8_width(c);
 
-			if (j < left)
-				fprintf(fp, "%s%s%*s", j ? "  " : "", c,
-					(int)(j + 1 < t->cols ? pad : 0), "");
-			else
-				fprintf(fp, "  %*s%s", (int)pad, "", c);
+			if (j < left) {
+				fputs(j ? "  " : "", fp);
+				put_plain(fp, c, 0);
+				fprintf(fp, "%*s", (int)(j + 1 < t->cols ? pad : 0), "");
+			} else {
+				fprintf(fp, "  %*s", (int)pad, "");
+				put_plain(fp, c, 0);
+			}
 		}
 		fputc('\n', fp);
 	}
@@ -488,11 +509,7 @@ static void draw_markdown(const struct rlb_cells *t, FILE *fp)
 			const char *c = t->cell[i * t->cols + j];
 
 			fputc(' ', fp);
-			for (; *c; c++) {
-				if (*c == '|')
-					fputc('\\', fp);
-				fputc(*c, fp);
-			}
+			put_plain(fp, c, 1);
 			fputs(" |", fp);
 		}
 		fputc('\n', fp);
@@ -528,10 +545,9 @@ static int write_human(const struct rlb_report *r, int md, FILE *fp)
 		const struct rlb_report_group *gr = &r->groups[g];
 
 		rlb_report_group_title(r, g, title, sizeof(title));
-		if (md)
-			fprintf(fp, "### %s\n\n", title);
-		else
-			fprintf(fp, "%s\n", title);
+		fputs(md ? "### " : "", fp);
+		put_plain(fp, title, 0);
+		fputs(md ? "\n\n" : "\n", fp);
 		if (rlb_cells_group(r, g, &t))
 			return -1;
 		if (!md)

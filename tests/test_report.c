@@ -311,6 +311,35 @@ START_TEST(test_csv_and_formats)
 END_TEST
 
 /*
+ * A newline or a tab in a label or in the trace's file name keeps a table
+ * row on one line and a title on one line, in the table and in Markdown.
+ */
+START_TEST(test_control_chars_in_tables)
+{
+	struct rlb_report r;
+	struct rlb_err err = {0};
+	json_t *j;
+	char *s;
+
+	rlb_report_init(&r);
+	j = result("plan", "relibra", "h1", 0.5);
+	json_object_set_new(j, "label", json_string("tuned\nrun\t2|b"));
+	json_object_set_new(json_object_get(j, "trace"), "path", json_string("a\nb.rrt"));
+	add_ok(&r, j, "a.json", NULL);
+	ck_assert_int_eq(rlb_report_finish(&r, &err), 0);
+	s = render(&r, RLB_REPORT_TABLE);
+	ck_assert_msg(strstr(s, "trace h1 (a b.rrt), 3 steps\n") != NULL, "%s", s);
+	ck_assert_msg(strstr(s, "\ntuned run 2|b  ") != NULL, "%s", s);
+	free(s);
+	s = render(&r, RLB_REPORT_MARKDOWN);
+	ck_assert_msg(strstr(s, "trace h1 (a b.rrt), 3 steps\n\n") != NULL, "%s", s);
+	ck_assert_msg(strstr(s, "\n| tuned run 2\\|b | 500 |") != NULL, "%s", s);
+	free(s);
+	rlb_report_release(&r);
+}
+END_TEST
+
+/*
  * err may be NULL (relibra(3)): a chart's failure inside the HTML page or
  * the SVG files is returned, not stored through it.
  */
@@ -901,6 +930,7 @@ Suite *rlb_suite_report(void)
 	tcase_add_test(tc, test_charts);
 	tcase_add_test(tc, test_sweep_chart);
 	tcase_add_test(tc, test_tick_labels);
+	tcase_add_test(tc, test_control_chars_in_tables);
 	tcase_add_test(tc, test_heatmap_many_gpus);
 	tcase_add_test(tc, test_long_bar_labels);
 	suite_add_tcase(s, tc);
