@@ -558,6 +558,7 @@ int cmd_report(int argc, char **argv)
 	struct rlb_err err = {0};
 	struct rlb_atomic_file out = { .slot = -1 }, html = { .slot = -1 };
 	struct opts o;
+	size_t g, unswept = 0;
 	int i, ret;
 
 	rlb_report_init(&rep);
@@ -587,9 +588,15 @@ int cmd_report(int argc, char **argv)
 		ret = EXIT_FAIL;
 		goto done;
 	}
+	/* a sweep's groups are its values; result files join none of them */
+	for (g = 0; g < rep.ngroups; g++)
+		unswept += !rep.groups[g].sweep_value;
 	if (rep.ngroups > 1 && !rep.sweep_key)
 		cmd_errorf(NAME, "warning: the results come from %zu different configurations, traces, steps or packings; each group is compared on its own",
 			   rep.ngroups);
+	else if (rep.sweep_key && unswept)
+		cmd_errorf(NAME, "warning: the result files are outside the sweep of %s: %zu more group%s, each compared on its own",
+			   rep.sweep_key, unswept, cmd_s(unswept));
 	ret = write_outputs(&o, &rep, &out, &html);
 done:
 	if (ret < 0)

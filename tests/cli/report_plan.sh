@@ -79,6 +79,15 @@ run plan -c "$cfg" --set balancer.replica_slots=2 --policy relibra --summary r2.
 run report --format csv r2.json
 sed -n 2p out | cut -d, -f15- > plan2.csv
 diff -u plan2.csv sweep2.csv || fail "sweep value 2 differs from plan --set balancer.replica_slots=2"
+# a result file joins no value of a sweep: its group is said to stand apart
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
+	--sweep balancer.replica_slots=0,2 r2.json
+expect_status 0
+expect_err "relibra report: warning: the result files are outside the sweep of balancer.replica_slots: 1 more group, each compared on its own"
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
+	--sweep balancer.replica_slots=0,2
+expect_status 0
+expect_empty err
 run report -c "$cfg" --trace tiny.rrt --policies static,relibra \
 	--sweep parallel.micro_batch_tokens=256,512
 expect_status 0
