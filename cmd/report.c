@@ -118,6 +118,12 @@ static int check_sweep_values(const char *vals)
 	}
 }
 
+/* The path of a result file for comparing it with others: '-' is stdin. */
+static const char *stdin_path(const char *path)
+{
+	return strcmp(path, "-") ? path : "/dev/stdin";
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -217,10 +223,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->trace && o->nfiles == 0)
 		return cmd_usage_error(NAME, usage,
 				       "no results: give RESULT.json files or -c CONFIG --trace TRACE");
-	/* a file given twice would be two rows that no label tells apart */
+	/*
+	 * a file given twice would be two rows that no label tells apart;
+	 * '-' is the file standard input reads, as /dev/stdin is
+	 */
 	for (i = 1; i < o->nfiles; i++)
 		for (j = 0; j < i; j++)
-			if (cmd_same_input(o->files[j], o->files[i]))
+			if (cmd_same_input(stdin_path(o->files[j]), stdin_path(o->files[i])))
 				return strcmp(o->files[j], o->files[i]) ?
 					cmd_usage_error(NAME, usage, "'%s' and '%s' are the same result file",
 							o->files[j], o->files[i]) :

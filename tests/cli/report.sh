@@ -123,6 +123,11 @@ check_bad tiny-plan.rlp "'tiny-plan.rlp' is a relibra plan, not a result: give t
 run report - < plan-relibra.json
 expect_status 0
 expect_out "relibra "
+# '-' is the file on standard input: given again by its name, it is twice
+run report plan-static.json - < plan-static.json
+expect_status 2
+expect_err "relibra report: 'plan-static.json' and '-' are the same result file"
+expect_empty out
 
 # usage errors: exit 2 with the usage
 run report
