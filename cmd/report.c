@@ -4,6 +4,7 @@
  * over a swept config key, and print the comparison as a table, Markdown,
  * CSV or JSON, with SVG charts and an HTML page.
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,10 +450,8 @@ static int run_trace(const struct opts *o, struct rlb_report *rep)
  * Whether P is a file that --svg DIR writes: DIR/NAME.svg or
  * DIR/NAME-gN.svg for a chart NAME (rlb_report_write_svgs).
  */
-static int is_chart(const char *dir, const char *p)
+static int chart_name(const char *base)
 {
-	const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
-	char path[4096];
 	int c;
 
 	for (c = 0; c < RLB_CHART_COUNT; c++) {
@@ -465,13 +464,37 @@ static int is_chart(const char *dir, const char *p)
 		if (q[0] == '-' && q[1] == 'g' && q[2] >= '0' && q[2] <= '9')
 			for (q += 2; *q >= '0' && *q <= '9'; q++)
 				;
-		if (strcmp(q, ".svg"))
-			continue;
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, base) >= sizeof(path))
-			return 0;
-		return cmd_same_output(path, p);
+		if (!strcmp(q, ".svg"))
+			return 1;
 	}
 	return 0;
+}
+
+/*
+ * Whether --svg DIR would write over P: P is DIR/NAME for a chart's NAME,
+ * or a file of DIR under a chart's name is P under another name (a link).
+ */
+static int is_chart(const char *dir, const char *p)
+{
+	const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+	char path[4096];
+	struct dirent *e;
+	DIR *d;
+	int hit = 0;
+
+	if (chart_name(base) &&
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, base) < sizeof(path) &&
+	    cmd_same_output(path, p))
+		return 1;
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while (!hit && (e = readdir(d)) != NULL)
+		hit = chart_name(e->d_name) &&
+		      (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < sizeof(path) &&
+		      cmd_same_input(path, p);
+	closedir(d);
+	return hit;
 }
 
 /* Usage errors of the output paths: none is an input or another output. */

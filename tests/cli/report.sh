@@ -198,6 +198,13 @@ run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt -o charts/heatmap-g2.svg --
 expect_status 2
 expect_err "relibra report: --svg './charts/' would write a chart over -o 'charts/heatmap-g2.svg': choose another path"
 [ ! -e charts/heatmap-g2.svg ] || fail "report wrote -o where --svg writes a chart"
+# a chart's name in DIR that is an input under another name (a link) too
+ln -s ../plan-static.json charts/tokens-g3.svg
+run report --svg charts plan-static.json plan-relibra.json
+expect_status 2
+expect_err "relibra report: --svg 'charts' would write a chart over a result file 'plan-static.json': choose another path"
+[ -L charts/tokens-g3.svg ] || fail "report --svg replaced a link to its input"
+rm charts/tokens-g3.svg
 # --svg naming a file that is not a directory fails before the planning.
 printf 'old' > notdir
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --svg notdir
