@@ -399,11 +399,79 @@ static int each_config(const struct opts *o,
 	return ret;
 }
 
+/* The values of --sweep checked so far, each with its config as YAML. */
+struct sweep_seen {
+	const char **value;
+	char **yaml;
+	size_t n;
+};
+
+/*
+ * The config of --sweep's VALUE as YAML into *yaml (to free), to tell two
+ * spellings of one value apart from two values ("2" and "02" are one).
+ */
+static int config_yaml(const struct opts *o, const char *key, const char *value,
+		       char **yaml)
+{
+	struct cmd_config_opts co;
+	struct rlb_config cfg;
+	struct rlb_err err = {0};
+	char *set;
+	size_t len;
+	FILE *fp = NULL;
+	int ret = load_config(o, key, value, &co, &set, &cfg);
+
+	*yaml = NULL;
+	if (ret == EXIT_OK) {
+		fp = open_memstream(yaml, &len);
+		if (!fp || rlb_config_write_yaml(&cfg, fp, &err) != 0 || fclose(fp) != 0) {
+			if (!fp)
+				free(*yaml);	/* nothing the stream owns */
+			cmd_errorf(NAME, "cannot write the config of %s=%s: %s", key, value,
+				   err.msg[0] ? err.msg : "out of memory");
+			ret = EXIT_FAIL;
+		}
+	}
+	free(set);
+	cmd_config_release(&co);
+	return ret;
+}
+
 static int check_config(const struct opts *o, const char *key, const char *value,
 			void *ctx)
 {
-	(void)ctx;
-	return same_plans(o, key, value);
+	struct sweep_seen *seen = ctx;
+	const char **v;
+	char **y, *yaml;
+	size_t i;
+	int ret = same_plans(o, key, value);
+
+	if (ret != EXIT_OK || !key)
+		return ret;
+	ret = config_yaml(o, key, value, &yaml);
+	if (ret != EXIT_OK)
+		return ret;
+	for (i = 0; i < seen->n; i++)
+		if (strcmp(seen->yaml[i], yaml) == 0) {
+			free(yaml);
+			return cmd_usage_error(NAME, usage,
+					       "--sweep: '%s' and '%s' are one value of %s",
+					       seen->value[i], value, key);
+		}
+	v = realloc(seen->value, (seen->n + 1) * sizeof(*v));
+	if (v)
+		seen->value = v;
+	y = realloc(seen->yaml, (seen->n + 1) * sizeof(*y));
+	if (y)
+		seen->yaml = y;
+	if (!v || !y) {
+		free(yaml);
+		cmd_errorf(NAME, "out of memory");
+		return EXIT_FAIL;
+	}
+	seen->value[seen->n] = value;
+	seen->yaml[seen->n++] = yaml;
+	return EXIT_OK;
 }
 
 struct plan_ctx {
@@ -429,11 +497,17 @@ static int plan_config(const struct opts *o, const char *key, const char *value,
 static int run_trace(const struct opts *o, struct rlb_report *rep)
 {
 	struct plan_ctx c = { NULL, rep };
+	struct sweep_seen seen = { NULL, NULL, 0 };
 	struct rlb_err err = {0};
+	size_t i;
 	int ret;
 
 	/* every configuration's usage errors before any planning */
-	ret = each_config(o, check_config, NULL);
+	ret = each_config(o, check_config, &seen);
+	for (i = 0; i < seen.n; i++)
+		free(seen.yaml[i]);
+	free(seen.yaml);
+	free(seen.value);
 	if (ret != EXIT_OK)
 		return ret;
 	if (rlb_trace_reader_open(&c.tr, o->trace, &err) != 0) {

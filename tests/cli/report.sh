@@ -245,6 +245,11 @@ expect_err "relibra report: --sweep workload.steps: the workload keys drive reli
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots=1,10,1
 expect_status 2
 expect_err "relibra report: --sweep: value '1' given twice"
+# or under another spelling of one value
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep cluster.rdma_gbps=25,45,25.0
+expect_status 2
+expect_err "relibra report: --sweep: '25' and '25.0' are one value of cluster.rdma_gbps"
+expect_empty out
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots=1,,2
 expect_status 2
 expect_err "relibra report: --sweep: an empty value in '1,,2'"
