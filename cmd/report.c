@@ -604,6 +604,36 @@ static int check_outputs(const struct opts *o)
 }
 
 /*
+ * Warn of the charts in DIR that this report did not write (WROTE, its N
+ * files): an earlier report's, for charts this one has no data for.
+ */
+static void warn_stale_charts(const char *dir, const struct rlb_atomic_file *wrote,
+			      size_t n)
+{
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	size_t i, len = strlen(dir);
+	int sep = len && dir[len - 1] != '/';
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (!chart_name(e->d_name))
+			continue;
+		for (i = 0; i < n; i++) {
+			const char *b = strrchr(wrote[i].path, '/');
+
+			if (!strcmp(b ? b + 1 : wrote[i].path, e->d_name))
+				break;
+		}
+		if (i == n)
+			fprintf(stderr, "relibra report: warning: %s%s%s is left from an earlier report (this one did not write it)\n",
+				dir, sep ? "/" : "", e->d_name);
+	}
+	closedir(d);
+}
+
+/*
  * The report in its format to -o FILE or stdout, the charts to --svg DIR
  * and --html FILE.  The files were opened before the work (out, html);
  * they are renamed into place only once every one is complete, and
@@ -627,6 +657,8 @@ static int write_outputs(const struct opts *o, const struct rlb_report *rep,
 					    &err);
 	if (ret == 0 && o->svg)
 		ret = rlb_report_write_svgs(rep, &co, o->svg, &svg, &n, &err);
+	if (ret == 0 && o->svg)
+		warn_stale_charts(o->svg, svg, n);
 	if (ret == 0 && to_file)
 		ret = rlb_atomic_commit(out, &err);
 	if (ret == 0 && o->html)

@@ -222,4 +222,13 @@ expect_status 1
 expect_err "relibra report: --set 'balancer.replica_slots=999': value 999 for 'balancer.replica_slots' is out of range [0, 64]"
 expect_err "hint: 'balancer.replica_slots=999' is a value of --sweep"
 expect_empty out
+
+# Charts in --svg DIR that this report did not write are named.
+run report -c "$cfg" --trace tiny.rrt --policies static,relibra --svg stale
+expect_status 0
+run report --svg stale static.json relibra.json
+expect_status 0
+expect_err "relibra report: warning: stale/heatmap.svg is left from an earlier report (this one did not write it)"
+expect_err "relibra report: warning: stale/microbatch.svg is left from an earlier report (this one did not write it)"
+! grep -q "tokens.svg is left" err || fail "a chart written again was called stale"
 exit 0
