@@ -198,8 +198,11 @@ static int need_positive(const json_t *obj, const char *path, const char *src,
 	if (ret)
 		return ret;
 	if (isnan(*out)) {
-		if (!at(obj, path) || json_is_null(at(obj, path)))
+		if (!at(obj, path))
 			return rlb_err_set(err, RLB_EPARSE, "'%s': missing '%s'",
+					   src, path);
+		if (json_is_null(at(obj, path)))
+			return rlb_err_set(err, RLB_EPARSE, "'%s': '%s' is null, expected a positive number",
 					   src, path);
 		return rlb_err_set(err, RLB_EPARSE, "'%s': '%s' is not finite",
 				   src, path);

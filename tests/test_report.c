@@ -126,6 +126,9 @@ START_TEST(test_read_errors)
 	j = result("plan", "static", "h1", 1.0);
 	json_object_del(j, "tokens_per_s");
 	add_bad(j, RLB_EPARSE, "'x.json': missing 'tokens_per_s'");
+	j = result("plan", "static", "h1", 1.0);
+	json_object_set_new(j, "tokens_per_s", json_null());
+	add_bad(j, RLB_EPARSE, "'x.json': 'tokens_per_s' is null, expected a positive number");
 	add_bad(result("plan", "static", "h1", -2.0), RLB_EPARSE,
 		"'x.json': 'step_time_s' must be positive, not -2");
 	j = result("plan", "static", "h1", 1.0);
