@@ -599,6 +599,18 @@ static void csv_num(FILE *fp, double v)
 		fprintf(fp, "%.6g", v);
 }
 
+/*
+ * A step id in full: it names the group, and 6 significant figures would
+ * make steps 1000000 and 1000001 (or a trace's first and last step) one.
+ */
+static void csv_step(FILE *fp, double v)
+{
+	if (!isnan(v) && v == floor(v) && fabs(v) < 9e15)
+		fprintf(fp, "%.0f", v);
+	else
+		csv_num(fp, v);
+}
+
 static const char *kind_name(enum rlb_result_kind k)
 {
 	return k == RLB_RESULT_TRAIN_STEP ? "train-step" : "plan";
@@ -635,9 +647,9 @@ static void write_csv(const struct rlb_report *r, FILE *fp)
 		fputc(',', fp);
 		csv_str(fp, g->trace_hash);
 		fputc(',', fp);
-		csv_num(fp, g->first_step);
+		csv_step(fp, g->first_step);
 		fputc(',', fp);
-		csv_num(fp, g->last_step);
+		csv_step(fp, g->last_step);
 		fputc(',', fp);
 		csv_str(fp, w->source);
 		fprintf(fp, ",%s,", kind_name(w->kind));

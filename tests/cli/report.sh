@@ -253,6 +253,22 @@ expect_empty out
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep balancer.replica_slots=1,,2
 expect_status 2
 expect_err "relibra report: --sweep: an empty value in '1,,2'"
+# CSV step ids are whole: steps 1000000..1000002 and 1000002 alone are
+# two groups whose first_step and last_step differ, not all 1e+06
+run capture -c "$CONFIGS/tiny-2x2.yaml" --set workload.first_step=1000000 \
+	--set workload.prompts_per_step=1 --set workload.samples_per_prompt=2 \
+	--set workload.len_median=16 --synthetic -o late.rrt
+expect_status 0
+run plan -c "$CONFIGS/tiny-2x2.yaml" --policy static --no-timing --summary late-all.json late.rrt
+expect_status 0
+run plan -c "$CONFIGS/tiny-2x2.yaml" --policy static --no-timing --steps 1000002 \
+	--summary late-last.json late.rrt
+expect_status 0
+run report --format csv late-all.json late-last.json
+expect_status 0
+[ "$(cut -d, -f1,12,13 out | tail -n +2 | tr '\n' ' ')" = "1,1000000,1000002 2,1000002,1000002 " ] ||
+	{ cat out; fail "CSV first_step and last_step are not the whole step ids"; }
+
 run report --bogus
 expect_status 2
 expect_err "relibra report: unknown option '--bogus'"
