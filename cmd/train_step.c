@@ -5,6 +5,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,26 @@ static double verify_outliers(const char *backend)
 	return strcmp(backend, "cuda") == 0 ? 0.01 : 0;
 }
 
+/* A loss as the summary prints it: 6 significant figures, or nan, inf. */
+static const char *loss_text(double loss, char buf[32])
+{
+	if (isnan(loss))
+		return "nan";
+	snprintf(buf, 32, "%.6g", loss);
+	return buf;
+}
+
+/* Why a loss is not finite: the synthetic model's residual stream. */
+static const char *diverged_why(const struct rlb_config *cfg)
+{
+	static char why[160];
+
+	snprintf(why, sizeof(why),
+		 "the hidden states overflow fp32 over the %u MoE layers, whose experts add to the residual without normalisation",
+		 cfg->model.moe_layers);
+	return why;
+}
+
 /*
  * Rank 0: the metrics file (OUT: a device or a FIFO opened before the
  * work, else closed), the summary and the verdict of --verify.
@@ -204,6 +225,7 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	struct rlb_exec_source src = { o->cfg.path, o->trace, o->plan };
 	struct rlb_exec_summary s;
 	struct rlb_err err = {0};
+	char l0[32], l1[32];
 	json_t *j;
 	int ret;
 
@@ -231,12 +253,18 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	       s.policy, cfg->model.name, s.ranks, rlb_world_name(w), o->backend);
 	printf("  %" PRIu64 " step%s, %" PRIu64 " tokens, %.4g s per step, %.4g tokens/s\n",
 	       s.steps, cmd_s(s.steps), s.tokens, s.step_time_s, s.tokens_per_s);
-	printf("  expert critical path %.4g s per step, loss %.6g -> %.6g\n",
-	       s.critical_path_s, s.first_loss, s.last_loss);
+	printf("  expert critical path %.4g s per step, loss %s -> %s\n",
+	       s.critical_path_s, loss_text(s.first_loss, l0), loss_text(s.last_loss, l1));
 	if (rlb_exec_unheld_spans(ex) > 0)
 		cmd_errorf(NAME, "warning: %" PRIu64 " expert span%s timed without a hold (a hold lapsed): they include the host's enqueueing",
 			   rlb_exec_unheld_spans(ex), cmd_s(rlb_exec_unheld_spans(ex)));
-	if (v->done) {
+	if (!isfinite(s.first_loss) || !isfinite(s.last_loss))
+		cmd_errorf(NAME, "warning: the loss is not finite: the times stand, the training result does not (%s)",
+			   diverged_why(cfg));
+	if (v->done && v->diverged) {
+		printf("  verify: cannot compare: the static plan's own loss is not finite from step %u\n",
+		       v->diverged_step);
+	} else if (v->done) {
 		printf("  verify: %s the static plan (max relative difference %.3g in weights%s%s%s, %.3g in losses",
 		       v->ok ? "agrees with" : "DIFFERS from", v->max_rel_weight,
 		       v->worst[0] ? " (" : "", v->worst, v->worst[0] ? ")" : "",
@@ -248,6 +276,11 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	}
 	if (cmd_flush_stdout(NAME) != 0)
 		return EXIT_FAIL;
+	if (v->done && v->diverged) {
+		cmd_errorf(NAME, "--verify cannot compare: the static plan's own loss is not finite from step %u (%s)",
+			   v->diverged_step, diverged_why(cfg));
+		return EXIT_FAIL;
+	}
 	if (v->done && !v->ok) {
 		cmd_errorf(NAME, "the plan's result differs from the static plan's: max relative difference %.3g in %s, %.3g in the loss of step %u (tolerance %.0e)",
 			   v->max_rel_weight, v->worst[0] ? v->worst : "the weights",
@@ -515,7 +548,7 @@ int cmd_train_step(int argc, char **argv)
 	}
 	status = rlb_world_first(w) == 0 ? report(&o, &cfg, w, ex, &v, &out_file) : EXIT_OK;
 	if (status == EXIT_OK && v.done && !v.ok)
-		status = EXIT_VERIFY;
+		status = v.diverged ? EXIT_FAIL : EXIT_VERIFY;
 out:
 	rlb_atomic_abort(&out_file);
 	rlb_exec_free(ex);

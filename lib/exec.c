@@ -937,6 +937,10 @@ static int verify(struct rlb_exec *ex, struct rlb_err *err)
 		double b = fabs(ex->losses[i]), d = fabs(plan_loss[i] - ex->losses[i]);
 		double r = b > 0 ? d / b : d;
 
+		if (!isfinite(ex->losses[i]) && !v->diverged) {
+			v->diverged = 1;
+			v->diverged_step = ex->steps[i];
+		}
 		if (isnan(r))
 			r = INFINITY;
 		if (r > v->max_rel_loss || i == 0) {
@@ -946,7 +950,7 @@ static int verify(struct rlb_exec *ex, struct rlb_err *err)
 	}
 	if (ret == 0) {
 		v->done = 1;
-		v->ok = v->weights_ok && v->max_rel_loss <= ex->o.verify_tol;
+		v->ok = v->weights_ok && v->max_rel_loss <= ex->o.verify_tol && !v->diverged;
 		/* The plan run's losses are the ones reported. */
 		memcpy(ex->losses, plan_loss, ex->nsteps * sizeof(*plan_loss));
 	}

@@ -133,6 +133,12 @@ struct rlb_exec_verify {
 	char worst[96];			/* e.g. "layer 2 expert 5 w_down" */
 	double max_rel_loss;		/* worst step's |a - b| / |b| */
 	uint32_t worst_loss_step;
+	/*
+	 * 1 when the static run's own loss is not finite (from step
+	 * diverged_step): no comparison can be made, ok is 0
+	 */
+	int diverged;
+	uint32_t diverged_step;
 };
 
 /* rlb_exec_run's *failed_rank when every process has the error */

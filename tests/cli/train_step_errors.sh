@@ -103,6 +103,25 @@ expect_status 1
 expect_err "relibra train-step: cannot create 'm.json.tmp': Is a directory"
 [ ! -s out ] || { cat out; fail "train-step ran before refusing -o"; }
 rmdir m.json.tmp
+# A model so deep that its synthetic hidden states overflow fp32: a
+# warning without --verify (status 0: the times stand), and --verify
+# says that nothing can be compared (status 1), not that the plans differ.
+deep="--set model.moe_layers=256 --set model.experts=4 --set model.topk=1"
+run capture -c "$cfg" $deep --set workload.steps=1 --set workload.prompts_per_step=2 \
+	--set workload.samples_per_prompt=2 --set workload.len_median=32 --synthetic -o deep.rrt
+expect_status 0
+run plan -c "$cfg" $deep --policy relibra -o deep.rlp deep.rrt
+expect_status 0
+run train-step -c "$cfg" $deep --trace deep.rrt --plan deep.rlp --virtual-ranks 4
+expect_status 0
+expect_out "loss nan -> nan"
+expect_err "relibra train-step: warning: the loss is not finite: the times stand, the training result does not (the hidden states overflow fp32 over the 256 MoE layers, "
+run train-step -c "$cfg" $deep --trace deep.rrt --plan deep.rlp --virtual-ranks 4 --verify
+expect_status 1
+expect_out "verify: cannot compare: the static plan's own loss is not finite from step 0"
+expect_err "relibra train-step: --verify cannot compare: the static plan's own loss is not finite from step 0 ("
+! grep -q "differs" err || fail "a diverged run was said to differ: $(cat err)"
+
 # A model larger than the machine: refused before anything is allocated.
 run train-step -c "$cfg" --set model.hidden=1048576 --set model.expert_ffn=1048576 \
 	--trace t.rrt --plan p.rlp --virtual-ranks 4 -o m.json
