@@ -195,8 +195,33 @@ static int mark_layers(struct reader *r, json_t *list, const char *name, int L,
 }
 
 /*
- * moe[i] for the L hidden layers: an explicit `moe_layers` list (Llama
- * 4), `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi,
+ * moe[i] from `mlp_layer_types` (LIST, one "dense" or "sparse" per layer),
+ * which transformers writes for the families it gives one: it decides over
+ * first_k_dense_replace and the like when both are there.
+ */
+static int mark_mlp_types(struct reader *r, json_t *list, int L, unsigned char *moe)
+{
+	json_t *t;
+	size_t i;
+
+	if (json_array_size(list) != (size_t)L)
+		return rlb_err_set(r->err, RLB_ECONFIG,
+				   "%s: 'mlp_layer_types' has %zu entries for %d layers",
+				   r->path, json_array_size(list), L);
+	json_array_foreach(list, i, t) {
+		const char *s = json_is_string(t) ? json_string_value(t) : "";
+
+		if (strcmp(s, "dense") && strcmp(s, "sparse"))
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'mlp_layer_types'[%zu] is "
+					   "not 'dense' or 'sparse'", r->path, i);
+		moe[i] = s[0] == 's';
+	}
+	return 0;
+}
+
+/*
+ * moe[i] for the L hidden layers: `mlp_layer_types` (above); an explicit
+ * `moe_layers` list (Llama 4), `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi,
  * GLM-4.5: MoE where i >= k and i is a multiple of the frequency),
  * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where
  * i + 1 is a multiple of the step, outside the list),
@@ -209,6 +234,13 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 	int i, k = 0, freq = 1, step = 1, ret;
 
 	memset(moe, 0, (size_t)L);
+	list = get_array(r, "mlp_layer_types", &ret);
+	if (ret < 0)
+		return ret;
+	if (list) {
+		snprintf(rule, size, "mlp_layer_types");
+		return mark_mlp_types(r, list, L, moe);
+	}
 	list = get_array(r, "moe_layers", &ret);
 	if (ret < 0)
 		return ret;

@@ -199,6 +199,50 @@ START_TEST(test_family_rules)
 }
 END_TEST
 
+/*
+ * transformers' mlp_layer_types, on GLM-5.1's shape (GlmMoeDsaConfig, 5.x):
+ * 3 dense layers, then 75 MoE, whatever first_k_dense_replace says.
+ */
+START_TEST(test_mlp_layer_types)
+{
+	static const char *const extra[] = { "", "\"first_k_dense_replace\": 1, " };
+	struct rlb_hf_model hm;
+	char text[2048];
+	size_t k;
+	int i, n;
+
+	for (k = 0; k < 2; k++) {
+		/* the list decides over first_k_dense_replace, as in transformers */
+		n = snprintf(text, sizeof(text), "{\"model_type\": \"glm_moe_dsa\", "
+			     "\"hidden_size\": 6144, \"intermediate_size\": 12288, "
+			     "\"moe_intermediate_size\": 2048, \"n_routed_experts\": 256, "
+			     "\"num_experts_per_tok\": 8, \"num_attention_heads\": 64, "
+			     "\"num_key_value_heads\": 64, \"num_hidden_layers\": 78, %s"
+			     "\"mlp_layer_types\": [", extra[k]);
+		for (i = 0; i < 78; i++)
+			n += snprintf(text + n, sizeof(text) - (size_t)n, "%s\"%s\"",
+				      i ? ", " : "", i < 3 ? "dense" : "sparse");
+		snprintf(text + n, sizeof(text) - (size_t)n, "]}");
+		load(&hm, text);
+		ck_assert_int_eq(hm.model.first_dense_layers, 3);
+		ck_assert_int_eq(hm.model.moe_layers, 75);
+		ck_assert_int_eq(hm.model.moe_layer_period, 1);
+		ck_assert_int_eq(hm.model.dense_ffn, 12288);
+		ck_assert_str_eq(hm.from[RLB_HF_MOE_LAYERS],
+				 "num_hidden_layers 78, mlp_layer_types");
+	}
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, "
+		"\"mlp_layer_types\": [\"dense\", \"sparse\"]}", RLB_ECONFIG,
+		"'mlp_layer_types' has 2 entries for 3 layers");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, "
+		"\"mlp_layer_types\": [\"dense\", \"moe\"]}", RLB_ECONFIG,
+		"'mlp_layer_types'[1] is not 'dense' or 'sparse'");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, "
+		"\"mlp_layer_types\": \"sparse\"}", RLB_ECONFIG,
+		"'mlp_layer_types' is not an array");
+}
+END_TEST
+
 /* Sliding windows: layer_types, every layer, a pattern, switched off. */
 START_TEST(test_window_rules)
 {
@@ -588,6 +632,7 @@ Suite *rlb_suite_config_hf(void)
 		n++;
 	tcase_add_loop_test(tc, test_shipped_presets, 0, n);
 	tcase_add_test(tc, test_family_rules);
+	tcase_add_test(tc, test_mlp_layer_types);
 	tcase_add_test(tc, test_window_rules);
 	tcase_add_test(tc, test_nemotron_h);
 	tcase_add_test(tc, test_errors);
