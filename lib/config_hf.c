@@ -822,12 +822,16 @@ out:
  * Shared experts: fused n_shared_experts (Ling/Bailing call it
  * num_shared_experts) of the expert width, or of
  * moe_shared_expert_intermediate_size where that is given (Nemotron-H,
- * whose default is one); else one of shared_expert_intermediate_size;
- * Llama 4's one.
+ * whose default is one); else one of shared_expert_intermediate_size
+ * (Qwen MoE) or shared_intermediate_size (Granite), 0 for none; Llama 4's
+ * one.
  */
 static int read_shared(struct reader *r)
 {
 	static const char *const n_shared[] = { "n_shared_experts", "num_shared_experts", NULL };
+	static const char *const n_width[] = {
+		"shared_expert_intermediate_size", "shared_intermediate_size", NULL
+	};
 	const char *which = NULL, *width_of = "moe_intermediate_size";
 	int shared = 0, width = r->hm->model.expert_ffn, given, v = 0, ret;
 	char from[96];
@@ -854,11 +858,11 @@ static int read_shared(struct reader *r)
 		set(r, RLB_HF_SHARED_FFN, v, width_of);
 		return 0;
 	}
-	if ((ret = get_int(r, "shared_expert_intermediate_size", &v)) < 0)
+	if ((ret = get_first(r, n_width, &v, &which)) < 0)
 		return ret;
 	if (ret && v) {
-		set(r, RLB_HF_SHARED, 1, "shared_expert_intermediate_size");
-		set(r, RLB_HF_SHARED_FFN, v, "shared_expert_intermediate_size");
+		set(r, RLB_HF_SHARED, 1, which);
+		set(r, RLB_HF_SHARED_FFN, v, which);
 	} else if (!strcmp(r->hm->model_type, "llama4_text")) {
 		set(r, RLB_HF_SHARED, 1, "llama4: one shared expert");
 		set(r, RLB_HF_SHARED_FFN, r->hm->model.expert_ffn, "intermediate_size");

@@ -148,6 +148,20 @@ START_TEST(test_family_rules)
 	ck_assert_int_eq(hm.model.shared_experts, 1);
 	ck_assert_int_eq(hm.model.shared_expert_ffn, 64);
 	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "moe_intermediate_size * num_shared_experts 2");
+	/* Granite's shared_intermediate_size (Granite 4.0-H-Tiny's MoE widths) */
+	load(&hm, "{\"model_type\": \"granitemoeshared\", \"hidden_size\": 1536, "
+	     "\"intermediate_size\": 512, \"shared_intermediate_size\": 1024, "
+	     "\"num_local_experts\": 64, \"num_experts_per_tok\": 6, \"num_hidden_layers\": 4, "
+	     "\"num_attention_heads\": 12, \"num_key_value_heads\": 4}");
+	ck_assert_int_eq(hm.model.expert_ffn, 512);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 1024);
+	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "shared_intermediate_size");
+	/* 0 is none (MiniMax-M2) */
+	load(&hm, "{\"model_type\": \"minimax_m2\", " BASE "\"num_hidden_layers\": 2, "
+	     "\"num_local_experts\": 8, \"shared_intermediate_size\": 0}");
+	ck_assert_int_eq(hm.model.shared_experts, 0);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 0);
 	/* moe_layer_freq 2 after 3 dense layers: MoE at 4, 6, 8 of 9 */
 	load(&hm, "{" BASE "\"num_hidden_layers\": 9, \"first_k_dense_replace\": 3, "
 	     "\"moe_layer_freq\": 2, \"n_routed_experts\": 8, \"moe_intermediate_size\": 32}");
