@@ -225,11 +225,15 @@ static int mark_mlp_types(struct reader *r, json_t *list, int L, unsigned char *
  * GLM-4.5: MoE where i >= k and i is a multiple of the frequency),
  * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where
  * i + 1 is a multiple of the step, outside the list),
- * `interleave_moe_layer_step` (Llama 4: i + 1 a multiple of it); else
- * every layer.  RULE receives the fields used.
+ * `interleave_moe_layer_step` (Llama 4) or `moe_layer_frequency`
+ * (Arctic), i + 1 a multiple of it; else every layer.  RULE receives the fields used.
  */
 static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule, size_t size)
 {
+	static const char *const n_step[] = {
+		"decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_frequency", NULL
+	};
+	const char *which = NULL;
 	json_t *list;
 	int i, k = 0, freq = 1, step = 1, ret;
 
@@ -260,17 +264,13 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 			 json_object_get(r->obj, "moe_layer_freq") ? ", moe_layer_freq" : "");
 		return 0;
 	}
-	if ((ret = get_int(r, "decoder_sparse_step", &step)) < 0)
-		return ret;
-	if (ret == 0 && (ret = get_int(r, "interleave_moe_layer_step", &step)) < 0)
+	if ((ret = get_first(r, n_step, &step, &which)) < 0)
 		return ret;
 	if (step < 1)
 		return rlb_err_set(r->err, RLB_ECONFIG, "%s: the MoE layer step is 0", r->path);
 	for (i = 0; i < L; i++)
 		moe[i] = (i + 1) % step == 0;
-	snprintf(rule, size, "%s", json_object_get(r->obj, "decoder_sparse_step") ?
-		 "decoder_sparse_step" : json_object_get(r->obj, "interleave_moe_layer_step") ?
-		 "interleave_moe_layer_step" : "all layers");
+	snprintf(rule, size, "%s", ret ? which : "all layers");
 	list = get_array(r, "mlp_only_layers", &ret);
 	if (ret < 0 || (ret = mark_layers(r, list, "mlp_only_layers", L, moe, 0)) < 0)
 		return ret;
@@ -802,8 +802,10 @@ static int read_decoder_layers(struct reader *r, int L)
 		set(r, RLB_HF_DENSE_FFN, 0, "no dense layers");
 		goto out;
 	}
+	/* Arctic's dense layers are as wide as its experts */
 	if (strcmp(r->hm->from[RLB_HF_EXPERT_FFN], "moe_intermediate_size") &&
-	    !json_object_get(r->obj, "intermediate_size_mlp")) {
+	    !json_object_get(r->obj, "intermediate_size_mlp") &&
+	    strcmp(r->hm->model_type, "arctic")) {
 		ret = rlb_err_set(r->err, RLB_ECONFIG, "%s: dense layers, but no FFN width "
 				  "of theirs ('intermediate_size_mlp', or 'intermediate_size' "
 				  "beside 'moe_intermediate_size')", r->path);
@@ -823,8 +825,8 @@ out:
  * num_shared_experts) of the expert width, or of
  * moe_shared_expert_intermediate_size where that is given (Nemotron-H,
  * whose default is one); else one of shared_expert_intermediate_size
- * (Qwen MoE) or shared_intermediate_size (Granite), 0 for none; Llama 4's
- * one.
+ * (Qwen MoE) or shared_intermediate_size (Granite), 0 for none; Arctic's
+ * residual MLP (use_residual), as wide as the model; Llama 4's one.
  */
 static int read_shared(struct reader *r)
 {
@@ -863,6 +865,10 @@ static int read_shared(struct reader *r)
 	if (ret && v) {
 		set(r, RLB_HF_SHARED, 1, which);
 		set(r, RLB_HF_SHARED_FFN, v, which);
+	} else if (json_is_true(json_object_get(r->obj, "use_residual"))) {
+		/* Arctic: a dense MLP of the model's width beside the experts of a MoE layer */
+		set(r, RLB_HF_SHARED, 1, "use_residual");
+		set(r, RLB_HF_SHARED_FFN, r->hm->model.hidden, "use_residual: hidden_size");
 	} else if (!strcmp(r->hm->model_type, "llama4_text")) {
 		set(r, RLB_HF_SHARED, 1, "llama4: one shared expert");
 		set(r, RLB_HF_SHARED_FFN, r->hm->model.expert_ffn, "intermediate_size");

@@ -162,6 +162,25 @@ START_TEST(test_family_rules)
 	     "\"num_local_experts\": 8, \"shared_intermediate_size\": 0}");
 	ck_assert_int_eq(hm.model.shared_experts, 0);
 	ck_assert_int_eq(hm.model.shared_expert_ffn, 0);
+	/* Arctic: a residual MLP of hidden_size beside the experts; moe_layer_frequency */
+	load(&hm, "{\"model_type\": \"arctic\", \"hidden_size\": 7168, "
+	     "\"intermediate_size\": 4864, \"num_local_experts\": 128, \"num_experts_per_tok\": 2, "
+	     "\"num_hidden_layers\": 35, \"num_attention_heads\": 56, \"num_key_value_heads\": 8, "
+	     "\"moe_layer_frequency\": 1, \"use_residual\": true, \"parallel_attn_mlp_res\": true}");
+	ck_assert_int_eq(hm.model.moe_layers, 35);
+	ck_assert_int_eq(hm.model.expert_ffn, 4864);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 7168);
+	ck_assert_int_eq(hm.model.head_dim, 128);
+	load(&hm, "{\"model_type\": \"arctic\", " BASE "\"num_local_experts\": 8, "
+	     "\"num_hidden_layers\": 5, \"moe_layer_frequency\": 2, \"use_residual\": false}");
+	ck_assert_int_eq(hm.model.moe_layers, 2);	/* layers 1 and 3 */
+	ck_assert_int_eq(hm.model.first_dense_layers, 1);
+	ck_assert_int_eq(hm.model.moe_layer_period, 2);
+	ck_assert_int_eq(hm.model.moe_layer_offset, 0);
+	ck_assert_int_eq(hm.model.dense_ffn, 256);	/* as wide as the experts */
+	ck_assert_int_eq(hm.model.shared_experts, 0);
+	ck_assert_str_eq(hm.from[RLB_HF_MOE_LAYERS], "num_hidden_layers 5, moe_layer_frequency");
 	/* moe_layer_freq 2 after 3 dense layers: MoE at 4, 6, 8 of 9 */
 	load(&hm, "{" BASE "\"num_hidden_layers\": 9, \"first_k_dense_replace\": 3, "
 	     "\"moe_layer_freq\": 2, \"n_routed_experts\": 8, \"moe_intermediate_size\": 32}");
