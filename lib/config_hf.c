@@ -923,16 +923,27 @@ static int read_mla(struct reader *r, int heads, int nope, int rope)
 /*
  * Attention: MLA's query/key head, an explicit head_dim, or hidden /
  * heads; Qwen3-Next's output gate, or one attn_output_gate names.
+ * DeepSeek's sparse attention (index_topk: DeepSeek-V3.2, GLM-5), each
+ * query over the keys its indexer picks, is priced as the full attention
+ * it selects from, an upper bound, and the q_heads comment says so.
  */
 static int read_attention(struct reader *r)
 {
-	int heads = 0, kv = 0, nope = 0, rope = 0, v = 0, ret;
+	int heads = 0, kv = 0, nope = 0, rope = 0, v = 0, topk = 0, ret;
+	char from[96];
 
 	if ((ret = get_int(r, "num_attention_heads", &heads)) < 0 ||
 	    (ret = get_int(r, "qk_nope_head_dim", &nope)) < 0 ||
-	    (ret = get_int(r, "qk_rope_head_dim", &rope)) < 0)
+	    (ret = get_int(r, "qk_rope_head_dim", &rope)) < 0 ||
+	    (ret = get_int(r, "index_topk", &topk)) < 0)
 		return ret;
-	set(r, RLB_HF_Q_HEADS, heads, heads ? "num_attention_heads" : "no attention heads given");
+	if (topk)
+		snprintf(from, sizeof(from), "num_attention_heads; sparse (index_topk %d) priced "
+			 "as full", topk);
+	else
+		snprintf(from, sizeof(from), "%s", heads ? "num_attention_heads" :
+			 "no attention heads given");
+	set(r, RLB_HF_Q_HEADS, heads, from);
 	for (v = RLB_HF_KV_LORA; v <= RLB_HF_V_DIM; v++)
 		set(r, v, 0, "no MLA");
 	if (nope + rope > 0) {

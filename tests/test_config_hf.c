@@ -558,6 +558,19 @@ START_TEST(test_errors)
 		"\"num_hidden_layers\": 2}", RLB_ECONFIG,
 		"MiniMax's lightning attention ('model_type'): relibra's cost model has no term "
 		"for it");
+	/*
+	 * DeepSeek sparse attention (GLM-5.1's attention fields): MLA priced
+	 * in full, which the q_heads comment says
+	 */
+	load(&hm, "{\"model_type\": \"glm_moe_dsa\", " BASE "\"n_routed_experts\": 8, "
+	     "\"num_hidden_layers\": 4, \"first_k_dense_replace\": 1, "
+	     "\"moe_intermediate_size\": 32, \"kv_lora_rank\": 512, \"q_lora_rank\": 2048, "
+	     "\"qk_nope_head_dim\": 192, \"qk_rope_head_dim\": 64, \"v_head_dim\": 256, "
+	     "\"index_head_dim\": 128, \"index_n_heads\": 32, \"index_topk\": 2048}");
+	ck_assert_int_eq(hm.model.q_heads, 4);
+	ck_assert_int_eq(hm.model.kv_lora_rank, 512);
+	ck_assert_str_eq(hm.from[RLB_HF_Q_HEADS],
+			 "num_attention_heads; sparse (index_topk 2048) priced as full");
 	/* attn_type_list of softmax attention only (MiniMax-M2) is every layer full */
 	load(&hm, "{\"model_type\": \"minimax_m2\", " BASE "\"num_local_experts\": 8, "
 	     "\"num_hidden_layers\": 2, \"attn_type_list\": [1, 1]}");
