@@ -220,7 +220,32 @@ static int mark_mlp_types(struct reader *r, json_t *list, int L, unsigned char *
 }
 
 /*
- * moe[i] for the L hidden layers: `mlp_layer_types` (above); an explicit
+ * moe[i] from a `moe_layer_freq` LIST, Megatron-LM's --moe-layer-freq
+ * pattern: one 1 (MoE) or 0 (dense) per layer.
+ */
+static int mark_freq_list(struct reader *r, json_t *list, int L, unsigned char *moe)
+{
+	json_t *t;
+	size_t i;
+
+	if (json_array_size(list) != (size_t)L)
+		return rlb_err_set(r->err, RLB_ECONFIG,
+				   "%s: 'moe_layer_freq' has %zu entries for %d layers",
+				   r->path, json_array_size(list), L);
+	json_array_foreach(list, i, t) {
+		json_int_t x = json_is_integer(t) ? json_integer_value(t) : -1;
+
+		if (x != 0 && x != 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'moe_layer_freq'[%zu] is "
+					   "not 0 (dense) or 1 (MoE)", r->path, i);
+		moe[i] = (unsigned char)x;
+	}
+	return 0;
+}
+
+/*
+ * moe[i] for the L hidden layers: `mlp_layer_types` (above), or a
+ * `moe_layer_freq` list (above); an explicit
  * `moe_layers` list (Llama 4), `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi,
  * GLM-4.5: MoE where i >= k and i is a multiple of the frequency),
  * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where
@@ -244,6 +269,11 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 	if (list) {
 		snprintf(rule, size, "mlp_layer_types");
 		return mark_mlp_types(r, list, L, moe);
+	}
+	list = json_object_get(r->obj, "moe_layer_freq");
+	if (json_is_array(list)) {
+		snprintf(rule, size, "moe_layer_freq");
+		return mark_freq_list(r, list, L, moe);
 	}
 	list = get_array(r, "moe_layers", &ret);
 	if (ret < 0)

@@ -273,6 +273,26 @@ START_TEST(test_mlp_layer_types)
 	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, "
 		"\"mlp_layer_types\": \"sparse\"}", RLB_ECONFIG,
 		"'mlp_layer_types' is not an array");
+
+	/* moe_layer_freq as a list: Megatron-LM's pattern, 1 MoE, 0 dense */
+	load(&hm, "{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 8, "
+	     "\"moe_intermediate_size\": 32, \"moe_layer_freq\": [0, 1, 0, 1, 0, 1, 0, 1]}");
+	ck_assert_str_eq(hm.from[RLB_HF_MOE_LAYERS], "num_hidden_layers 8, moe_layer_freq");
+	ck_assert_int_eq(hm.model.first_dense_layers, 0);
+	ck_assert_int_eq(hm.model.moe_layers, 4);
+	ck_assert_int_eq(hm.model.moe_layer_period, 2);
+	ck_assert_int_eq(hm.model.moe_layer_offset, 1);
+	load(&hm, "{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 4, "
+	     "\"moe_intermediate_size\": 32, \"first_k_dense_replace\": 3, "
+	     "\"moe_layer_freq\": [0, 1, 1, 1]}");
+	ck_assert_int_eq(hm.model.first_dense_layers, 1);
+	ck_assert_int_eq(hm.model.moe_layers, 3);
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 3, "
+		"\"moe_layer_freq\": [1, 1]}", RLB_ECONFIG,
+		"'moe_layer_freq' has 2 entries for 3 layers");
+	refused("{" BASE "\"num_experts\": 8, \"num_hidden_layers\": 2, "
+		"\"moe_layer_freq\": [1, 2]}", RLB_ECONFIG,
+		"'moe_layer_freq'[1] is not 0 (dense) or 1 (MoE)");
 }
 END_TEST
 
