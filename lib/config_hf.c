@@ -195,63 +195,46 @@ static int mark_layers(struct reader *r, json_t *list, const char *name, int L,
 }
 
 /*
- * moe[i] from `mlp_layer_types` (LIST, one "dense" or "sparse" per layer),
- * which transformers writes for the families it gives one: it decides over
- * first_k_dense_replace and the like when both are there.
+ * moe[i] from a per-layer LIST, field NAME: `mlp_layer_types`, one "dense"
+ * or "sparse" per layer, which transformers writes for the families it
+ * gives one (it decides over first_k_dense_replace and the like when both
+ * are there), or a `moe_layer_freq` list, Megatron-LM's --moe-layer-freq
+ * pattern, one 1 (MoE) or 0 (dense) per layer.
  */
-static int mark_mlp_types(struct reader *r, json_t *list, int L, unsigned char *moe)
+static int mark_per_layer(struct reader *r, json_t *list, const char *name, int L,
+			  unsigned char *moe)
 {
+	int words = !strcmp(name, "mlp_layer_types");
 	json_t *t;
 	size_t i;
 
 	if (json_array_size(list) != (size_t)L)
-		return rlb_err_set(r->err, RLB_ECONFIG,
-				   "%s: 'mlp_layer_types' has %zu entries for %d layers",
-				   r->path, json_array_size(list), L);
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s' has %zu entries for %d layers",
+				   r->path, name, json_array_size(list), L);
 	json_array_foreach(list, i, t) {
 		const char *s = json_is_string(t) ? json_string_value(t) : "";
-
-		if (strcmp(s, "dense") && strcmp(s, "sparse"))
-			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'mlp_layer_types'[%zu] is "
-					   "not 'dense' or 'sparse'", r->path, i);
-		moe[i] = s[0] == 's';
-	}
-	return 0;
-}
-
-/*
- * moe[i] from a `moe_layer_freq` LIST, Megatron-LM's --moe-layer-freq
- * pattern: one 1 (MoE) or 0 (dense) per layer.
- */
-static int mark_freq_list(struct reader *r, json_t *list, int L, unsigned char *moe)
-{
-	json_t *t;
-	size_t i;
-
-	if (json_array_size(list) != (size_t)L)
-		return rlb_err_set(r->err, RLB_ECONFIG,
-				   "%s: 'moe_layer_freq' has %zu entries for %d layers",
-				   r->path, json_array_size(list), L);
-	json_array_foreach(list, i, t) {
 		json_int_t x = json_is_integer(t) ? json_integer_value(t) : -1;
 
+		if (words)
+			x = !strcmp(s, "sparse") ? 1 : !strcmp(s, "dense") ? 0 : -1;
 		if (x != 0 && x != 1)
-			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'moe_layer_freq'[%zu] is "
-					   "not 0 (dense) or 1 (MoE)", r->path, i);
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: '%s'[%zu] is not %s", r->path,
+					   name, i, words ? "'dense' or 'sparse'" :
+					   "0 (dense) or 1 (MoE)");
 		moe[i] = (unsigned char)x;
 	}
 	return 0;
 }
 
 /*
- * moe[i] for the L hidden layers: `mlp_layer_types` (above), or a
- * `moe_layer_freq` list (above); an explicit
- * `moe_layers` list (Llama 4), `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi,
- * GLM-4.5: MoE where i >= k and i is a multiple of the frequency),
- * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where
- * i + 1 is a multiple of the step, outside the list),
- * `interleave_moe_layer_step` (Llama 4) or `moe_layer_frequency`
- * (Arctic), i + 1 a multiple of it; else every layer.  RULE receives the fields used.
+ * moe[i] for the L hidden layers: `mlp_layer_types` or a `moe_layer_freq`
+ * list (above); an explicit `moe_layers` list (Llama 4);
+ * `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi, GLM-4.5:
+ * MoE where i >= k and i is a multiple of the frequency);
+ * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where i + 1
+ * is a multiple of the step, outside the list); `interleave_moe_layer_step`
+ * (Llama 4) or `moe_layer_frequency` (Arctic), i + 1 a multiple of it;
+ * else every layer.  RULE receives the fields used.
  */
 static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule, size_t size)
 {
@@ -268,12 +251,12 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 		return ret;
 	if (list) {
 		snprintf(rule, size, "mlp_layer_types");
-		return mark_mlp_types(r, list, L, moe);
+		return mark_per_layer(r, list, "mlp_layer_types", L, moe);
 	}
 	list = json_object_get(r->obj, "moe_layer_freq");
 	if (json_is_array(list)) {
 		snprintf(rule, size, "moe_layer_freq");
-		return mark_freq_list(r, list, L, moe);
+		return mark_per_layer(r, list, "moe_layer_freq", L, moe);
 	}
 	list = get_array(r, "moe_layers", &ret);
 	if (ret < 0)
