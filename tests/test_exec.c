@@ -386,6 +386,24 @@ static void paths(char *trace, char *plan, size_t size, const char *tag)
 	snprintf(plan, size, "%s/exec-%ld-%s.rlp", rlb_test_tmpdir(), (long)getpid(), tag);
 }
 
+/*
+ * The small config into CFG, its trace (seed 7) and POLICY's plan under
+ * TAG, and an executor with options O over 4 virtual ranks.
+ */
+static void start4(struct rlb_config *cfg, const char *tag, enum rlb_policy policy,
+		   const struct rlb_exec_opts *o, char *trace, char *plan, size_t size,
+		   struct rlb_world **w, struct rlb_exec **ex)
+{
+	struct rlb_err err = {0};
+
+	small_config(cfg);
+	paths(trace, plan, size, tag);
+	write_trace(cfg, 7, trace);
+	write_plan(cfg, trace, policy, plan);
+	ck_assert_int_eq(rlb_world_virtual_new(w, 4, &err), 0);
+	ck_assert_msg(rlb_exec_new(ex, *w, cfg, trace, plan, o, &err) == 0, "%s", err.msg);
+}
+
 START_TEST(test_exec_every_policy)
 {
 	static const enum rlb_policy pols[] = {
@@ -569,15 +587,10 @@ START_TEST(test_exec_diverged_metrics)
 	uint32_t failed = 99;
 	json_t *j, *ver, *step;
 
-	small_config(&cfg);
-	paths(trace, plan, sizeof(trace), "diverged");
-	write_trace(&cfg, 7, trace);
-	write_plan(&cfg, trace, RLB_POLICY_RELIBRA, plan);
 	rlb_exec_opts_defaults(&o);
 	o.verify = 1;
 	o.adam.lr = 1e30f;
-	ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
-	ck_assert_msg(rlb_exec_new(&ex, w, &cfg, trace, plan, &o, &err) == 0, "%s", err.msg);
+	start4(&cfg, "diverged", RLB_POLICY_RELIBRA, &o, trace, plan, sizeof(trace), &w, &ex);
 	ck_assert_msg(rlb_exec_run(ex, &v, &failed, &err) == 0, "%s", err.msg);
 	ck_assert(v.done && !v.ok);
 	j = rlb_exec_metrics_json(ex, NULL);
@@ -889,16 +902,11 @@ START_TEST(test_exec_fault)
 	char trace[512], plan[512];
 	uint32_t failed = 99;
 
-	small_config(&cfg);
-	paths(trace, plan, sizeof(trace), "fault");
-	write_trace(&cfg, 7, trace);
-	write_plan(&cfg, trace, RLB_POLICY_REPLICATE, plan);
 	rlb_exec_opts_defaults(&o);
 	o.fault = 1;
 	o.fault_rank = 3;
 	o.fault_step = 1;
-	ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
-	ck_assert_int_eq(rlb_exec_new(&ex, w, &cfg, trace, plan, &o, &err), 0);
+	start4(&cfg, "fault", RLB_POLICY_REPLICATE, &o, trace, plan, sizeof(trace), &w, &ex);
 	ck_assert_int_eq(rlb_exec_run(ex, NULL, &failed, &err), RLB_EINVAL);
 	ck_assert_str_eq(err.msg, "injected fault at step 1");
 	ck_assert_uint_eq(failed, 3);
@@ -926,13 +934,8 @@ START_TEST(test_exec_input_cut)
 	char trace[512], plan[512];
 	uint32_t failed = 99;
 
-	small_config(&cfg);
-	paths(trace, plan, sizeof(trace), "cut");
-	write_trace(&cfg, 7, trace);
-	write_plan(&cfg, trace, RLB_POLICY_RELIBRA, plan);
 	rlb_exec_opts_defaults(&o);
-	ck_assert_int_eq(rlb_world_virtual_new(&w, 4, &err), 0);
-	ck_assert_int_eq(rlb_exec_new(&ex, w, &cfg, trace, plan, &o, &err), 0);
+	start4(&cfg, "cut", RLB_POLICY_RELIBRA, &o, trace, plan, sizeof(trace), &w, &ex);
 	ck_assert_int_eq(truncate(trace, 0), 0);
 	ck_assert_int_lt(rlb_exec_run(ex, NULL, &failed, &err), 0);
 	ck_assert_uint_eq(failed, RLB_EXEC_AGREED);

@@ -59,18 +59,23 @@ expect_status 1
 expect_err "relibra capture: <stdin>:2: meta_info.routed_experts: invalid base64 character '!' at byte 4"
 [ ! -e bad.rrt ] && [ ! -e bad.rrt.tmp ] || fail "a failed capture left output"
 
+# started FILE: wait up to 10 s for a streaming capture to create FILE.
+started() {
+	i=0
+	while [ ! -e "$1" ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ -e "$1" ] || fail "capture did not start its output $1"
+}
+
 # An interrupted capture leaves nothing behind.
 mkfifo in.fifo
 "$RELIBRA" capture -c "$tiny" -o int.rrt --from sglang - < in.fifo > out 2> err &
 pid=$!
 exec 3> in.fifo
 cat good.jsonl >&3
-i=0
-while [ ! -e int.rrt.tmp ] && [ $i -lt 100 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-[ -e int.rrt.tmp ] || fail "capture did not start its output"
+started int.rrt.tmp
 kill -TERM $pid
 wait $pid
 status=$?
@@ -85,12 +90,7 @@ mkfifo two.fifo
 pid=$!
 exec 3> two.fifo
 cat good.jsonl >&3
-i=0
-while [ ! -e two.rrt.tmp ] && [ $i -lt 100 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-[ -e two.rrt.tmp ] || fail "capture did not start its output"
+started two.rrt.tmp
 "$RELIBRA" capture -c "$tiny" -o two.rrt --synthetic --seed 1 > out 2> err
 status=$?
 expect_status 1
