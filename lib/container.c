@@ -44,10 +44,15 @@ const char *rlb_rrt_probe(const char *path)
 		return NULL;
 	n = read(fd, b, sizeof(b));
 	close(fd);
-	if (n != (ssize_t)sizeof(b) || rlb_get_u32(b) != RRT_HEADER_MAGIC)
+	if (n <= 8 || rlb_get_u32(b) != RRT_HEADER_MAGIC)
 		return NULL;
-	return !memcmp(b + 8, RRT_HEADER_ID, 8) ? "trace" :
-	       !memcmp(b + 8, RLP_HEADER_ID, 8) ? "plan" : NULL;
+	/* a file cut inside the identifier is named by the part present
+	 * when that part tells the two apart ("RLBT" or "RLBP" onwards) */
+	n -= 8;
+	if (!memcmp(b + 8, RRT_HEADER_ID, (size_t)n) ==
+	    !memcmp(b + 8, RLP_HEADER_ID, (size_t)n))
+		return NULL;
+	return !memcmp(b + 8, RRT_HEADER_ID, (size_t)n) ? "trace" : "plan";
 }
 
 int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,

@@ -200,8 +200,9 @@ int rlb_rrt_open(const char *path, const char *kind, int *fd,
 		 uint64_t *file_bytes, struct rlb_err *err);
 
 /*
- * What PATH starts with: "trace", "plan" (a relibra header of either), or
- * NULL (anything else, or unreadable).  Never waits on a FIFO.
+ * What PATH starts with: "trace", "plan" (a relibra header of either,
+ * possibly cut, as far as the bytes present tell them apart), or NULL
+ * (anything else, or unreadable).  Never waits on a FIFO.
  */
 const char *rlb_rrt_probe(const char *path);
 

@@ -151,6 +151,16 @@ head -c 200 r1.rlp > cut.rlp
 run inspect cut.rlp
 expect_status 1
 expect_err "relibra inspect: "
+# Cut inside its identifier ("RLBPLAN" after the frame's 8 bytes), a plan
+# is still called one once the bytes present tell it from a trace's.
+head -c 12 r1.rlp > cut.rlp
+run inspect cut.rlp
+expect_status 1
+expect_err "relibra inspect: plan 'cut.rlp': header at offset 0: cut at end of file (12 of "
+head -c 12 t.rrt > cut.rrt
+run inspect cut.rrt
+expect_status 1
+expect_err "relibra inspect: trace 'cut.rrt': header at offset 0: cut at end of file (12 of "
 
 # --json prints the summary on stdout.
 run plan -c "$cfg" --policy replicate --json --no-timing t.rrt
