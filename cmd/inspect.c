@@ -710,6 +710,30 @@ static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
 }
 
 /*
+ * --json of a file whose header cannot be read: the object still comes,
+ * with a null header and the error in its integrity, so that a program
+ * reading it learns why from stdout as from a damaged step.
+ */
+static void json_unreadable(const struct opts *o, const char *kind,
+			    const struct rlb_err *err)
+{
+	json_t *j = json_pack("{s:s, s:o, s:n}", "schema", "relibra.inspect/1",
+			      kind, rlb_json_text(o->path), "header");
+
+	if (j && !strcmp(kind, "plan"))
+		json_object_set_new(j, "steps", json_array());
+	if (j)
+		json_object_set_new(j, "integrity",
+				    json_pack("{s:b, s:o}", "ok", 0, "error",
+					      rlb_json_text(err->msg)));
+	/* indented as a trace's summary is, compact as a plan's lines are */
+	if (j && json_dumpf(j, stdout, strcmp(kind, "plan") ? JSON_INDENT(2) : JSON_COMPACT) == 0)
+		putchar('\n');
+	json_decref(j);
+	cmd_flush_stdout(NAME);
+}
+
+/*
  * A plan file (.rlp): its header, then a line per step, or with --dump
  * every step's homes and instances (trace_format/SPEC.md, plan format,
  * "Text dump").  Every step frame is decoded and checked.
@@ -724,6 +748,8 @@ static int inspect_plan(const struct opts *o)
 
 	memset(&p, 0, sizeof(p));
 	if (rlb_plan_reader_open(&pr, o->path, &err) != 0) {
+		if (o->json && !o->schedule)
+			json_unreadable(o, "plan", &err);
 		cmd_error(NAME, &err);
 		return EXIT_FAIL;
 	}
@@ -811,6 +837,8 @@ int cmd_inspect(int argc, char **argv)
 		return inspect_plan(&o);
 	}
 	if (rlb_trace_reader_open(&r, o.path, &err) != 0) {
+		if (o.json && !o.schedule)
+			json_unreadable(&o, "trace", &err);
 		cmd_error(NAME, &err);
 		cmd_config_release(&o.cfg);
 		return EXIT_FAIL;

@@ -163,6 +163,26 @@ run inspect missing.rlp
 expect_status 1
 expect_err "relibra inspect: cannot open 'missing.rlp': No such file or directory"
 
+# A header that cannot be read: --json still prints its object, with a
+# null header and the error, and the status is 1.
+head -c 100 "$tiny" > head.rrt
+run inspect --json head.rrt
+expect_status 1
+expect_out '"header": null'
+expect_out '"error": "trace '"'head.rrt'"': header at offset 0: cut at end of file (100 of 164 bytes present)"'
+expect_err "relibra inspect: trace 'head.rrt': header at offset 0: cut at end of file"
+if command -v python3 > /dev/null 2>&1; then
+	python3 -c 'import json; d = json.load(open("out")); assert d["integrity"]["ok"] is False' ||
+		fail "--json of an unreadable header is not the expected JSON"
+fi
+head -c 100 "$RLB_TOP/trace_format/examples/tiny-plan.rlp" > head.rlp
+run inspect --json head.rlp
+expect_status 1
+expect_out '"plan":"head.rlp","header":null,"steps":[],"integrity":{"ok":false,"error":"plan '"'head.rlp'"': header at offset 0'
+run inspect --json missing.rrt
+expect_status 1
+expect_empty out
+
 # A cut file: what was complete is printed, then "truncated"; exit 1.
 # Data frame 0 follows the 164-byte header; entry 1 of the 4-entry seek
 # table (9 + 3 * 8 bytes before the end) has its size.
