@@ -4,6 +4,7 @@
  * (tokens/s against the ideal, the step time stacked by part).  Every
  * data series is one <g class="series">, so tests can count them.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,9 @@ void rlb_svg_axis_nice(struct rlb_svg_axis *a, double lo, double hi)
 	size_t i;
 
 	memset(a, 0, sizeof(*a));
+	/* a figure near DBL_MAX, times the callers' headroom, is inf */
+	lo = fmax(lo, -DBL_MAX);
+	hi = fmin(hi, DBL_MAX);
 	if (!(hi > lo)) {
 		double d = fabs(hi) > 0 ? fabs(hi) * 0.1 : 1;
 
@@ -86,8 +90,8 @@ void rlb_svg_axis_nice(struct rlb_svg_axis *a, double lo, double hi)
 		if (mult[i] * mag >= raw * 0.999)
 			break;
 	a->step = mult[i < 5 ? i : 4] * mag;
-	a->lo = floor(lo / a->step + 1e-9) * a->step;
-	a->hi = ceil(hi / a->step - 1e-9) * a->step;
+	a->lo = fmax(floor(lo / a->step + 1e-9) * a->step, -DBL_MAX);
+	a->hi = fmin(ceil(hi / a->step - 1e-9) * a->step, DBL_MAX);
 }
 
 /* Position of v on an axis drawn from p0 (at lo) to p1 (at hi). */
@@ -181,7 +185,7 @@ void rlb_svg_y_axis(FILE *fp, const struct rlb_svg_axis *a, double x0, double y0
 	int i;
 
 	fputs("<g class=\"axis\" font-size=\"11\" fill=\"#333333\">\n", fp);
-	for (i = 0, v = a->lo; v <= a->hi + a->step * 1e-6 && i < 40;
+	for (i = 0, v = a->lo; isfinite(v) && v <= a->hi + a->step * 1e-6 && i < 40;
 	     v = a->lo + ++i * a->step) {
 		double y = rlb_svg_axis_pos(a, v, y1, y0);
 

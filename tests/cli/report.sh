@@ -212,6 +212,13 @@ expect_status 1
 expect_err "relibra report: --svg 'notdir' is not a directory"
 expect_empty out
 [ "$(cat notdir)" = old ] || fail "report --svg changed the file in its way"
+# A figure near the largest double still gets an axis of finite ticks.
+sed '1,/"tokens_per_s"/s/"tokens_per_s": [^,]*/"tokens_per_s": 1.7976931348623157e308/' \
+	plan-relibra.json > huge.json
+mkdir huge
+run report --svg huge plan-static.json huge.json
+expect_status 0
+! grep -il 'nan\|inf' huge/*.svg || fail "report --svg wrote a position that is not a number"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+fast
 expect_status 2
 expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, no-colocate, data-control)"
