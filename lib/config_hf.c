@@ -934,8 +934,34 @@ static int read_mla(struct reader *r, int heads, int nope, int rope)
 }
 
 /*
+ * JetMoE's mixture of attention heads: each token's query and output
+ * projections come from num_experts_per_tok of the experts, each of
+ * num_key_value_heads heads of kv_channels, over keys and values that
+ * every expert shares.  Its FLOPs are those of num_key_value_heads x
+ * num_experts_per_tok query heads over num_key_value_heads key/value
+ * heads; the attention experts' own balance is not modelled.
+ */
+static int read_moa(struct reader *r)
+{
+	int kv = 0, d = 0, ret;
+
+	if ((ret = get_int(r, "num_key_value_heads", &kv)) < 0 ||
+	    (ret = get_int(r, "kv_channels", &d)) < 0)
+		return ret;
+	if (!kv || !d)
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: JetMoE's mixture of attention "
+				   "needs 'num_key_value_heads' and 'kv_channels'", r->path);
+	set(r, RLB_HF_Q_HEADS, kv * r->hm->model.topk,
+	    "jetmoe: num_key_value_heads x num_experts_per_tok (mixture of attention)");
+	set(r, RLB_HF_KV_HEADS, kv, "num_key_value_heads");
+	set(r, RLB_HF_HEAD_DIM, d, "kv_channels");
+	return 0;
+}
+
+/*
  * Attention: MLA's query/key head, an explicit head_dim, or hidden /
- * heads; Qwen3-Next's output gate, or one attn_output_gate names.
+ * heads; JetMoE's mixture of attention heads (read_moa); Qwen3-Next's
+ * output gate, or one attn_output_gate names.
  * DeepSeek's sparse attention (index_topk: DeepSeek-V3.2, GLM-5), each
  * query over the keys its indexer picks, is priced as the full attention
  * it selects from, an upper bound, and the q_heads comment says so.
@@ -959,7 +985,10 @@ static int read_attention(struct reader *r)
 	set(r, RLB_HF_Q_HEADS, heads, from);
 	for (v = RLB_HF_KV_LORA; v <= RLB_HF_V_DIM; v++)
 		set(r, v, 0, "no MLA");
-	if (nope + rope > 0) {
+	if (!strcmp(r->hm->model_type, "jetmoe")) {
+		if ((ret = read_moa(r)) < 0)
+			return ret;
+	} else if (nope + rope > 0) {
 		if ((ret = read_mla(r, heads, nope, rope)) < 0)
 			return ret;
 	} else {

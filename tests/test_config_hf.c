@@ -157,6 +157,15 @@ START_TEST(test_family_rules)
 	ck_assert_int_eq(hm.model.shared_experts, 1);
 	ck_assert_int_eq(hm.model.shared_expert_ffn, 1024);
 	ck_assert_str_eq(hm.from[RLB_HF_SHARED_FFN], "shared_intermediate_size");
+	/* JetMoE-8B: a mixture of attention heads, 16 per expert, top 2 */
+	load(&hm, "{\"model_type\": \"jetmoe\", \"hidden_size\": 2048, "
+	     "\"intermediate_size\": 5632, \"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
+	     "\"num_hidden_layers\": 24, \"num_key_value_heads\": 16, \"kv_channels\": 128}");
+	ck_assert_int_eq(hm.model.q_heads, 32);
+	ck_assert_int_eq(hm.model.kv_heads, 16);
+	ck_assert_int_eq(hm.model.head_dim, 128);
+	ck_assert_int_eq(hm.model.expert_ffn, 5632);
+	ck_assert_str_eq(hm.from[RLB_HF_HEAD_DIM], "kv_channels");
 	/* 0 is none (MiniMax-M2) */
 	load(&hm, "{\"model_type\": \"minimax_m2\", " BASE "\"num_hidden_layers\": 2, "
 	     "\"num_local_experts\": 8, \"shared_intermediate_size\": 0}");
@@ -518,6 +527,10 @@ START_TEST(test_errors)
 	refused("{\n  \"hidden_size\": 64,\n  \"num_experts\" 8\n}", RLB_EPARSE,
 		":3:17: invalid JSON (byte 40): ':' expected near '8'");
 	refused("[1]", RLB_ECONFIG, "expected a JSON object (a config.json)");
+	refused("{\"model_type\": \"jetmoe\", \"hidden_size\": 64, \"num_local_experts\": 8, "
+		"\"num_experts_per_tok\": 2, \"intermediate_size\": 32, \"num_hidden_layers\": 2, "
+		"\"num_key_value_heads\": 4}", RLB_ECONFIG,
+		"JetMoE's mixture of attention needs 'num_key_value_heads' and 'kv_channels'");
 	refused("{\"hidden_size\": 64}", RLB_ECONFIG,
 		"no 'n_routed_experts' or 'num_local_experts' or 'num_experts'");
 	refused("{\"num_experts\": 8, \"num_experts_per_tok\": -2}", RLB_ECONFIG,
