@@ -1077,6 +1077,16 @@ def check_plan_trace(p, steps, trace):
         return
     for st in steps:
         check_split(p, st, h, seqs)
+    # migrated_experts (section P4.1): homes on another node than in the
+    # plan's previous step, or for its first step than in the static
+    # layout (expert e on gpu e / (E / G)).
+    E = p.experts
+    prev = [e // (E // p.ranks) for _ in range(p.layers) for e in range(E)]
+    for st in steps:
+        moved = sum(1 for a, b in zip(st.home, prev) if a // p.gpn != b // p.gpn)
+        if moved != st.migrated:
+            diff("step %d migrated_experts" % st.step, moved, st.migrated)
+        prev = st.home
 
 
 def compare_plan(bin_, path, p, steps):
