@@ -8,19 +8,31 @@ numbers below are SPEC.md's.
 
 usage: spec_ref.py --relibra BIN trace T.rrt
        spec_ref.py --relibra BIN plan P.rlp [--trace T.rrt]
+       spec_ref.py --relibra BIN recode T.rrt OUT.rrt --coding raw|rank|delta
+                   [--chunk N] [--frame-records N] [--lists all|empty]
 
 trace: decodes every frame (header, layer pattern, data frames in every id
 and gate coding, step index, seek table), verifies every CRC-32C and every
 rule of the format, and compares the result with `relibra inspect --dump`
-(byte for byte) and `relibra inspect --json` (every header field and count).
+(byte for byte) and `relibra inspect --json --dump` (every header field and
+count, every id, every gate weight bit for bit).  It also checks the
+choices that the spec ascribes to relibra's writer: the id coding, RANK
+chunks of 128 tokens and their lists, where frames are cut.
+
+recode: writes the trace's sequences again with a coding, chunk size, RANK
+lists or frame cuts that relibra's writer does not choose but every reader
+must read (RAW of u8 ids, RANK of sorted ids, short chunks, empty lists, a
+step over several frames), then checks the result as `trace` does, without
+the writer's choices.
 
 plan: decodes the plan (header, homes, replicas, quotas, copies, carried
 schedule, step index, seek table); given the trace it was made from, checks
-the recorded trace identity against the trace's header, rebuilds each step's schedule (the carried one,
-or the header's packing rule over the trace's sequences), counts the loads,
-recomputes the per-source split of every cell by the rule of section P7 and
-checks that it places every row, and compares with `relibra inspect --json
---dump` and `relibra inspect --dump` (the text dump of section P15).
+the recorded trace identity against the trace's header, rebuilds each
+step's schedule (the carried one, or the header's packing rule over the
+trace's sequences), counts the loads, recomputes the per-source split of
+every cell by the rule of section P7, checks the quotas against it and
+migrated_experts against the homes, and compares with `relibra inspect
+--json --dump` and `relibra inspect --dump` (the text dump of section P15).
 
 Exit status 0 when everything agrees, 1 on a violation of the format or a
 difference (each printed), 2 on bad usage.  zstd frames are decompressed by
@@ -45,6 +57,7 @@ class Bad(Exception):
 
 
 DIFFS = []
+WRITER = {"rules": True}  # check the choices of relibra's writer too
 
 
 def diff(what, mine, theirs):
@@ -253,10 +266,10 @@ def trace_header(content, base):
         need(h.chunk_tokens == 0, w, base + 44, "chunk_tokens %d" % h.chunk_tokens)
     h.frame_bytes = u32(content, 48)
     need(1 <= h.frame_bytes <= 1 << 30, w, base + 48, "frame_bytes %d" % h.frame_bytes)
-    if h.id_coding == 1 and h.chunk_tokens != 128:
+    if WRITER["rules"] and h.id_coding == 1 and h.chunk_tokens != 128:
         diff("header chunk_tokens (the writer uses 128)", 128, h.chunk_tokens)
     want = 2 if h.sorted else 1 if h.id_bytes == 1 else 0
-    if h.id_coding != want:
+    if WRITER["rules"] and h.id_coding != want:
         diff("header id_coding of the writer's rule (section 4.2)", want, h.id_coding)
     need(u32(content, 52) == 0, w, base + 52, "reserved field")
     h.model = name_field(content, 56, 64, w, "model")
@@ -363,7 +376,7 @@ def decode_ids(h, raw, p, end, T, where, base):
             cnt[x] = cnt.get(x, 0) + 1
         want = sorted((x for x in cnt if cnt[x] * E > c * K and cnt[x] >= 2),
                       key=lambda x: (-cnt[x], x))[:32]
-        if lst != want:
+        if WRITER["rules"] and lst != want:
             diff("%s at offset %d: RANK list of the writer's rule" % (where, base), want, lst)
         t0 += c
     return v, p
@@ -441,10 +454,11 @@ def read_trace(path):
         need(count >= 1, w, off, "no record")
         # The writer's cut (section 4): a frame closes before a record of
         # another step, or after the record that took it to frame_bytes.
-        if last_raw is not None and last_raw[1] == fstep and last_raw[0] < h.frame_bytes:
+        if (WRITER["rules"] and last_raw is not None and last_raw[1] == fstep
+                and last_raw[0] < h.frame_bytes):
             diff("data frame before offset %d: closed below frame_bytes within its step"
                  % off, h.frame_bytes, last_raw[0])
-        if last_rec >= h.frame_bytes:
+        if WRITER["rules"] and last_rec >= h.frame_bytes:
             diff("data frame at offset %d: records after reaching frame_bytes" % off,
                  h.frame_bytes, last_rec)
         last_raw = (ds, fstep)
@@ -594,6 +608,111 @@ def check_trace(bin_, path):
         if integ.get(k) != v:
             diff("integrity." + k, v, integ.get(k))
     return h, seqs
+
+
+# ---------------------------------------------------------------------------
+# A second writer: the codings and layouts that relibra's writer does not
+# choose but every 1.x reader must read (sections 4 and 4.2)
+
+
+def zstd_encode(raw):
+    r = subprocess.run(["zstd", "-q", "-c", "--check", "--stream-size=%d" % len(raw)],
+                       input=raw, stdout=subprocess.PIPE, check=True)
+    return r.stdout
+
+
+def encode_ids(h, v, T, lists):
+    K = h.topk
+    if h.id_coding == 0 or h.id_coding == 2:
+        if h.id_coding == 2:
+            v = [x - (v[i - 1] if i % K else 0) for i, x in enumerate(v)]
+        return bytes(v) if h.id_bytes == 1 else struct.pack("<%dH" % len(v), *v)
+    out = bytearray()
+    for t0 in range(0, T, h.chunk_tokens):
+        c = min(h.chunk_tokens, T - t0)
+        ids = v[t0 * K:(t0 + c) * K]
+        if lists == "empty":
+            lst = []
+        else:  # every id of the chunk, largest first
+            lst = sorted(set(ids), reverse=True)[:255]
+        ranking = lst + [e for e in range(h.experts) if e not in set(lst)]
+        pos = {e: r for r, e in enumerate(ranking)}
+        out += bytes([len(lst)]) + bytes(lst) + bytes(pos[x] for x in ids)
+    return bytes(out)
+
+
+def write_trace(path, h, seqs, frame_records, lists):
+    """Sections 2-6 for H (its coding fields set) and SEQS."""
+    c = bytearray(156)
+    c[0:8] = b"RLBTRACE"
+    struct.pack_into("<HHIIIII", c, 8, 1, h.minor, h.flags, h.experts, h.topk,
+                     h.moe_layers, h.first_dense)
+    struct.pack_into("<QBBBBIII", c, 32, h.seed, h.id_bytes, h.id_coding,
+                     h.gate_coding, 0, h.chunk_tokens, h.frame_bytes, 0)
+    c[56:56 + len(h.model.encode())] = h.model.encode()
+    c[120:120 + len(h.source.encode())] = h.source.encode()
+    c = c[:152]
+    if h.minor >= 1:
+        c += struct.pack("<HH", h.period, h.offset)
+    if h.minor >= 2:
+        pat = h.pattern.encode()
+        c += struct.pack("<HH", len(pat), 0) + pat + bytes(-len(pat) % 4)
+    c += struct.pack("<I", crc32c(c))
+    out = bytearray(struct.pack("<II", SKIP_HEADER, len(c)) + c)
+    entries = [(len(out), 0)]
+    frames = []
+    for s in seqs:
+        if not frames or frames[-1][0] != s.step or len(frames[-1][1]) == frame_records:
+            frames.append((s.step, []))
+        frames[-1][1].append(s)
+    for step, fs in frames:
+        raw = bytearray()
+        for s in fs:
+            raw += struct.pack("<IIII", s.step, s.group, s.sample, s.tokens)
+            for l in range(h.moe_layers):
+                raw += encode_ids(h, s.ids[l], s.tokens, lists)
+                if h.gates:
+                    g = s.gates[l]
+                    for b in range(4):
+                        raw += bytes(x >> 8 * b & 0xFF for x in g)
+        z = zstd_encode(bytes(raw))
+        out += z
+        entries.append((len(z), len(raw)))
+    ix = bytearray(b"RLBINDEX" + struct.pack("<IIQ", len(frames), 0, len(seqs)))
+    for step, fs in frames:
+        ix += struct.pack("<II", step, len(fs))
+    for s in seqs:
+        ix += struct.pack("<III", s.group, s.sample, s.tokens)
+    ix += struct.pack("<I", crc32c(ix))
+    out += struct.pack("<II", SKIP_INDEX, len(ix)) + ix
+    entries.append((8 + len(ix), 0))
+    st = b"".join(struct.pack("<II", a, b) for a, b in entries)
+    st += struct.pack("<IBI", len(entries), 0, SEEK_FOOTER)
+    out += struct.pack("<II", SKIP_SEEK, len(st)) + st
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def recode(src, dst, coding, chunk, frame_records, lists):
+    """SRC's sequences written again in CODING (raw, rank, delta), RANK
+    chunks of CHUNK tokens and lists of LISTS, FRAME_RECORDS records per
+    frame at most; DELTA sorts each token's ids (and its gates along)."""
+    h, seqs, _ = read_trace(src)
+    h.id_coding = {"raw": 0, "rank": 1, "delta": 2}[coding]
+    if coding == "delta" and not h.sorted:
+        h.sorted, h.flags = True, h.flags | 2
+        K = h.topk
+        for s in seqs:
+            for l in range(h.moe_layers):
+                for t in range(s.tokens):
+                    a = slice(t * K, (t + 1) * K)
+                    order = sorted(range(K), key=lambda k: s.ids[l][a][k])
+                    s.ids[l][a] = [s.ids[l][a][k] for k in order]
+                    if h.gates:
+                        s.gates[l][a] = [s.gates[l][a][k] for k in order]
+    h.chunk_tokens = chunk if coding == "rank" else 0
+    write_trace(dst, h, seqs, frame_records, lists)
+    return seqs
 
 
 # ---------------------------------------------------------------------------
@@ -1061,7 +1180,9 @@ def check_plan(bin_, path, trace):
 
 def check_plan_trace(p, steps, trace):
     """The plan against the trace it was made from: identity, loads, split."""
+    WRITER["rules"] = False  # the trace's own check is `trace`'s
     h, seqs, _ = read_trace(trace)
+    WRITER["rules"] = True
     th = trace_hash(h)
     tsteps = sorted({s.step for s in seqs})
     for what, mine, theirs in (
@@ -1148,13 +1269,29 @@ def compare_plan(bin_, path, p, steps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--relibra", required=True)
-    ap.add_argument("kind", choices=["trace", "plan"])
+    ap.add_argument("kind", choices=["trace", "plan", "recode"])
     ap.add_argument("file")
+    ap.add_argument("out", nargs="?")
     ap.add_argument("--trace")
+    ap.add_argument("--coding", choices=["raw", "rank", "delta"], default="raw")
+    ap.add_argument("--chunk", type=int, default=128)
+    ap.add_argument("--frame-records", type=int, default=1 << 30)
+    ap.add_argument("--lists", choices=["all", "empty"], default="all")
     a = ap.parse_args()
     try:
         if a.kind == "trace":
             check_trace(a.relibra, a.file)
+        elif a.kind == "recode":
+            if not a.out:
+                ap.error("recode needs IN and OUT")
+            want = recode(a.file, a.out, a.coding, a.chunk, a.frame_records, a.lists)
+            WRITER["rules"] = False
+            _, got = check_trace(a.relibra, a.out)
+            for i, (x, y) in enumerate(zip(want, got)):
+                if (x.ids, x.gates) != (y.ids, y.gates):
+                    diff("recoded sequence %d" % i, "as written", "read back otherwise")
+            if len(want) != len(got):
+                diff("recoded sequences", len(want), len(got))
         else:
             check_plan(a.relibra, a.file, a.trace)
     except Bad as e:
