@@ -481,7 +481,8 @@ static int write_export(struct rlb_atomic_file *af, json_t *steps)
 /*
  * The policy and its options: the config's balancer section, overridden by
  * the command line.  0, or EXIT_USAGE for an option of relibra's given to
- * another policy.
+ * another policy, --eplb-window to one but eplb, or --replica-slots to one
+ * without spare slots.
  */
 static int policy_opts(const struct opts *o, const struct rlb_config *cfg,
 		       struct rlb_balance_opts *b)
@@ -497,14 +498,28 @@ static int policy_opts(const struct opts *o, const struct rlb_config *cfg,
 				       o->no_replicate ? "no-replicate" :
 				       o->colocate ? "colocate" :
 				       o->no_colocate ? "no-colocate" : "data-control");
-	if (o->replica_slots >= 0)
-		b->replica_slots = (uint32_t)o->replica_slots;
-	if (o->eplb_window >= 0)
-		b->eplb_window = (uint32_t)o->eplb_window;
+	/* eplb-oracle takes each step's own loads: only eplb has a history */
+	if (o->eplb_window >= 0 && b->policy != RLB_POLICY_EPLB)
+		return cmd_usage_error(NAME, usage, "--eplb-window is an option of the eplb policy, not %s",
+				       rlb_policy_name(b->policy));
 	if (o->no_reorder)
 		b->reorder = 0;
 	if (o->no_replicate)
 		b->replicate = 0;
+	/* static, ideal and relibra without replication have no spare slots */
+	if (o->replica_slots >= 0 &&
+	    (b->policy == RLB_POLICY_STATIC || b->policy == RLB_POLICY_IDEAL))
+		return cmd_usage_error(NAME, usage, "--replica-slots is not an option of the %s policy",
+				       rlb_policy_name(b->policy));
+	if (o->replica_slots >= 0 && b->policy == RLB_POLICY_RELIBRA && !b->replicate)
+		return cmd_usage_error(NAME, usage, o->no_replicate ?
+				       "--replica-slots excludes --no-replicate" :
+				       "--replica-slots needs replication: balancer.replicate is "
+				       "false in the config (--set balancer.replicate=true turns it on)");
+	if (o->replica_slots >= 0)
+		b->replica_slots = (uint32_t)o->replica_slots;
+	if (o->eplb_window >= 0)
+		b->eplb_window = (uint32_t)o->eplb_window;
 	if (o->data_control)
 		b->data_control = 1;
 	if (o->colocate)

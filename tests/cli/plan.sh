@@ -189,6 +189,37 @@ for opt in no-reorder no-replicate no-colocate; do
 	expect_status 2
 	expect_err "relibra plan: --$opt is an option of the relibra policy"
 done
+# --eplb-window is eplb's alone, and --replica-slots goes with the
+# policies that have spare slots: elsewhere each is a usage error, not
+# silently ignored, before any output is made.
+for p in static eplb-oracle replicate relibra ideal; do
+	run plan -c "$cfg" --policy "$p" --eplb-window 3 -o w.rlp t.rrt
+	expect_status 2
+	expect_err "relibra plan: --eplb-window is an option of the eplb policy, not $p"
+	expect_empty out
+	[ ! -e w.rlp ] && [ ! -e w.rlp.tmp ] || fail "a refused --eplb-window left w.rlp"
+done
+run plan -c "$cfg" --set balancer.policy=static --eplb-window 3 t.rrt
+expect_status 2
+expect_err "relibra plan: --eplb-window is an option of the eplb policy, not static"
+run plan -c "$cfg" --set balancer.policy=eplb --eplb-window 3 --no-timing --json t.rrt
+expect_status 0
+expect_out '"eplb_window": 3'
+for p in static ideal; do
+	run plan -c "$cfg" --policy "$p" --replica-slots 2 t.rrt
+	expect_status 2
+	expect_err "relibra plan: --replica-slots is not an option of the $p policy"
+done
+run plan -c "$cfg" --policy relibra --no-replicate --replica-slots 2 t.rrt
+expect_status 2
+expect_err "relibra plan: --replica-slots excludes --no-replicate"
+run plan -c "$cfg" --set balancer.replicate=false --replica-slots 2 t.rrt
+expect_status 2
+expect_err "relibra plan: --replica-slots needs replication: balancer.replicate is false in the config"
+for p in eplb eplb-oracle replicate relibra; do
+	run plan -c "$cfg" --policy "$p" --replica-slots 2 --no-timing t.rrt
+	expect_status 0
+done
 # balancer.colocate auto (the default) turns it on for group-limited
 # routing only: tiny-2x2 with 4 groups of 4 experts, 2 of them per token.
 run capture -c "$cfg" --set model.expert_groups=4 --set model.topk_groups=2 \
