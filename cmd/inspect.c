@@ -670,7 +670,8 @@ static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
 {
 	struct rlb_step_plan p;
 	struct rlb_err err = {0};
-	uint64_t steps = 0;
+	uint64_t steps = 0;	/* decoded and checked: all of them */
+	uint64_t printed = 0;	/* those in the --steps range */
 	int rc, ret = 0;
 
 	memset(&p, 0, sizeof(p));
@@ -680,9 +681,10 @@ static int inspect_plan_json(const struct opts *o, struct rlb_plan_reader *pr)
 	ret |= put_json(rlb_plan_header_json(rlb_plan_reader_header(pr)));
 	printf(", \"steps\": [");
 	while (ret == 0 && (rc = rlb_plan_reader_next(pr, &p, &err)) == 1) {
+		steps++;
 		if (p.step < o->step_lo || p.step > o->step_hi)
 			continue;
-		printf(steps++ ? ",\n" : "\n");
+		printf(printed++ ? ",\n" : "\n");
 		ret |= put_json(rlb_step_plan_json(&p, o->dump));
 	}
 	rlb_step_plan_release(&p);

@@ -124,6 +124,11 @@ expect_out '{"schema": "relibra.inspect/1", "plan": "r1.rlp", "header": {"versio
 [ "$(grep -c '^{"step":' out)" -eq 3 ] || fail "inspect --json: not a line per step"
 expect_out '], "integrity": {"ok":true,"steps_decoded":3,"error":null}}'
 grep -q '"homes"' out && fail "inspect --json without --dump printed the cells"
+# as in the text, --steps selects what is printed and all steps count as decoded
+run inspect --json --steps 1 r1.rlp
+expect_status 0
+[ "$(grep -c '^{"step":' out)" -eq 1 ] || fail "inspect --json --steps 1: not one step line"
+expect_out '], "integrity": {"ok":true,"steps_decoded":3,"error":null}}'
 run inspect --json --dump --steps 1 replicate.rlp
 expect_status 0
 [ "$(grep -c '^{"step":1,.*"homes":\[\[.*"instances":\[\[\[\[\[' out)" -eq 1 ] ||
