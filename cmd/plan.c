@@ -616,6 +616,16 @@ int cmd_plan(int argc, char **argv)
 		goto done;
 	}
 	cmd_warn_truncated(NAME, r, o.trace, o.step_lo, o.step_hi);
+	if (sfile) {
+		uint32_t first = 0;
+		size_t extra = rlb_schedule_file_extra_steps(sfile, steps, nsteps, o.step_lo,
+							     o.step_hi, &first);
+
+		if (extra)
+			cmd_errorf(NAME, "warning: schedule '%s' lists %zu step%s that trace '%s' "
+				   "lacks (step %u%s): is it this run's schedule?", o.schedule,
+				   extra, cmd_s(extra), o.trace, first, extra > 1 ? " first" : "");
+	}
 	if (o.out) {
 		struct rlb_plan_writer_opts wo = { .no_timing = o.no_timing };
 

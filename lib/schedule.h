@@ -125,6 +125,16 @@ int rlb_schedule_file_load(struct rlb_schedule_file **out, const char *path,
 void rlb_schedule_file_free(struct rlb_schedule_file *f);
 
 /*
+ * The steps of the file in [lo, hi] that are not among STEPS (n of them,
+ * ascending: a trace's, rlb_trace_reader_steps): how many, and the first
+ * in *first (unchanged when none).  A schedule that lists steps its trace
+ * lacks is likely another run's.
+ */
+size_t rlb_schedule_file_extra_steps(const struct rlb_schedule_file *f,
+				     const uint32_t *steps, size_t n,
+				     uint32_t lo, uint32_t hi, uint32_t *first);
+
+/*
  * Step STEP of the file as a schedule (pack RLB_PACK_FILE), checked like
  * rlb_schedule_from_chunks against the step's sequence lengths and the EP
  * size (every micro-batch must list exactly RANKS ranks).  Errors:

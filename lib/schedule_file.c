@@ -219,6 +219,28 @@ out:
 	return ret;
 }
 
+size_t rlb_schedule_file_extra_steps(const struct rlb_schedule_file *f,
+				     const uint32_t *steps, size_t n,
+				     uint32_t lo, uint32_t hi, uint32_t *first)
+{
+	size_t i, j = 0, extra = 0;
+
+	/* both ascending: one merge */
+	for (i = 0; i < f->nsteps; i++) {
+		uint32_t s = f->steps[i].step;
+
+		if (s < lo || s > hi)
+			continue;
+		while (j < n && steps[j] < s)
+			j++;
+		if (j < n && steps[j] == s)
+			continue;
+		if (!extra++)
+			*first = s;
+	}
+	return extra;
+}
+
 int rlb_schedule_file_step(const struct rlb_schedule_file *f, uint32_t step,
 			   const uint32_t *seq_tokens, size_t nseqs,
 			   uint32_t ranks, uint32_t mb_tokens,

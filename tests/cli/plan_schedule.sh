@@ -135,6 +135,17 @@ expect_status 1
 expect_err "relibra plan: schedule 'ranks.json': 'steps[0].micro_batches[0]' (step 0) lists 2 ranks, the EP size is 4"
 run plan -c "$cfg" --schedule rule.json --steps 1 -o x.rlp t.rrt
 expect_status 0
+# Steps the trace lacks are not used, and a warning counts them; those
+# outside --steps are not counted.
+sed 's/]}$/,{"step":90,"micro_batches":[]},{"step":91,"micro_batches":[]}]}/' rule.json > extra.json
+run plan -c "$cfg" --policy relibra --no-timing --schedule extra.json --json t.rrt
+expect_status 0
+expect_err "relibra plan: warning: schedule 'extra.json' lists 2 steps that trace 't.rrt' lacks (step 90 first): is it this run's schedule?"
+sed -e '/"pack"/d' -e '/"schedule"/d' out > extra-out.json
+cmp -s b.json extra-out.json || { diff b.json extra-out.json; fail "steps the trace lacks changed the result"; }
+run plan -c "$cfg" --no-timing --schedule extra.json --steps 0:89 t.rrt
+expect_status 0
+expect_empty err
 run plan -c "$cfg" --schedule missing.json t.rrt
 expect_status 1
 expect_err "relibra plan: cannot open schedule 'missing.json': No such file or directory"
