@@ -520,6 +520,12 @@ int cmd_train_step(int argc, char **argv)
 		goto out;
 	}
 	if (ret) {
+		if (ret == RLB_EMISMATCH && !strncmp(err.msg, "plan does not match the config", 30)) {
+			size_t n = strlen(err.msg);
+
+			snprintf(err.msg + n, sizeof(err.msg) - n, " (plan '%s', config '%s')",
+				 o.plan, o.cfg.path);
+		}
 		if (rlb_world_first(w) == 0) {
 			cmd_error(NAME, &err);
 			if (rlb_world_size(w) != (uint32_t)cfg.parallel.ep_size)

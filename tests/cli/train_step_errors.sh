@@ -48,7 +48,7 @@ expect_err "relibra train-step: the plan's schedule does not match the trace: st
 run train-step -c "$cfg" --set parallel.micro_batch_tokens=256 --trace t.rrt --plan p.rlp \
 	--virtual-ranks 4
 expect_status 1
-expect_err "relibra train-step: plan does not match the config: 'parallel.micro_batch_tokens' is 512 in the plan, 256 in the config"
+expect_err "relibra train-step: plan does not match the config: 'parallel.micro_batch_tokens' is 512 in the plan, 256 in the config (plan 'p.rlp', config '$cfg')"
 # The dense layers ahead of the MoE layers are part of the trace's model
 # shape, which the config must have, as for plan; the plan does not record
 # them.
