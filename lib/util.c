@@ -354,10 +354,11 @@ int rlb_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 	char *end = (char *)s;
 	unsigned long long v = 0;
 
-	if (*s == '-' && isdigit((unsigned char)s[1]))	/* not "--plan" */
+	/* not "--plan"; and "-0", though 0, is no way to write a count */
+	if (*s == '-' && isdigit((unsigned char)s[1]))
 		return rlb_err_set(err, RLB_ERANGE,
-				   "%s: %s is out of range [%" PRIu64 ", %" PRIu64 "]",
-				   what, s, min, max);
+				   "%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'",
+				   what, min, max, s);
 	errno = 0;
 	if (base)
 		v = strtoull(s, &end, base);

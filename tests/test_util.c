@@ -43,6 +43,9 @@ START_TEST(test_parse_numbers)
 	ck_assert_str_eq(err.msg, "n: expected an integer, got '12x'");
 	ck_assert_int_eq(rlb_parse_i64("101", -100, 100, &i, "n", &err), RLB_ERANGE);
 	ck_assert_int_eq(rlb_parse_u64("-1", 0, 10, &u, "u", &err), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "u: expected an integer in [0, 10], got '-1'");
+	ck_assert_int_eq(rlb_parse_u64("-0", 0, 10, &u, "u", &err), RLB_ERANGE);
+	ck_assert_str_eq(err.msg, "u: expected an integer in [0, 10], got '-0'");
 	ck_assert_int_eq(rlb_parse_u64("", 0, 10, &u, "u", &err), RLB_EPARSE);
 	/* an option where a number was expected: not a number, not "out of range" */
 	ck_assert_int_eq(rlb_parse_u64("--plan", 0, 10, &u, "u", &err), RLB_EPARSE);
