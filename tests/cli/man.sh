@@ -35,4 +35,29 @@ while read -r cmd; do
 	[ "$status" -eq 0 ] || { cat err; fail "relibra(1) example failed: $cmd"; }
 done < tiny.examples
 [ -s train.json ] || fail "the train-step example wrote no train.json"
+
+# relibra-trace(5) summarises the format versions this build writes, and
+# its examples that make their own files (not run.rrt) run as written.
+MANWIDTH=400 mandoc -Tascii -O width=400 "$RLB_TOP/man/relibra-trace.5" | col -b > trace5.txt
+for f in trace plan; do
+	v=$("$RELIBRA" -V | sed -n "s/^$f format: //p")
+	[ -n "$v" ] || fail "relibra -V prints no $f format version"
+	grep -q "summarises $f format version $v[:;]" trace5.txt ||
+		fail "relibra-trace(5) does not summarise $f format $v"
+done
+grep -q '^PLAN FILES' trace5.txt || fail "relibra-trace(5) has no PLAN FILES section"
+sed -n '/^EXAMPLES/,/^SEE ALSO/p' trace5.txt | sed 's/^[[:space:]]*//' |
+	awk '/\\$/ { sub(/\\$/, ""); line = line $0; next }
+	     { print line $0; line = "" }' |
+	grep '^\$ relibra ' | grep -v 'run\.rrt' | sed 's/^\$ //' > trace5.examples
+grep -q ' plan .*-o p\.rlp' trace5.examples || { cat trace5.examples; fail "no plan example in relibra-trace(5)"; }
+while read -r cmd; do
+	set -- $cmd
+	shift
+	run "$@"
+	[ "$status" -eq 0 ] || { cat err; fail "relibra-trace(5) example failed: $cmd"; }
+done < trace5.examples
+if command -v zstd >/dev/null 2>&1; then
+	zstd -q -t p.rlp || fail "the plan of relibra-trace(5)'s example is not a valid zstd stream"
+fi
 exit 0
