@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -94,6 +96,19 @@ static int eplb_count(const char *arg, const char *name, uint64_t *v, int *have)
 		return cmd_usage_error(NAME, usage, "%s", err.msg);
 	*have = 1;
 	return 0;
+}
+
+/*
+ * PATH is standard input ('-', or a name of it such as /dev/stdin) and
+ * that is a pipe or terminal, which only one reader can read to its end
+ * (a regular file opens again from its start).
+ */
+static int stdin_input(const char *path)
+{
+	struct stat st;
+
+	return (!strcmp(path, "-") || cmd_same_input(path, "/dev/stdin")) &&
+	       !(fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode));
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -262,6 +277,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind + 1 != argc)
 		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind + 1]);
 	o->trace = argv[optind];
+	/* one of them would read it to its end, the other nothing */
+	if (o->schedule && stdin_input(o->cfg.path) && stdin_input(o->schedule))
+		return cmd_usage_error(NAME, usage, "-c '%s' and --schedule '%s' are both "
+				       "standard input: one of them can read it", o->cfg.path,
+				       o->schedule);
 	return 0;
 }
 

@@ -146,6 +146,11 @@ cmp -s b.json extra-out.json || { diff b.json extra-out.json; fail "steps the tr
 run plan -c "$cfg" --no-timing --schedule extra.json --steps 0:89 t.rrt
 expect_status 0
 expect_empty err
+# A pipe on standard input can feed one of the config and the schedule.
+cat rule.json | "$RELIBRA" plan -c /dev/stdin --schedule - t.rrt > out 2> err
+status=$?
+expect_status 2
+expect_err "relibra plan: -c '/dev/stdin' and --schedule '-' are both standard input: one of them can read it"
 run plan -c "$cfg" --schedule missing.json t.rrt
 expect_status 1
 expect_err "relibra plan: cannot open schedule 'missing.json': No such file or directory"
