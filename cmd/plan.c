@@ -411,7 +411,7 @@ static void print_gap(const struct rlb_sim_summary *s, enum rlb_pack pack,
 static void print_table(const struct rlb_config *cfg,
 			const struct rlb_planner_opts *po,
 			const struct rlb_planner_policy *p,
-			const struct rlb_sim_summary *st)
+			const struct rlb_sim_summary *st, const char *schedule)
 {
 	const struct rlb_sim_summary *s = &p->summary;
 	const struct rlb_balance_opts *bo = &p->opts;
@@ -430,13 +430,17 @@ static void print_table(const struct rlb_config *cfg,
 		snprintf(cluster, sizeof(cluster), "%d x %d GPUs", cfg->cluster.nodes,
 			 cfg->cluster.gpus_per_node);
 
-	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64
-	       " micro-batch%s, %s packing, %d token%s per GPU per micro-batch\n\n",
+	printf("relibra plan: %s on %s, %s (EP %d), %" PRIu64 " step%s, %" PRIu64 " micro-batch%s, ",
 	       rlb_result_label(bo, label, sizeof(label)), cfg->model.name, cluster,
 	       cfg->parallel.ep_size, s->steps, cmd_s(s->steps),
-	       s->micro_batches, s->micro_batches == 1 ? "" : "es",
-	       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens,
-	       cmd_s((uint64_t)cfg->parallel.micro_batch_tokens));
+	       s->micro_batches, s->micro_batches == 1 ? "" : "es");
+	/* a trainer's schedule has micro-batches of its own, whatever the budget */
+	if (schedule)
+		printf("the schedule of '%s'\n\n", schedule);
+	else
+		printf("%s packing, %d token%s per GPU per micro-batch\n\n",
+		       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens,
+		       cmd_s((uint64_t)cfg->parallel.micro_batch_tokens));
 	printf("%-28s%14s", "", rlb_policy_name(bo->policy));
 	if (bo->policy != RLB_POLICY_STATIC)
 		printf("%14s", "static");
@@ -717,7 +721,7 @@ int cmd_plan(int argc, char **argv)
 		json_dumpf(result, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		putchar('\n');
 	} else {
-		print_table(&cfg, &po, &pol, &st);
+		print_table(&cfg, &po, &pol, &st, o.schedule);
 	}
 	if (cmd_flush_stdout(NAME) != 0)
 		goto done;

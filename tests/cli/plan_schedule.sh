@@ -135,6 +135,7 @@ expect_status 1
 expect_err "relibra plan: schedule 'ranks.json': 'steps[0].micro_batches[0]' (step 0) lists 2 ranks, the EP size is 4"
 run plan -c "$cfg" --schedule rule.json --steps 1 -o x.rlp t.rrt
 expect_status 0
+expect_out "relibra plan: relibra on tiny, toy-2x2 (EP 4), 1 step, 6 micro-batches, the schedule of 'rule.json'"
 # Steps the trace lacks are not used, and a warning counts them; those
 # outside --steps are not counted.
 sed 's/]}$/,{"step":90,"micro_batches":[]},{"step":91,"micro_batches":[]}]}/' rule.json > extra.json
