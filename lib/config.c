@@ -18,6 +18,7 @@
 #include "config.h"
 #include "config_impl.h"
 #include "preset.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------ */
 /* Scalars.                                                            */
@@ -175,6 +176,11 @@ static int set_value(struct loader *ld, int si, int sec, int ki,
 						 shown, sname, k->name, k->max);
 		memset(dst, 0, (size_t)k->max + 1);
 		memcpy(dst, v->s, v->len);
+		/* a YAML file is UTF-8 already; a --set value may not be */
+		if (!rlb_utf8_ok(dst))
+			return rlb_cfg_fail_mark(ld, si, v->mark,
+						 "value for '%s.%s' is not UTF-8 text",
+						 sname, k->name);
 		break;
 	case KT_ENUM:
 	case KT_CHOICE:

@@ -480,6 +480,9 @@ static const struct {
 	{ "cluster.preset=h300-8x8", "unknown cluster preset 'h300-8x8' (did you mean 'h100-8x8'?)" },
 	{ "cluster.preset=", "expected a preset name for 'cluster.preset', got an empty value" },
 	{ "model.preset=a/b", "invalid model preset name 'a/b' (letters, digits, '-', '_', '.')" },
+	/* a YAML file is UTF-8 text; a --set value need not be */
+	{ "cluster.name=h\x91", "value for 'cluster.name' is not UTF-8 text" },
+	{ "cluster.name=\"a\\0b\"", "value for 'cluster.name' holds a NUL character" },
 };
 
 /* The heap form and the key getter, for foreign function interfaces. */
