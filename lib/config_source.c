@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "config_impl.h"
+#include "sniff.h"
 
 #define CONFIG_BYTES_MAX (1u << 20)	/* larger files are not configs */
 #define LINE_SHOW_MAX 160		/* bytes of a source line shown */
@@ -289,6 +290,7 @@ int rlb_cfg_read_source(struct loader *ld, const char *path, const char *what,
 	FILE *fp = fopen(path, "rb");
 	size_t cap = 4096, n = 0, got;
 	char *buf = NULL, *nb;
+	enum rlb_kind k;
 	int rc;
 
 	if (!fp)
@@ -321,6 +323,18 @@ int rlb_cfg_read_source(struct loader *ld, const char *path, const char *what,
 	}
 	fclose(fp);
 	buf[n] = '\0';
+	/* a file of another kind is named as such, not by its first bad byte */
+	k = rlb_sniff((const uint8_t *)buf, n);
+	if (k != RLB_KIND_UTF16) {	/* libyaml reads UTF-16 */
+		rc = rlb_kind_err(ld->err, RLB_ECONFIG, k, RLB_KIND_YAML_CONFIG, path,
+				  strcmp(what, "config") ? "a YAML preset" : "a YAML config",
+				  k == RLB_KIND_HF_CONFIG ?
+				  ": 'relibra config --from-hf FILE' makes a config from it" : NULL);
+		if (rc) {
+			free(buf);
+			return rc;
+		}
+	}
 	s.owned_text = buf;
 	s.owned_name = strdup(path);
 	s.owned_root = root ? strdup(root) : rlb_cfg_dir_of(path);

@@ -127,4 +127,36 @@ expect_err "relibra config: --set 'parallel.ep_size=2': 'parallel.ep_size' 2 exc
 run config --set model.experts
 expect_status 2
 expect_err "relibra config: --set 'model.experts': expected KEY=VALUE"
+# A file of another kind given as the config is named as such, not by the
+# first byte or key that fails as YAML.
+run capture -c tiny-2x2 --synthetic -o t.rrt
+expect_status 0
+run plan -c tiny-2x2 --policy static -o p.rlp --summary s.json t.rrt
+expect_status 0
+run config -c t.rrt
+expect_status 1
+expect_err "relibra config: 't.rrt' is a relibra trace, not a YAML config"
+run plan -c p.rlp t.rrt
+expect_status 1
+expect_err "relibra plan: 'p.rlp' is a relibra plan, not a YAML config"
+run config -c s.json
+expect_status 1
+expect_err "relibra config: 's.json' is a relibra result (the JSON of plan --summary or train-step -o), not a YAML config"
+run config -c "$FIXTURES/hf/olmoe.json"
+expect_status 1
+expect_err "is a Hugging Face config.json, not a YAML config: 'relibra config --from-hf FILE' makes a config from it"
+gzip -c "$CONFIGS/tiny-2x2.yaml" > c.yaml.gz
+run config -c c.yaml.gz
+expect_status 1
+expect_err "relibra config: 'c.yaml.gz' is gzip-compressed, not a YAML config: decompress it first"
+mkdir models
+cp t.rrt models/traced.yaml
+printf 'model: {preset: traced}\n' > uses-trace.yaml
+run config -c uses-trace.yaml
+expect_status 1
+expect_err "relibra config: './models/traced.yaml' is a relibra trace, not a YAML preset"
+# UTF-16 and a byte order mark are YAML still
+iconv -f UTF-8 -t UTF-16 "$CONFIGS/tiny-2x2.yaml" > c16.yaml
+run config -c c16.yaml
+expect_status 0
 exit 0
