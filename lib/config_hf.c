@@ -19,6 +19,7 @@
 #include "clocale.h"
 #include "config_hf.h"
 #include "config_impl.h"
+#include "sniff.h"
 #include "trace.h"
 #include "util.h"
 
@@ -1124,6 +1125,9 @@ static void model_defaults(struct rlb_model_config *m)
 	*m = cfg.model;
 }
 
+/* what --from-hf takes, in messages */
+#define HF_WANT "a Hugging Face config.json"
+
 static int hf_model_load_c(struct rlb_hf_model *hm, const char *path, const char *name,
 			   struct rlb_err *err)
 {
@@ -1151,6 +1155,11 @@ static int hf_model_load_c(struct rlb_hf_model *hm, const char *path, const char
 		rlb_json_error_where(&je, &line, &column, &byte);
 		if (ferror(fp))
 			ret = rlb_err_errno(err, RLB_EIO, "cannot read '%s'", path);
+		else if ((ret = rlb_kind_err_fd(err, RLB_EPARSE, fileno(fp), 1,
+						RLB_KIND_HF_CONFIG, path, HF_WANT,
+						rlb_sniff_fd(fileno(fp)) == RLB_KIND_YAML_CONFIG ?
+						": give it as -c" : NULL)))
+			;
 		else
 			ret = rlb_err_set(err, RLB_EPARSE, "%s:%d:%d: invalid JSON (byte %d): %s",
 					  path, line, column, byte, je.text);
@@ -1161,6 +1170,11 @@ static int hf_model_load_c(struct rlb_hf_model *hm, const char *path, const char
 				  path);
 		goto out;
 	}
+	/* relibra's own JSON files carry a schema; a config.json does not */
+	if (json_object_get(root, "schema") &&
+	    (ret = rlb_kind_err_fd(err, RLB_ECONFIG, fileno(fp), 0, RLB_KIND_HF_CONFIG,
+				   path, HF_WANT, NULL)))
+		goto out;
 	/* a multimodal model keeps its language model's fields in text_config */
 	text = json_object_get(root, "text_config");
 	r.obj = json_is_object(text) ? text : root;

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "eplb.h"
+#include "sniff.h"
 #include "util.h"
 
 /* Scratch arrays for one layer, sized once per rlb_eplb_rebalance call. */
@@ -546,6 +547,9 @@ out:
 	return ret;
 }
 
+/* what --eplb-weights takes, in messages */
+#define WEIGHTS_WANT "a weight matrix ([layers][experts] JSON)"
+
 int rlb_eplb_weights_load(const char *path, double **weight,
 			  size_t *num_layers, size_t *num_experts,
 			  struct rlb_err *err)
@@ -571,14 +575,21 @@ int rlb_eplb_weights_load(const char *path, double **weight,
 		if (ferror(fp))
 			ret = rlb_err_errno(err, RLB_EIO,
 					    "cannot read weights '%s'", path);
+		else if ((ret = rlb_kind_err_fd(err, RLB_EPARSE, fileno(fp), 1,
+						RLB_KIND_UNKNOWN, path, WEIGHTS_WANT, NULL)))
+			;
 		else
 			ret = rlb_err_set(err, RLB_EPARSE,
 					  "weights '%s': invalid JSON at line %d, column %d (byte %d): %s",
 					  path, line, column, byte, jerr.text);
 		goto out;
 	}
-	ret = rlb_eplb_weights_from_json(root, path, weight, num_layers,
-					 num_experts, err);
+	/* a relibra JSON file or a config.json: named, not "got an object" */
+	if (!json_is_object(root) ||
+	    !(ret = rlb_kind_err_fd(err, RLB_EPARSE, fileno(fp), 0, RLB_KIND_UNKNOWN,
+				    path, WEIGHTS_WANT, NULL)))
+		ret = rlb_eplb_weights_from_json(root, path, weight, num_layers,
+						 num_experts, err);
 out:
 	json_decref(root);
 	if (!is_stdin)

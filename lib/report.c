@@ -15,6 +15,7 @@
 
 #include "clocale.h"
 #include "report.h"
+#include "sniff.h"
 #include "trace_impl.h"		/* rlb_rrt_probe */
 #include "util.h"
 
@@ -561,6 +562,10 @@ static int report_add_file_c(struct rlb_report *r, const char *path,
 					  "'%s' is a relibra %s, not a result: give the JSON of plan --summary or train-step -o%s",
 					  path, kind, !strcmp(kind, "trace") ?
 					  ", or the trace as --trace" : "");
+		else if ((ret = rlb_kind_err_fd(err, RLB_EPARSE, fileno(fp), 1, RLB_KIND_RESULT,
+						path, "a result (the JSON of plan --summary or "
+						"train-step -o)", NULL)))
+			;
 		else {
 			int line, col, byte;
 
@@ -572,7 +577,12 @@ static int report_add_file_c(struct rlb_report *r, const char *path,
 		}
 		goto out;
 	}
-	ret = rlb_report_add_json(r, j, path, NULL, err);
+	/* a config.json, say: named, not "no schema" */
+	if (!json_is_object(j) || json_object_get(j, "schema") ||
+	    !(ret = rlb_kind_err_fd(err, RLB_EPARSE, fileno(fp), 0, RLB_KIND_RESULT, path,
+				    "a result (the JSON of plan --summary or train-step -o)",
+				    NULL)))
+		ret = rlb_report_add_json(r, j, path, NULL, err);
 	json_decref(j);
 out:
 	if (fp != stdin)

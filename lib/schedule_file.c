@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "schedule.h"
+#include "sniff.h"
 #include "util.h"
 
 #define SCHEDULE_SCHEMA RLB_SCHEDULE_SCHEMA
@@ -201,6 +202,10 @@ int rlb_schedule_file_load(struct rlb_schedule_file **out, const char *path,
 		rlb_json_error_where(&jerr, &line, &column, &byte);
 		if (ferror(fp))
 			ret = rlb_err_errno(err, RLB_EIO, "cannot read schedule '%s'", path);
+		else if ((ret = rlb_kind_err_fd(err, RLB_EPARSE, fileno(fp), 1, RLB_KIND_SCHEDULE,
+						path, "a schedule (relibra.schedule/1 JSON)",
+						NULL)))
+			;
 		else
 			ret = rlb_err_set(err, RLB_EPARSE,
 					  "schedule '%s': invalid JSON at line %d, column %d (byte %d): %s",

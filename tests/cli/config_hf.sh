@@ -64,4 +64,17 @@ expect_status 2
 expect_err "--from-hf takes no -c"
 run config --from-hf "$hf/olmoe.json" -o "$hf/olmoe.json"
 expect_status 2
+# A file of another kind: named as such.
+run config --from-hf "$CONFIGS/tiny-2x2.yaml"
+expect_status 1
+expect_err "relibra config: '$CONFIGS/tiny-2x2.yaml' is a relibra YAML config, not a Hugging Face config.json: give it as -c"
+run config --from-hf "$RLB_TOP/trace_format/examples/tiny.rrt"
+expect_status 1
+expect_err "tiny.rrt' is a relibra trace, not a Hugging Face config.json"
+run plan --no-timing -c tiny-2x2 --json "$RLB_TOP/trace_format/examples/tiny.rrt"
+expect_status 0
+mv out result.json
+run config --from-hf result.json
+expect_status 1
+expect_err "relibra config: 'result.json' is a relibra result (the JSON of plan --summary or train-step -o), not a Hugging Face config.json"
 exit 0

@@ -399,6 +399,17 @@ expect_err "relibra plan: --slots, --groups, --nodes, --gpus for the 12 experts 
 run plan --eplb-weights "$FIXTURES/eplb/reference.json" --slots 12 --groups 4 --nodes 2 --gpus 8
 expect_status 2
 expect_err "slots (12) must be a positive multiple of gpus (8)"
+# A file of another kind as the weights: named as such.
+run plan --eplb-weights t.rrt --slots 16 --groups 4 --nodes 2 --gpus 8
+expect_status 1
+expect_err "relibra plan: 't.rrt' is a relibra trace, not a weight matrix ([layers][experts] JSON)"
+run plan --eplb-weights static.json --slots 16 --groups 4 --nodes 2 --gpus 8
+expect_status 1
+expect_err "relibra plan: 'static.json' is a relibra result (the JSON of plan --summary or train-step -o), not a weight matrix ([layers][experts] JSON)"
+{ printf '\357\273\277'; cat "$FIXTURES/eplb/reference.json"; } > bom.json
+run plan --eplb-weights bom.json --slots 16 --groups 4 --nodes 2 --gpus 8
+expect_status 1
+expect_err "relibra plan: 'bom.json' starts with a UTF-8 byte order mark (bytes 0-2), which JSON does not allow: save it without one"
 
 # Usage errors and bad inputs.
 run plan -c "$cfg"

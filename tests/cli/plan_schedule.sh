@@ -156,4 +156,16 @@ run plan -c "$cfg" --schedule missing.json t.rrt
 expect_status 1
 expect_err "relibra plan: cannot open schedule 'missing.json': No such file or directory"
 [ ! -e x.rlp.tmp ] || fail "x.rlp.tmp left behind"
+# A file of another kind as the schedule: named as such.
+run plan -c "$cfg" --schedule t.rrt -o wrong.rlp t.rrt
+expect_status 1
+expect_err "relibra plan: 't.rrt' is a relibra trace, not a schedule (relibra.schedule/1 JSON)"
+run plan -c "$cfg" --schedule "$cfg" -o wrong.rlp t.rrt
+expect_status 1
+expect_err "is a relibra YAML config, not a schedule (relibra.schedule/1 JSON)"
+gzip -c rule.json > rule.json.gz
+run plan -c "$cfg" --schedule rule.json.gz -o wrong.rlp t.rrt
+expect_status 1
+expect_err "relibra plan: 'rule.json.gz' is gzip-compressed, not a schedule (relibra.schedule/1 JSON): decompress it first"
+[ ! -e wrong.rlp ] && [ ! -e wrong.rlp.tmp ] || fail "a refused schedule left output"
 exit 0

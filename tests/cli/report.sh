@@ -120,6 +120,14 @@ check_bad missing.json "cannot open 'missing.json': No such file or directory"
 cp "$RLB_TOP/trace_format/examples/tiny.rrt" "$RLB_TOP/trace_format/examples/tiny-plan.rlp" .
 check_bad tiny.rrt "'tiny.rrt' is a relibra trace, not a result: give the JSON of plan --summary or train-step -o, or the trace as --trace"
 check_bad tiny-plan.rlp "'tiny-plan.rlp' is a relibra plan, not a result: give the JSON of plan --summary or train-step -o"
+# other kinds, compressed files and a byte order mark: said so too
+cp "$FIXTURES/hf/olmoe.json" "$CONFIGS/tiny-2x2.yaml" .
+check_bad olmoe.json "'olmoe.json' is a Hugging Face config.json, not a result (the JSON of plan --summary or train-step -o)"
+check_bad tiny-2x2.yaml "'tiny-2x2.yaml' is a relibra YAML config, not a result (the JSON of plan --summary or train-step -o)"
+gzip -c plan-static.json > static.json.gz
+check_bad static.json.gz "'static.json.gz' is gzip-compressed, not a result (the JSON of plan --summary or train-step -o): decompress it first"
+{ printf '\357\273\277'; cat plan-static.json; } > bom.json
+check_bad bom.json "'bom.json' starts with a UTF-8 byte order mark (bytes 0-2), which JSON does not allow: save it without one"
 run report - < plan-relibra.json
 expect_status 0
 expect_out "relibra "
