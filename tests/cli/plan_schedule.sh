@@ -163,7 +163,7 @@ expect_err "relibra plan: 't.rrt' is a relibra trace, not a schedule (relibra.sc
 run plan -c "$cfg" --schedule "$cfg" -o wrong.rlp t.rrt
 expect_status 1
 expect_err "is a relibra YAML config, not a schedule (relibra.schedule/1 JSON)"
-gzip -c rule.json > rule.json.gz
+printf '\037\213\010\000\000\000\000\000\000\003compressed' > rule.json.gz	# a gzip header
 run plan -c "$cfg" --schedule rule.json.gz -o wrong.rlp t.rrt
 expect_status 1
 expect_err "relibra plan: 'rule.json.gz' is gzip-compressed, not a schedule (relibra.schedule/1 JSON): decompress it first"

@@ -124,7 +124,7 @@ check_bad tiny-plan.rlp "'tiny-plan.rlp' is a relibra plan, not a result: give t
 cp "$FIXTURES/hf/olmoe.json" "$CONFIGS/tiny-2x2.yaml" .
 check_bad olmoe.json "'olmoe.json' is a Hugging Face config.json, not a result (the JSON of plan --summary or train-step -o)"
 check_bad tiny-2x2.yaml "'tiny-2x2.yaml' is a relibra YAML config, not a result (the JSON of plan --summary or train-step -o)"
-gzip -c plan-static.json > static.json.gz
+printf '\037\213\010\000\000\000\000\000\000\003compressed' > static.json.gz	# a gzip header
 check_bad static.json.gz "'static.json.gz' is gzip-compressed, not a result (the JSON of plan --summary or train-step -o): decompress it first"
 { printf '\357\273\277'; cat plan-static.json; } > bom.json
 check_bad bom.json "'bom.json' starts with a UTF-8 byte order mark (bytes 0-2), which JSON does not allow: save it without one"
