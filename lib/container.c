@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sniff.h"
 #include "trace_impl.h"
 #include "util.h"
 
@@ -112,10 +113,18 @@ int rlb_rrt_read_header_frame(int fd, const char *path, uint64_t file_bytes,
 	ret = rlb_rrt_read_at(fd, path, file_bytes, 0, b, 8, err);
 	if (ret)
 		return ret;
-	if (rlb_get_u32(b) != RRT_HEADER_MAGIC)
+	if (rlb_get_u32(b) != RRT_HEADER_MAGIC) {
+		/* a file of another kind is named as such, not by its magic */
+		enum rlb_kind k = rlb_sniff_fd(fd);
+
+		if (k != RLB_KIND_UNKNOWN)
+			return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 0,
+					      "the file is %s, not a relibra %s%s", rlb_kind_name(k),
+					      kind, rlb_kind_hint(k));
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 0,
 				      "not a relibra %s (magic 0x%08x)", kind,
 				      rlb_get_u32(b));
+	}
 	hsize = rlb_get_u32(b + 4);
 	if (hsize > max_bytes)
 		return rlb_rrt_at_err(err, RLB_ECORRUPT, "header", 4,

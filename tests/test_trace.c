@@ -1016,7 +1016,13 @@ START_TEST(test_reader_open_errors)
 	spit(path, (const uint8_t *)"\x28\xb5\x2f\xfd" "0123456789abcdef", 20);
 	ck_assert_int_eq(rlb_trace_reader_open(&r, path, &err), RLB_ECORRUPT);
 	snprintf(msg, sizeof(msg),
-		 "trace '%s': header at offset 0: not a relibra trace (magic 0xfd2fb528)", path);
+		 "trace '%s': header at offset 0: the file is zstd-compressed, not a relibra trace: "
+		 "decompress it first", path);
+	ck_assert_str_eq(err.msg, msg);
+	spit(path, (const uint8_t *)"\x01\x02\x03\x04" "0123456789abcdef", 20);
+	ck_assert_int_eq(rlb_trace_reader_open(&r, path, &err), RLB_ECORRUPT);
+	snprintf(msg, sizeof(msg),
+		 "trace '%s': header at offset 0: not a relibra trace (magic 0x04030201)", path);
 	ck_assert_str_eq(err.msg, msg);
 	spit(path, (const uint8_t *)"abc", 3);
 	ck_assert_int_eq(rlb_trace_reader_open(&r, path, &err), RLB_ETRUNC);

@@ -264,4 +264,13 @@ run inspect badh.rrt
 expect_status 1
 expect_err "relibra inspect: trace 'badh.rrt': header at offset 160: checksum mismatch"
 expect_empty out
+# A file of another kind as the trace: named as such, not by its magic.
+printf '\050\265\057\375\044\000\000compressed' > tiny.rrt.zst	# a zstd frame header
+run inspect tiny.rrt.zst
+expect_status 1
+expect_err "relibra inspect: trace 'tiny.rrt.zst': header at offset 0: the file is zstd-compressed, not a relibra trace: decompress it first"
+expect_empty out
+run inspect "$CONFIGS/tiny-2x2.yaml"
+expect_status 1
+expect_err "header at offset 0: the file is a relibra YAML config, not a relibra trace"
 exit 0

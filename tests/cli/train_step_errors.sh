@@ -149,4 +149,11 @@ RELIBRA_FAULT=rank:1:step:0:hang "$RELIBRA" train-step -c "$cfg" --trace t.rrt -
 status=$?
 expect_status 1
 expect_err "relibra train-step: RELIBRA_FAULT: a hang needs ranks in processes of their own (mpirun)"
+# The result JSON of plan --summary where the plan goes: named as such.
+run plan -c "$cfg" --policy static --summary s.json t.rrt
+expect_status 0
+run train-step -c "$cfg" --trace t.rrt --plan s.json --virtual-ranks 4 -o wrong.json
+expect_status 1
+expect_err "relibra train-step: plan 's.json': header at offset 0: the file is a relibra result (the JSON of plan --summary or train-step -o), not a relibra plan"
+[ ! -e wrong.json ] && [ ! -e wrong.json.tmp ] || fail "a refused plan left output"
 exit 0
