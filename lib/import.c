@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "import_internal.h"
+#include "sniff.h"
 #include "util.h"
 
 static const char *const format_names[] = {
@@ -673,6 +674,22 @@ static const char *binary_advice(const struct rlb_line_reader *r, size_t n)
 	case RLB_SNIFF_PICKLE:
 		return " (a Python pickle, such as a legacy torch.save file: "
 		       "docs/jsonl-format.md says how to convert one)";
+	default:
+		break;
+	}
+	switch (rlb_sniff((const uint8_t *)r->line, n)) {
+	case RLB_KIND_TRACE:
+		return " (a relibra trace: capture writes traces, inspect and plan read them)";
+	case RLB_KIND_PLAN:
+		return " (a relibra plan: train-step reads plans)";
+	case RLB_KIND_NPY:
+		return " (a .npy array: --from vllm reads them)";
+	case RLB_KIND_GZIP:
+		return " (gzip-compressed: decompress it first)";
+	case RLB_KIND_ZSTD:
+		return " (zstd-compressed: decompress it first)";
+	case RLB_KIND_UTF16:
+		return " (UTF-16 text: convert it to UTF-8)";
 	default:
 		return "";
 	}

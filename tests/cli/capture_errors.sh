@@ -232,4 +232,11 @@ run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o fifo
 expect_status 1
 expect_err "relibra capture: -o 'fifo' is not a regular file (it is read back once written)"
 [ -p fifo ] || fail "capture -o FIFO replaced the FIFO"
+# A trace, a .npy array or a compressed file given to a JSON-lines
+# importer: named as such after the NUL byte.
+cp "$RLB_TOP/trace_format/examples/tiny.rrt" .
+fails jsonl tiny.rrt "tiny.rrt:1:6: a NUL byte at byte offset 5, expected JSON text (a relibra trace: capture writes traces, inspect and plan read them)"
+fails sglang "$F/vllm-dense.npy" "$F/vllm-dense.npy:1:8: a NUL byte at byte offset 7, expected JSON text (a .npy array: --from vllm reads them)"
+printf '\037\213\010\000\000\000\000\000\000\003compressed' > r.jsonl.gz	# a gzip header
+fails jsonl r.jsonl.gz "r.jsonl.gz:1:4: a NUL byte at byte offset 3, expected JSON text (gzip-compressed: decompress it first)"
 exit 0
