@@ -37,23 +37,9 @@ int rlb_rrt_open(const char *path, const char *kind, int *fd,
 
 const char *rlb_rrt_probe(const char *path)
 {
-	uint8_t b[16];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_NONBLOCK);
+	enum rlb_kind k = rlb_sniff_path(path);
 
-	if (fd < 0)
-		return NULL;
-	n = read(fd, b, sizeof(b));
-	close(fd);
-	if (n <= 8 || rlb_get_u32(b) != RRT_HEADER_MAGIC)
-		return NULL;
-	/* a file cut inside the identifier is named by the part present
-	 * when that part tells the two apart ("RLBT" or "RLBP" onwards) */
-	n -= 8;
-	if (!memcmp(b + 8, RRT_HEADER_ID, (size_t)n) ==
-	    !memcmp(b + 8, RLP_HEADER_ID, (size_t)n))
-		return NULL;
-	return !memcmp(b + 8, RRT_HEADER_ID, (size_t)n) ? "trace" : "plan";
+	return k == RLB_KIND_TRACE ? "trace" : k == RLB_KIND_PLAN ? "plan" : NULL;
 }
 
 int rlb_rrt_read_at(int fd, const char *path, uint64_t file_bytes, uint64_t off,

@@ -90,12 +90,15 @@ enum rlb_kind rlb_sniff(const uint8_t *b, size_t n)
 {
 	size_t i;
 
-	if (n >= 16 && rlb_get_u32(b) == RRT_HEADER_MAGIC) {
-		if (!memcmp(b + 8, RRT_HEADER_ID, 8))
-			return RLB_KIND_TRACE;
-		if (!memcmp(b + 8, RLP_HEADER_ID, 8))
-			return RLB_KIND_PLAN;
-		return RLB_KIND_UNKNOWN;
+	if (n >= 8 && rlb_get_u32(b) == RRT_HEADER_MAGIC) {
+		/* a file cut inside the identifier is named by the part present
+		 * when that part tells the two apart ("RLBT" or "RLBP" onwards) */
+		size_t id = n < 16 ? n - 8 : 8;
+		int trace = !memcmp(b + 8, RRT_HEADER_ID, id);
+
+		if (trace == !memcmp(b + 8, RLP_HEADER_ID, id))
+			return RLB_KIND_UNKNOWN;
+		return trace ? RLB_KIND_TRACE : RLB_KIND_PLAN;
 	}
 	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
 		return RLB_KIND_GZIP;
