@@ -677,7 +677,12 @@ static const char *binary_advice(const struct rlb_line_reader *r, size_t n)
 	default:
 		break;
 	}
-	switch (rlb_sniff((const uint8_t *)r->line, n)) {
+	return rlb_import_kind_advice((const uint8_t *)r->line, n);
+}
+
+const char *rlb_import_kind_advice(const uint8_t *buf, size_t len)
+{
+	switch (rlb_sniff(buf, len)) {
 	case RLB_KIND_TRACE:
 		return " (a relibra trace: capture writes traces, inspect and plan read them)";
 	case RLB_KIND_PLAN:

@@ -228,6 +228,12 @@ enum rlb_import_sniff {
 };
 
 enum rlb_import_sniff rlb_import_sniff(const uint8_t *buf, size_t len);
+/*
+ * " (a relibra trace: ...)", " (gzip-compressed: ...)": what an input of
+ * another kind that starts with buf[0..len) is, for an importer's error;
+ * "" when rlb_sniff cannot tell.
+ */
+const char *rlb_import_kind_advice(const uint8_t *buf, size_t len);
 
 /* Natural order of two strings: digit runs compare by value. */
 int rlb_natural_cmp(const char *a, const char *b);

@@ -189,7 +189,7 @@ static const char *foreign_advice(const uint8_t *buf, size_t len)
 		return " (JSON text: convert it to relibra's jsonl format, "
 		       "docs/jsonl-format.md, and use --from jsonl)";
 	default:
-		return "";
+		return rlb_import_kind_advice(buf, len);
 	}
 }
 

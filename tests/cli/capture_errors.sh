@@ -239,4 +239,6 @@ fails jsonl tiny.rrt "tiny.rrt:1:6: a NUL byte at byte offset 5, expected JSON t
 fails sglang "$F/vllm-dense.npy" "$F/vllm-dense.npy:1:8: a NUL byte at byte offset 7, expected JSON text (a .npy array: --from vllm reads them)"
 printf '\037\213\010\000\000\000\000\000\000\003compressed' > r.jsonl.gz	# a gzip header
 fails jsonl r.jsonl.gz "r.jsonl.gz:1:4: a NUL byte at byte offset 3, expected JSON text (gzip-compressed: decompress it first)"
+fails vllm tiny.rrt "tiny.rrt: not a .npy file: bad magic at byte 0 (a relibra trace: capture writes traces, inspect and plan read them)" \
+	"$F/tiny-dense.yaml"
 exit 0
