@@ -99,6 +99,34 @@ static int eplb_count(const char *arg, const char *name, uint64_t *v, int *have)
 }
 
 /*
+ * Options that POLICY does not take: EXIT_USAGE for an option of
+ * relibra's given to another policy, --eplb-window to one but eplb, or
+ * --replica-slots to one without spare slots; else 0.
+ */
+static int policy_usage(const struct opts *o, enum rlb_policy policy)
+{
+	if (policy != RLB_POLICY_RELIBRA &&
+	    (o->no_reorder || o->no_replicate || o->colocate || o->no_colocate ||
+	     o->data_control))
+		return cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
+				       o->no_reorder ? "no-reorder" :
+				       o->no_replicate ? "no-replicate" :
+				       o->colocate ? "colocate" :
+				       o->no_colocate ? "no-colocate" : "data-control");
+	/* eplb-oracle takes each step's own loads: only eplb has a history */
+	if (o->eplb_window >= 0 && policy != RLB_POLICY_EPLB)
+		return cmd_usage_error(NAME, usage, "--eplb-window is an option of the eplb policy, not %s",
+				       rlb_policy_name(policy));
+	/* static, ideal and relibra without replication have no spare slots */
+	if (o->replica_slots >= 0 && (policy == RLB_POLICY_STATIC || policy == RLB_POLICY_IDEAL))
+		return cmd_usage_error(NAME, usage, "--replica-slots is not an option of the %s policy",
+				       rlb_policy_name(policy));
+	if (o->replica_slots >= 0 && o->no_replicate)
+		return cmd_usage_error(NAME, usage, "--replica-slots excludes --no-replicate");
+	return 0;
+}
+
+/*
  * PATH is standard input ('-', or a name of it such as /dev/stdin) and
  * that is a pipe or terminal, which only one reader can read to its end
  * (a regular file opens again from its start).
@@ -277,6 +305,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind + 1 != argc)
 		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind + 1]);
 	o->trace = argv[optind];
+	/* with --policy, before the config is read */
+	if (o->policy && policy_usage(o, o->policy_kind))
+		return EXIT_USAGE;
 	/* one of them would read it to its end, the other nothing */
 	if (o->schedule && stdin_input(o->cfg.path) && stdin_input(o->schedule))
 		return cmd_usage_error(NAME, usage, "-c '%s' and --schedule '%s' are both "
@@ -504,42 +535,27 @@ static int write_export(struct rlb_atomic_file *af, json_t *steps)
 
 /*
  * The policy and its options: the config's balancer section, overridden by
- * the command line.  0, or EXIT_USAGE for an option of relibra's given to
- * another policy, --eplb-window to one but eplb, or --replica-slots to one
- * without spare slots.
+ * the command line.  0, or EXIT_USAGE (policy_usage, or --replica-slots
+ * with replication off in the config).
  */
 static int policy_opts(const struct opts *o, const struct rlb_config *cfg,
 		       struct rlb_balance_opts *b)
 {
+	int ret;
+
 	rlb_balance_opts_from_config(b, cfg);
 	if (o->policy)
 		b->policy = o->policy_kind;
-	if (b->policy != RLB_POLICY_RELIBRA &&
-	    (o->no_reorder || o->no_replicate || o->colocate || o->no_colocate ||
-	     o->data_control))
-		return cmd_usage_error(NAME, usage, "--%s is an option of the relibra policy",
-				       o->no_reorder ? "no-reorder" :
-				       o->no_replicate ? "no-replicate" :
-				       o->colocate ? "colocate" :
-				       o->no_colocate ? "no-colocate" : "data-control");
-	/* eplb-oracle takes each step's own loads: only eplb has a history */
-	if (o->eplb_window >= 0 && b->policy != RLB_POLICY_EPLB)
-		return cmd_usage_error(NAME, usage, "--eplb-window is an option of the eplb policy, not %s",
-				       rlb_policy_name(b->policy));
+	if ((ret = policy_usage(o, b->policy)) != 0)
+		return ret;
 	if (o->no_reorder)
 		b->reorder = 0;
 	if (o->no_replicate)
 		b->replicate = 0;
-	/* static, ideal and relibra without replication have no spare slots */
-	if (o->replica_slots >= 0 &&
-	    (b->policy == RLB_POLICY_STATIC || b->policy == RLB_POLICY_IDEAL))
-		return cmd_usage_error(NAME, usage, "--replica-slots is not an option of the %s policy",
-				       rlb_policy_name(b->policy));
 	if (o->replica_slots >= 0 && b->policy == RLB_POLICY_RELIBRA && !b->replicate)
-		return cmd_usage_error(NAME, usage, o->no_replicate ?
-				       "--replica-slots excludes --no-replicate" :
-				       "--replica-slots needs replication: balancer.replicate is "
-				       "false in the config (--set balancer.replicate=true turns it on)");
+		return cmd_usage_error(NAME, usage, "--replica-slots needs replication: "
+				       "balancer.replicate is false in the config "
+				       "(--set balancer.replicate=true turns it on)");
 	if (o->replica_slots >= 0)
 		b->replica_slots = (uint32_t)o->replica_slots;
 	if (o->eplb_window >= 0)

@@ -194,6 +194,10 @@ for opt in no-reorder no-replicate no-colocate; do
 	expect_status 2
 	expect_err "relibra plan: --$opt is an option of the relibra policy"
 done
+# With --policy the usage error comes before the config is read.
+run plan -c nosuch.yaml --policy static --no-reorder t.rrt
+expect_status 2
+expect_err "relibra plan: --no-reorder is an option of the relibra policy"
 # --eplb-window is eplb's alone, and --replica-slots goes with the
 # policies that have spare slots: elsewhere each is a usage error, not
 # silently ignored, before any output is made.
