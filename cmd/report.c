@@ -57,8 +57,8 @@ struct opts {
 	const char *pol[32];
 	size_t npol;
 	uint32_t step_lo, step_hi;
-	int have_steps;
-	long layer;
+	int have_steps, have_threads;
+	long layer;			/* -1: not given */
 	uint64_t threads;
 	char **files;
 	int nfiles;
@@ -201,6 +201,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case OPT_THREADS:
 			if (rlb_parse_u64(optarg, 0, RLB_POOL_MAX, &o->threads, "--threads", &err))
 				return cmd_usage_error(NAME, usage, "%s", err.msg);
+			o->have_threads = 1;
 			break;
 		default:
 			ret = cmd_common_opt(NAME, usage, c, argv, &o->cfg, NULL);
@@ -216,11 +217,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->trace) {
 		const char *need = o->cfg.path ? "-c" : o->cfg.nsets ? "--set" :
 			o->policies ? "--policies" : o->sweep ? "--sweep" :
-			o->have_steps ? "--steps" : o->pack ? "--pack" : NULL;
+			o->have_steps ? "--steps" : o->pack ? "--pack" :
+			o->have_threads ? "--threads" : o->layer >= 0 ? "--layer" : NULL;
 
 		if (need)
 			return cmd_usage_error(NAME, usage, "%s goes with --trace", need);
 	}
+	/* the micro-batch chart is its only use */
+	if (o->layer >= 0 && !o->html && !o->svg)
+		return cmd_usage_error(NAME, usage, "--layer goes with --html or --svg");
 	if (!o->trace && o->nfiles == 0)
 		return cmd_usage_error(NAME, usage,
 				       "no results: give RESULT.json files or -c CONFIG --trace TRACE");

@@ -162,6 +162,16 @@ expect_err "relibra report: -c goes with --trace"
 run report --policies static plan-static.json
 expect_status 2
 expect_err "relibra report: --policies goes with --trace"
+run report --threads 2 plan-static.json
+expect_status 2
+expect_err "relibra report: --threads goes with --trace"
+run report --layer 1 --html x.html plan-static.json
+expect_status 2
+expect_err "relibra report: --layer goes with --trace"
+[ ! -e x.html ] || fail "--layer without --trace left x.html"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --layer 1
+expect_status 2
+expect_err "relibra report: --layer goes with --html or --svg"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,fast
 expect_status 2
 expect_err "relibra report: --policies: unknown policy 'fast'"
