@@ -52,10 +52,21 @@ static int select_steps(struct rlb_exec *ex, struct rlb_err *err)
 			continue;
 		for (j = 0; j < np && info[j].step != steps[i]; j++)
 			;
-		if (j == np)
+		if (j == np) {
+			uint32_t lo = UINT32_MAX, hi = 0;
+
+			for (j = 0; j < np; j++) {
+				lo = info[j].step < lo ? info[j].step : lo;
+				hi = info[j].step > hi ? info[j].step : hi;
+			}
+			if (np == 0)
+				return rlb_err_set(err, RLB_ENOTFOUND,
+						   "step %u of the trace is not in the plan '%s'",
+						   steps[i], ex->plan_path);
 			return rlb_err_set(err, RLB_ENOTFOUND,
-					   "step %u of the trace is not in the plan '%s'",
-					   steps[i], ex->plan_path);
+					   "step %u of the trace is not in the plan '%s' (it has %zu step%s, %u..%u)",
+					   steps[i], ex->plan_path, np, np == 1 ? "" : "s", lo, hi);
+		}
 		ex->steps[ex->nsteps++] = steps[i];
 	}
 	if (ex->nsteps == 0)

@@ -59,6 +59,15 @@ expect_err "relibra train-step: the config does not match the trace: 'model.firs
 run train-step -c "$cfg" --trace t.rrt --plan p.rlp --virtual-ranks 4 --steps 7:9
 expect_status 1
 expect_err "relibra train-step: no step of the trace in 7:9 (trace 't.rrt' has steps 0..1)"
+# A plan of some steps: the trace's other steps are named with the plan's.
+run plan -c "$cfg" --policy relibra --steps 1:1 -o p1.rlp t.rrt
+expect_status 0
+run train-step -c "$cfg" --trace t.rrt --plan p1.rlp --virtual-ranks 4 -o m1.json
+expect_status 1
+expect_err "relibra train-step: step 0 of the trace is not in the plan 'p1.rlp' (it has 1 step, 1..1)"
+[ ! -e m1.json ] && [ ! -e m1.json.tmp ] || fail "a failed train-step left m1.json"
+run train-step -c "$cfg" --trace t.rrt --plan p1.rlp --virtual-ranks 4 --steps 1:1
+expect_status 0
 run train-step -c "$cfg" --trace missing.rrt --plan p.rlp --virtual-ranks 4
 expect_status 1
 expect_err "relibra train-step: "
