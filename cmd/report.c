@@ -261,6 +261,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return cmd_usage_error(NAME, usage,
 					       "--sweep %.*s: the workload keys drive relibra capture --synthetic, not planning",
 					       klen, o->sweep);
+		/* a --set of the swept key would be overridden by every value */
+		for (size_t k = 0; k < o->cfg.nsets; k++)
+			if (!strncmp(o->cfg.sets[k], o->sweep, (size_t)klen) &&
+			    o->cfg.sets[k][klen] == '=')
+				return cmd_usage_error(NAME, usage,
+						       "--set '%s' and --sweep %.*s both set %.*s",
+						       o->cfg.sets[k], klen, o->sweep, klen, o->sweep);
 		if (check_sweep_values(eq + 1))
 			return EXIT_USAGE;
 	}

@@ -264,6 +264,15 @@ expect_err "relibra report: --sweep balancer.policy: the policies are chosen wit
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --pack ffd --sweep parallel.pack=in-order,dynamic
 expect_status 2
 expect_err "relibra report: --pack and --sweep parallel.pack both choose the packing"
+# a --set of the swept key, overridden by every value; another key's is fine
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --set balancer.replica_slots=3 \
+	--sweep balancer.replica_slots=0,1
+expect_status 2
+expect_err "relibra report: --set 'balancer.replica_slots=3' and --sweep balancer.replica_slots both set balancer.replica_slots"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --set balancer.replica_slots_x=3 \
+	--sweep balancer.replica_slots=0,1
+expect_status 1
+expect_err "unknown key 'balancer.replica_slots_x'"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep workload.steps=1,2
 expect_status 2
 expect_err "relibra report: --sweep workload.steps: the workload keys drive relibra capture --synthetic, not planning"
