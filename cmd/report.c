@@ -159,9 +159,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, ":hc:o:", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_TRACE:
+			if (o->trace)
+				return cmd_usage_error(NAME, usage,
+						       "--trace given twice: a report plans one trace");
 			o->trace = optarg;
 			break;
 		case OPT_POLICIES:
+			if (o->policies)
+				return cmd_usage_error(NAME, usage,
+						       "--policies given twice: give one comma-separated list");
 			o->policies = optarg;
 			break;
 		case OPT_SWEEP:

@@ -198,6 +198,13 @@ run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep cluster.rdma_gbps=2
 	--sweep cluster.nvlink_gbps=1,2
 expect_status 2
 expect_err "relibra report: --sweep given twice: a report sweeps one key"
+# lists that do not add up: refused, not the last one alone
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static --policies relibra
+expect_status 2
+expect_err "relibra report: --policies given twice: give one comma-separated list"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --trace y.rrt
+expect_status 2
+expect_err "relibra report: --trace given twice: a report plans one trace"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --html x.rrt
 expect_status 2
 expect_err "relibra report: --html 'x.rrt' is also the trace: choose another path"
