@@ -406,7 +406,7 @@ int cmd_train_step(int argc, char **argv)
 	/* one of several ranks under a launcher */
 	int in_job = lrank > 0 || (lrank == 0 && np && strcmp(np, "1"));
 	uint32_t failed = 0;
-	int ret, parsed, status = EXIT_FAIL;
+	int ret, parsed, use_mpi, status = EXIT_FAIL;
 
 	parsed = parse_args(argc, argv, &o, launched ? &arg_err : NULL);
 	/*
@@ -469,7 +469,13 @@ int cmd_train_step(int argc, char **argv)
 			    "RELIBRA_FAULT: expected rank:R:step:S[:hang|:hang-end], not '%s'", env);
 	if (eo.backend == RLB_BACKEND_CUDA && !env_err.code)
 		cmd_gemm_mode(&eo.gemm, &env_err);
-	if (launched && (parsed || !o.virtual_ranks))
+	/*
+	 * --virtual-ranks in a job of one rank: the ranks are virtual, and
+	 * there are no others whose arguments to agree on (agree_args is for
+	 * an MPI world of one rank per process)
+	 */
+	use_mpi = launched && (parsed || !o.virtual_ranks);
+	if (use_mpi)
 		ret = rlb_world_mpi_new(&w, &argc, &argv, &err);
 	else if (in_job)
 		ret = rlb_err_set(&err, RLB_EUNSUPPORTED,
@@ -482,7 +488,7 @@ int cmd_train_step(int argc, char **argv)
 			cmd_error(NAME, &err);
 		goto out;
 	}
-	if (launched && (ret = agree_args(w, parsed, &arg_err)) != 0) {
+	if (use_mpi && (ret = agree_args(w, parsed, &arg_err)) != 0) {
 		status = ret < 0 ? EXIT_OK : ret;
 		goto out;
 	}

@@ -53,6 +53,16 @@ l1=$(sed -n 's/.*expert critical path.*loss \(.*\)$/\1/p' out)
 run train-step -c "$cfg" $set8 --trace t.rrt --plan static.rlp --virtual-ranks 8
 expect_status 0
 expect_out "loss $l1"
+# Virtual ranks in a job of one rank (mpirun -np 1 sets these): the same
+# run, the ranks agreeing in process (the agreement of MPI ranks read and
+# wrote past one rank's entry).
+OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 PMIX_RANK=0 \
+	"$RELIBRA" train-step -c "$cfg" $set8 --trace t.rrt --plan static.rlp --virtual-ranks 8 \
+	> out 2> err
+status=$?
+expect_status 0
+expect_out "8 ranks (virtual)"
+expect_out "loss $l1"
 
 # An ungated FFN (model.gated_ffn: false, squared ReLU) runs two matrices
 # where the gated runs three: under the same plan (so the same placement)
