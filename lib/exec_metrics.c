@@ -378,7 +378,7 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 				      "last", rlb_json_real_or_null(ex->nsteps ? ex->losses[ex->nsteps - 1] : 0)));
 	if (ex->verify.done)
 		json_object_set_new(j, "verify",
-				    json_pack("{s:b, s:f, s:o, s:f, s:o, s:o, s:I, s:o}",
+				    json_pack("{s:b, s:f, s:o, s:f, s:o, s:o, s:o, s:o}",
 					      "ok", ex->verify.ok,
 					      "tolerance", ex->o.verify_tol,
 					      "max_rel_weight", rlb_json_real_or_null(ex->verify.max_rel_weight),
@@ -386,7 +386,8 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 					      "worst_tensor", ex->verify.worst[0] ?
 					      json_string(ex->verify.worst) : json_null(),
 					      "max_rel_loss", rlb_json_real_or_null(ex->verify.max_rel_loss),
-					      "worst_loss_step", (json_int_t)ex->verify.worst_loss_step,
+					      "worst_loss_step", ex->verify.max_rel_loss > 0 ?
+					      json_integer(ex->verify.worst_loss_step) : json_null(),
 					      "diverged_step", ex->verify.diverged ?
 					      json_integer(ex->verify.diverged_step) : json_null()));
 	json_object_set_new(j, "per_step", steps_json(ex));

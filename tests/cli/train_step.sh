@@ -32,6 +32,7 @@ done
 grep -qF '"policy": "eplb-oracle"' eplb-oracle.json || fail "policy not in the metrics"
 # the CPU backend's plans agree exactly: no tensor differs
 grep -qF '"worst_tensor": null' relibra.json || fail "worst_tensor is not null when nothing differs"
+grep -qF '"worst_loss_step": null' relibra.json || fail "worst_loss_step is not null when no loss differs"
 # An ideal plan is a bound, not a placement: refused before any work.
 run plan -c "$cfg" $set8 --policy ideal -o ideal.rlp t.rrt
 expect_status 0
