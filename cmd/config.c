@@ -11,7 +11,8 @@
 #include "cmd.h"
 
 static const char usage[] =
-	"usage: relibra config [-h] [-c CONFIG] [--set KEY=VALUE]... [--presets]\n"
+	"usage: relibra config [-h] [-c CONFIG] [--set KEY=VALUE]...\n"
+	"       relibra config --presets\n"
 	"       relibra config --from-hf CONFIG.json [--name NAME] [-o FILE]\n"
 	"\n"
 	"  -c, --config CONFIG  YAML config (default: the built-in defaults,\n"
@@ -140,6 +141,12 @@ int cmd_config(int argc, char **argv)
 	if (hf && (presets || o.path || o.nsets)) {
 		rc = cmd_usage_error("config", usage, "--from-hf takes no %s",
 				     presets ? "--presets" : o.path ? "-c" : "--set");
+		goto out;
+	}
+	if (presets && (o.path || o.nsets)) {
+		/* the list is of the built-in presets, whatever the config */
+		rc = cmd_usage_error("config", usage, "--presets takes no %s",
+				     o.path ? "-c" : "--set");
 		goto out;
 	}
 	if (hf) {

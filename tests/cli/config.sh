@@ -3,8 +3,9 @@
 
 run config -h
 expect_status 0
-head -n 1 out | grep -qx 'usage: relibra config \[-h\] \[-c CONFIG\] \[--set KEY=VALUE\]... \[--presets\]' ||
+head -n 1 out | grep -qx 'usage: relibra config \[-h\] \[-c CONFIG\] \[--set KEY=VALUE\]...' ||
 	fail "usage line"
+grep -qx '       relibra config --presets' out || fail "the --presets usage line"
 
 run config -c "$CONFIGS/tiny-2x2.yaml" --set parallel.micro_batch_tokens=1024
 expect_status 0
@@ -57,6 +58,15 @@ for p in qwen3-30b-a3b qwen3-235b-a22b deepseek-v3 mixtral-8x7b olmoe \
 	h100-1x8 h100-4x8 h100-8x8 h200-8x8 tiny-2x2 qwen3-30b-a3b-h100-1x8; do
 	grep -qx "  $p" out || fail "--presets lacks $p"
 done
+# the built-in list, whatever the config: -c and --set are refused, not ignored
+run config --presets -c "$CONFIGS/tiny-2x2.yaml"
+expect_status 2
+expect_empty out
+expect_err "relibra config: --presets takes no -c"
+run config --set model.preset=olmoe --presets
+expect_status 2
+expect_empty out
+expect_err "relibra config: --presets takes no --set"
 # -c NAME: a built-in config when no file NAME exists, the same as its file
 run config -c tiny-2x2
 expect_status 0
