@@ -64,7 +64,8 @@ static int parse_rows(const char *s, uint32_t *lo, uint32_t *hi,
 	char a[32];
 	int ret;
 
-	if (!colon || (size_t)(colon - s) >= sizeof(a))
+	if (!colon || colon == s || !colon[1] || strchr(colon + 1, ':') ||
+	    (size_t)(colon - s) >= sizeof(a))
 		return rlb_err_set(err, RLB_EPARSE, "--rows '%s': expected A:B", s);
 	memcpy(a, s, (size_t)(colon - s));
 	a[colon - s] = '\0';
@@ -138,10 +139,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return cmd_usage_error(NAME, usage, "unexpected argument '%s'", argv[optind]);
 	if (!o->cfg.path)
 		return cmd_usage_error(NAME, usage, "-c CONFIG is required");
+	if (o->name && !o->name[0])
+		return cmd_usage_error(NAME, usage,
+				       "--name: an empty name (leave --name out for the config's)");
 	if (o->name && strlen(o->name) >= RLB_NAME_MAX)
 		return cmd_usage_error(NAME, usage, "--name is longer than %d bytes",
 				       RLB_NAME_MAX - 1);
-	if (o->name && o->name[0] && rlb_calibrate_check_name(NULL, o->name, &err))
+	if (o->name && rlb_calibrate_check_name(NULL, o->name, &err))
 		return cmd_usage_error(NAME, usage, "--name: %s", err.msg);
 	return 0;
 }

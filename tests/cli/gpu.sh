@@ -24,6 +24,12 @@ expect_err "relibra calibrate: --rows '100:200': powers of two, the first not ab
 run calibrate -c "$cfg" --experts 0
 expect_status 2
 expect_err "relibra calibrate: --experts"
+# a --rows that is not A:B says so, whichever part is missing
+for r in :64 64: 1:2:4; do
+	run calibrate -c "$cfg" --rows "$r"
+	expect_status 2
+	expect_err "relibra calibrate: --rows '$r': expected A:B"
+done
 # -o is checked before the (long) measurement: never the config itself
 cp "$cfg" my.yaml
 run calibrate -c my.yaml -o my.yaml
@@ -37,6 +43,11 @@ expect_err "relibra calibrate: -o 'nodir/cal.yaml': no directory 'nodir'"
 run calibrate -c "$cfg" --name 'my h200'
 expect_status 2
 expect_err "relibra calibrate: --name: cluster name 'my h200' must be letters, digits, '-', '_' or '.'"
+# an empty --name is refused, not taken for the config's name
+run calibrate -c "$cfg" --name '' -o cal.yaml
+expect_status 2
+expect_err "relibra calibrate: --name: an empty name"
+[ ! -e cal.yaml ] || fail "cal.yaml written for an empty --name"
 run calibrate -c "$cfg" --set 'cluster.name=my h200'
 expect_status 1
 expect_err "relibra calibrate: cluster name 'my h200' must be letters, digits, '-', '_' or '.'"
