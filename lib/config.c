@@ -563,6 +563,21 @@ static const char *suggest_path(const char *path, char *buf, size_t size)
 	return buf;
 }
 
+/*
+ * A key of section SEC that an earlier --set gave, which a --set of the
+ * section's preset would drop without a word: its index, or -1.
+ */
+static int earlier_set(const struct loader *ld, int sec)
+{
+	size_t k;
+
+	for (k = 0; k < rlb_cfg_sections[sec].nkeys; k++)
+		if (ld->marks[sec][k].src >= 0 &&
+		    ld->srcs[ld->marks[sec][k].src].kind == SRC_SET)
+			return (int)k;
+	return -1;
+}
+
 static int apply_set(struct loader *ld, const char *assignment)
 {
 	struct source s = { SRC_SET, NULL, NULL, 0, NULL, NULL, NULL, NULL };
@@ -663,6 +678,10 @@ static int apply_set(struct loader *ld, const char *assignment)
 		if (v.type != YAML_SCALAR_NODE || v.null)
 			rc = rlb_cfg_fail_src(ld, si, "expected a preset name for '%s', got %s",
 					      key, kind_text(&v));
+		else if ((ki = earlier_set(ld, sec)) >= 0)
+			rc = rlb_cfg_fail_src(ld, si, "the preset replaces the %s section, and with it the earlier --set '%s': give '%s' first",
+					      rlb_cfg_sections[sec].name,
+					      ld->srcs[ld->marks[sec][ki].src].name, key);
 		else
 			rc = apply_preset(ld, si, sec, v.s, v.len, NULL);
 	} else {

@@ -28,6 +28,24 @@ expect_out "  experts: 256"
 expect_out "  hbm_gbps: 3800"
 expect_out "  ep_size: 64"
 
+# a section's preset replaces the section: after a --set of one of its
+# keys it is an error that names that key, not a silent drop
+run config -c "$CONFIGS/tiny-2x2.yaml" --set model.experts=64 --set model.preset=olmoe
+expect_status 1
+expect_empty out
+expect_err "relibra config: --set 'model.preset=olmoe': the preset replaces the model section, and with it the earlier --set 'model.experts=64': give 'model.preset' first"
+run config --set model.preset=olmoe --set cluster.nodes=2 --set model.topk=4 --set cluster.preset=h100-8x8
+expect_status 1
+expect_err "--set 'cluster.preset=h100-8x8': the preset replaces the cluster section, and with it the earlier --set 'cluster.nodes=2'"
+# the preset first, or another section's key before it, or two presets
+run config -c "$CONFIGS/tiny-2x2.yaml" --set model.preset=olmoe --set model.experts=64
+expect_status 0
+expect_out "  experts: 64"
+run config --set parallel.micro_batch_tokens=1024 --set model.preset=mixtral-8x7b --set model.preset=olmoe \
+	--set cluster.preset=h100-1x8 --set parallel.ep_size=8
+expect_status 0
+expect_out "  experts: 64"
+
 run config -c "$CONFIGS/tiny-2x2.yaml" --set model.expers=16
 expect_status 1
 expect_empty out
