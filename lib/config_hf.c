@@ -1242,7 +1242,8 @@ static int hf_model_write_yaml_c(const struct rlb_hf_model *hm, FILE *fp, struct
 		put_comment_text(fp, hm->from[k]);
 		fputc('\n', fp);
 	}
-	if (fflush(fp) != 0 || ferror(fp))
+	/* what stdio still buffers fails at the caller's flush, with its errno */
+	if (ferror(fp))
 		return rlb_err_errno(err, RLB_EIO, "cannot write the model preset");
 	return 0;
 }

@@ -57,7 +57,9 @@ int rlb_hf_model_load(struct rlb_hf_model *hm, const char *path, const char *nam
 /*
  * Write HM as a model preset (`model:` and every key of the model's
  * kind, each with the config.json fields it came from) to FP.  RLB_EIO
- * on write failure.
+ * when a write stdio has made failed; FP is not flushed, so a failure of
+ * what it still buffers shows at the caller's fflush or fclose, whose
+ * errno says why.
  */
 int rlb_hf_model_write_yaml(const struct rlb_hf_model *hm, FILE *fp, struct rlb_err *err);
 

@@ -252,7 +252,9 @@ int rlb_atomic_sync(struct rlb_atomic_file *af, struct rlb_err *err)
 		return rlb_err_set(err, RLB_EINVAL, "output file is not open");
 	if (!af->tmp_path) {
 		if (flush(af->fp) != 0)
-			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
+			ret = af->fp == stdout ?
+			      rlb_err_errno(err, RLB_EIO, "cannot write to stdout") :
+			      rlb_err_errno(err, RLB_EIO, "cannot write '%s'",
 					    rlb_atomic_name(af));
 		if (!std_stream(af->fp) && fclose(af->fp) != 0 && ret == 0)
 			ret = rlb_err_errno(err, RLB_EIO, "cannot write '%s'",

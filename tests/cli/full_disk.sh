@@ -70,6 +70,7 @@ tofull " inspect" inspect --json --dump p.rlp
 tofull " inspect" inspect --dump p.rlp
 tofull " report" report -c "$CONFIGS/tiny-2x2.yaml" --trace t.rrt
 tofull " config" config --presets
+tofull " config" config --from-hf "$FIXTURES/hf/olmoe.json"
 tofull " plan" help plan
 tofull "" --help
 "$RELIBRA" config -c "$CONFIGS/tiny-2x2.yaml" > full/out 2> err
