@@ -179,6 +179,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return ret;
 	if (o->from && rlb_import_format_from_name(o->from, &io->format, &err) != 0)
 		return cmd_usage_error(NAME, usage, "--from: %s", err.msg);
+	if (o->from && io->format == RLB_IMPORT_VLLM && !strcmp(o->input, "-"))
+		return cmd_usage_error(NAME, usage, "--from vllm reads a .npy file or a directory, "
+				       "not standard input");
 	if (io->keep_repeats && (o->synth || io->format != RLB_IMPORT_MEGATRON))
 		return cmd_usage_error(NAME, usage, "--keep-repeats applies to --from megatron only");
 	if (io->gates && (io->format == RLB_IMPORT_VLLM || io->format == RLB_IMPORT_MEGATRON))

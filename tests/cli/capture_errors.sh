@@ -86,9 +86,14 @@ printf '\n\n' > empty.jsonl
 fails jsonl empty.jsonl "'empty.jsonl' holds no records"
 printf '{"step": 0, "layer": 0, "num_tokens": 1, "topk": 2, "top_indices": [[0, 1]], "mtp_idx": 0}\n' > mtp.jsonl
 fails megatron mtp.jsonl "'mtp.jsonl' holds no routing of the model's layers (1 record read)"
-fails vllm - "vllm input is a .npy file or a directory, not stdin"
 mkfifo fifo.npy
 fails vllm fifo.npy "vllm input 'fifo.npy' is not a regular file nor a directory (a pipe cannot be read: save the .npy file first)"
+# vllm cannot read stdin: a usage error, before the output is touched.
+printf 'old' > t.rrt
+run capture -c "$tiny" -o t.rrt --from vllm - < "$F/vllm-dense.npy"
+expect_status 2
+expect_err "relibra capture: --from vllm reads a .npy file or a directory, not standard input"
+[ "$(cat t.rrt)" = old ] && [ ! -e t.rrt.tmp ] || fail "a usage error touched t.rrt"
 for f in vllm megatron; do
 	run capture -c "$tiny" -o t.rrt --from $f "$F/$f" --gates
 	expect_status 2
