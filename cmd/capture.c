@@ -232,8 +232,11 @@ int cmd_capture(int argc, char **argv)
 	}
 	{
 		/* the trace is verified after writing: a file, not stdout */
+		/* '-' is the file standard input reads, as /dev/stdin is */
+		const int is_stdin = o.input && !strcmp(o.input, "-");
 		const struct cmd_path in[] = {
-			{ "the input", o.input && strcmp(o.input, "-") ? o.input : NULL, 0 },
+			{ is_stdin ? "standard input" : "the input",
+			  is_stdin ? "/dev/stdin" : o.input, 0 },
 			{ "the config", o.cfg.path, 0 },
 		};
 		const struct cmd_path outp[] = { { "-o", o.out, CMD_OUT_REGULAR } };

@@ -218,6 +218,11 @@ run capture -c "$CONFIGS/tiny-2x2.yaml" --from jsonl in.jsonl -o in.jsonl
 expect_status 2
 expect_err "relibra capture: -o 'in.jsonl' is also the input: choose another path"
 cmp -s in.jsonl in.orig || fail "capture -o INPUT wrote over the input"
+# ... nor the file standard input reads
+run capture -c "$CONFIGS/tiny-2x2.yaml" --from jsonl - -o in.jsonl < in.jsonl
+expect_status 2
+expect_err "relibra capture: -o 'in.jsonl' is also standard input: choose another path"
+cmp -s in.jsonl in.orig || fail "capture -o STDIN-FILE wrote over the input"
 mkdir -p adir
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o adir
 expect_status 1
