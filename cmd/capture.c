@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "cmd.h"
 
@@ -190,6 +191,43 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/*
+ * An INPUT directory is read whole, every *.jsonl (megatron) or *.npy
+ * (vllm) file in it: -o there under such a name would be written over an
+ * input, or read as one by the next capture.  EXIT_USAGE if so.
+ */
+static int check_out_not_read(const struct opts *o)
+{
+	const char *suffix = o->io.format == RLB_IMPORT_MEGATRON ? ".jsonl" : ".npy";
+	const char *base = strrchr(o->out, '/');
+	size_t blen, slen = strlen(suffix), dlen;
+	char dir[RLB_PATH_MAX + 1];
+	struct stat si, sd;
+
+	if (o->synth || (o->io.format != RLB_IMPORT_MEGATRON &&
+			 o->io.format != RLB_IMPORT_VLLM) ||
+	    stat(o->input, &si) != 0 || !S_ISDIR(si.st_mode))
+		return 0;
+	base = base ? base + 1 : o->out;
+	blen = strlen(base);
+	if (blen <= slen || strcmp(base + blen - slen, suffix) != 0 || base[0] == '.')
+		return 0;
+	dlen = (size_t)(base - o->out);
+	if (dlen == 0) {
+		strcpy(dir, ".");
+	} else {
+		if (dlen > 1)
+			dlen--;		/* "/x" is in "/" */
+		memcpy(dir, o->out, dlen);
+		dir[dlen] = '\0';
+	}
+	if (stat(dir, &sd) != 0 || sd.st_dev != si.st_dev || sd.st_ino != si.st_ino)
+		return 0;
+	return cmd_usage_error(NAME, usage, "-o '%s' is in the input directory '%s', whose "
+			       "*%s files are all read: choose another path",
+			       o->out, o->input, suffix);
+}
+
 /* Generate or import into the writer's trace at o->out; closes w. */
 static int fill_trace(const struct opts *o, const struct rlb_config *cfg,
 		      struct rlb_trace_writer *w, struct rlb_err *err)
@@ -242,6 +280,8 @@ int cmd_capture(int argc, char **argv)
 		const struct cmd_path outp[] = { { "-o", o.out, CMD_OUT_REGULAR } };
 
 		rc = cmd_check_outputs(NAME, usage, in, 2, outp, 1, 0);
+		if (!rc)
+			rc = check_out_not_read(&o);
 		if (rc)
 			goto done;
 		rc = EXIT_FAIL;

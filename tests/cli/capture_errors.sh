@@ -223,6 +223,24 @@ run capture -c "$CONFIGS/tiny-2x2.yaml" --from jsonl - -o in.jsonl < in.jsonl
 expect_status 2
 expect_err "relibra capture: -o 'in.jsonl' is also standard input: choose another path"
 cmp -s in.jsonl in.orig || fail "capture -o STDIN-FILE wrote over the input"
+# ... nor a file of an input directory that the importer reads (an input,
+# or the next capture's input): elsewhere there is fine
+mkdir -p mgdir vdir
+cp "$F"/megatron/*.jsonl mgdir/
+cp "$F"/vllm/*.npy vdir/
+cp mgdir/router_trace_rank0.jsonl rank0.orig
+for o in mgdir/router_trace_rank0.jsonl mgdir/new.jsonl ./mgdir/new.jsonl; do
+	run capture -c "$CONFIGS/tiny-2x2.yaml" --from megatron mgdir -o "$o"
+	expect_status 2
+	expect_err "relibra capture: -o '$o' is in the input directory 'mgdir', whose *.jsonl files are all read: choose another path"
+done
+cmp -s mgdir/router_trace_rank0.jsonl rank0.orig || fail "capture -o wrote over an input in the directory"
+[ ! -e mgdir/new.jsonl ] || fail "a usage error left mgdir/new.jsonl"
+run capture -c "$CONFIGS/tiny-2x2.yaml" --from vllm vdir -o vdir/t.npy
+expect_status 2
+expect_err "relibra capture: -o 'vdir/t.npy' is in the input directory 'vdir', whose *.npy files are all read: choose another path"
+run capture -c "$CONFIGS/tiny-2x2.yaml" --from megatron mgdir -o mgdir/t.rrt
+expect_status 0
 mkdir -p adir
 run capture -c "$CONFIGS/tiny-2x2.yaml" --synthetic -o adir
 expect_status 1
