@@ -282,6 +282,11 @@ int cmd_capture(int argc, char **argv)
 		rc = cmd_check_outputs(NAME, usage, in, 2, outp, 1, 0);
 		if (!rc)
 			rc = check_out_not_read(&o);
+		/* a pipe read for the config has nothing left for the import */
+		if (!rc && in[0].path && o.cfg.path && cmd_same_input(in[0].path, o.cfg.path))
+			rc = cmd_usage_error(NAME, usage, "the config '%s' is also %s: "
+					     "give each its own file", o.cfg.path,
+					     is_stdin ? "standard input" : "the input");
 		if (rc)
 			goto done;
 		rc = EXIT_FAIL;

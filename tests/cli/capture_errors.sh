@@ -223,6 +223,12 @@ run capture -c "$CONFIGS/tiny-2x2.yaml" --from jsonl - -o in.jsonl < in.jsonl
 expect_status 2
 expect_err "relibra capture: -o 'in.jsonl' is also standard input: choose another path"
 cmp -s in.jsonl in.orig || fail "capture -o STDIN-FILE wrote over the input"
+# The config and the dump cannot share a pipe (or a file): the config's
+# reader would leave the import nothing.
+cat "$CONFIGS/tiny-2x2.yaml" | run capture -c /dev/stdin --from jsonl - -o u.rrt
+usage_fails "the config '/dev/stdin' is also standard input: give each its own file"
+run capture -c "$CONFIGS/tiny-2x2.yaml" --from jsonl "$CONFIGS/tiny-2x2.yaml" -o u.rrt
+usage_fails "the config '$CONFIGS/tiny-2x2.yaml' is also the input: give each its own file"
 # ... nor a file of an input directory that the importer reads (an input,
 # or the next capture's input): elsewhere there is fine
 mkdir -p mgdir vdir
