@@ -768,6 +768,12 @@ int rlb_line_next(struct rlb_line_reader *r, struct rlb_err *err)
 					   r->name, r->lineno, (size_t)(nul - r->line) + 1,
 					   r->offset + (uint64_t)(nul - r->line),
 					   binary_advice(r, (size_t)n));
+		/* jansson's message would quote the invisible mark */
+		if (rlb_sniff_bom((const uint8_t *)r->line, (size_t)n))
+			return rlb_err_set(err, RLB_EPARSE,
+					   "%s:%" PRIu64 ":1: a UTF-8 byte order mark at byte offset %"
+					   PRIu64 ", which JSON does not allow: save it without one",
+					   r->name, r->lineno, r->offset);
 		while (n > 0 && isspace((unsigned char)r->line[n - 1]))
 			n--;
 		r->line[n] = '\0';

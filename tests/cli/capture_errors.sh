@@ -271,6 +271,12 @@ expect_err "relibra capture: -o 'fifo' is not a regular file (it is read back on
 cp "$RLB_TOP/trace_format/examples/tiny.rrt" .
 fails jsonl tiny.rrt "tiny.rrt:1:6: a NUL byte at byte offset 5, expected JSON text (a relibra trace: capture writes traces, inspect and plan read them)"
 fails sglang "$F/vllm-dense.npy" "$F/vllm-dense.npy:1:8: a NUL byte at byte offset 7, expected JSON text (a .npy array: --from vllm reads them)"
+# A UTF-8 byte order mark, first or on a later line (files concatenated):
+# named, not quoted invisible in a JSON parser's message.
+{ printf '\357\273\277'; cat "$F/routing.jsonl"; } > bom.jsonl
+fails jsonl bom.jsonl "bom.jsonl:1:1: a UTF-8 byte order mark at byte offset 0, which JSON does not allow: save it without one"
+{ head -n 1 "$F/sglang.jsonl"; printf '\357\273\277'; tail -n +2 "$F/sglang.jsonl"; } > bom.jsonl
+fails sglang bom.jsonl "bom.jsonl:2:1: a UTF-8 byte order mark at byte offset $(head -n 1 "$F/sglang.jsonl" | wc -c | tr -d ' '), which JSON does not allow: save it without one"
 printf '\037\213\010\000\000\000\000\000\000\003compressed' > r.jsonl.gz	# a gzip header
 fails jsonl r.jsonl.gz "r.jsonl.gz:1:4: a NUL byte at byte offset 3, expected JSON text (gzip-compressed: decompress it first)"
 fails vllm tiny.rrt "tiny.rrt: not a .npy file: bad magic at byte 0 (a relibra trace: capture writes traces, inspect and plan read them)" \
