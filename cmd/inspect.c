@@ -440,14 +440,30 @@ static int dump(const struct opts *o, struct rlb_trace_reader *r, json_t *arr)
 	return 0;
 }
 
+/*
+ * --stats and --schedule of a trace show the packing rule's micro-batches;
+ * under data control a relibra plan chooses its own: say so.
+ */
+static void warn_data_control(const struct opts *o, const struct rlb_config *cfg)
+{
+	if (!cfg->balancer.data_control || strcmp(cfg->balancer.policy, "relibra"))
+		return;
+	cmd_errorf(NAME, "warning: balancer.data_control is on, so a relibra plan chooses "
+		   "its own micro-batches; these are the %s packing's ('relibra inspect "
+		   "--schedule PLAN' prints a plan's)",
+		   rlb_pack_name(o->have_pack ? o->pack : cfg->parallel.pack));
+}
+
 /* The config's model must be the trace's, as plan checks it. */
 static int check_shape(const struct opts *o, const struct rlb_config *cfg,
 		       const struct rlb_trace_header *h)
 {
 	struct rlb_err err = {0};
 
-	if (rlb_trace_header_check(h, cfg, &err) == 0)
+	if (rlb_trace_header_check(h, cfg, &err) == 0) {
+		warn_data_control(o, cfg);
 		return 0;
+	}
 	cmd_errorf(NAME, "%s (config '%s', trace '%s')", err.msg, o->cfg.path,
 		   o->path);
 	return -1;

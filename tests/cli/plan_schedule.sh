@@ -13,6 +13,12 @@ expect_status 0
 cp out rule.json
 grep -q '^{"schema":"relibra.schedule/1","steps":\[{"step":0,"micro_batches":\[\[\[\[' rule.json ||
 	fail "inspect --schedule printed $(head -c 200 rule.json)"
+# Under data control a relibra plan chooses its own micro-batches: the
+# rule's schedule comes with a warning that says so.
+run inspect --schedule -c "$cfg" --set balancer.data_control=true t.rrt
+expect_status 0
+cmp -s out rule.json || fail "balancer.data_control changed inspect --schedule"
+expect_err "relibra inspect: warning: balancer.data_control is on, so a relibra plan chooses its own micro-batches; these are the in-order packing's ('relibra inspect --schedule PLAN' prints a plan's)"
 # A config of another model is refused, as by --stats.
 run inspect --schedule -c "$CONFIGS/qwen3-30b-a3b-h100-1x8.yaml" t.rrt
 expect_status 1
