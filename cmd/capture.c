@@ -213,6 +213,8 @@ static int check_out_not_read(const struct opts *o)
 	if (blen <= slen || strcmp(base + blen - slen, suffix) != 0 || base[0] == '.')
 		return 0;
 	dlen = (size_t)(base - o->out);
+	if (dlen > RLB_PATH_MAX)
+		return 0;	/* no such directory: opening -o will say so */
 	if (dlen == 0) {
 		strcpy(dir, ".");
 	} else {
