@@ -272,11 +272,10 @@ int cmd_capture(int argc, char **argv)
 	}
 	{
 		/* the trace is verified after writing: a file, not stdout */
-		/* '-' is the file standard input reads, as /dev/stdin is */
 		const int is_stdin = o.input && !strcmp(o.input, "-");
 		const struct cmd_path in[] = {
 			{ is_stdin ? "standard input" : "the input",
-			  is_stdin ? "/dev/stdin" : o.input, 0 },
+			  o.input ? cmd_input_path(o.input) : NULL, 0 },
 			{ "the config", o.cfg.path, 0 },
 		};
 		const struct cmd_path outp[] = { { "-o", o.out, CMD_OUT_REGULAR } };

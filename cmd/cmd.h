@@ -141,6 +141,8 @@ int cmd_check_outputs(const char *name, const char *usage,
  * same inode (an input given twice, as "x.json" and "./x.json").
  */
 int cmd_same_input(const char *a, const char *b);
+/* An input path to compare with others: '-' is the file stdin reads, /dev/stdin. */
+const char *cmd_input_path(const char *path);
 
 /*
  * Whether paths a and b name one file once written: as cmd_same_input,

@@ -336,6 +336,11 @@ int cmd_same_input(const char *a, const char *b)
 	return same_file(a, b, 0);
 }
 
+const char *cmd_input_path(const char *path)
+{
+	return strcmp(path, "-") ? path : "/dev/stdin";
+}
+
 int cmd_same_output(const char *a, const char *b)
 {
 	return same_file(a, b, 1);

@@ -135,7 +135,7 @@ static int stdin_input(const char *path)
 {
 	struct stat st;
 
-	return (!strcmp(path, "-") || cmd_same_input(path, "/dev/stdin")) &&
+	return cmd_same_input(cmd_input_path(path), "/dev/stdin") &&
 	       !(fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode));
 }
 

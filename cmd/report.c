@@ -119,12 +119,6 @@ static int check_sweep_values(const char *vals)
 	}
 }
 
-/* The path of a result file for comparing it with others: '-' is stdin. */
-static const char *stdin_path(const char *path)
-{
-	return strcmp(path, "-") ? path : "/dev/stdin";
-}
-
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -241,7 +235,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	 */
 	for (i = 1; i < o->nfiles; i++)
 		for (j = 0; j < i; j++)
-			if (cmd_same_input(stdin_path(o->files[j]), stdin_path(o->files[i])))
+			if (cmd_same_input(cmd_input_path(o->files[j]), cmd_input_path(o->files[i])))
 				return strcmp(o->files[j], o->files[i]) ?
 					cmd_usage_error(NAME, usage, "'%s' and '%s' are the same result file",
 							o->files[j], o->files[i]) :
