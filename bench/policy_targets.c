@@ -7,7 +7,9 @@
  * plan`'s qwen3-235b-a22b cases; each figure is marked "ok" or "MISSED".
  * THREADS counts the traffic (default 0: one per CPU, as relibra plan).  The row
  * "static --data-control" is relibra with neither reordering nor
- * replication: the static layout on the data-control schedule.  Unless the
+ * replication: the static layout on the data-control schedule.  The
+ * "--relay" rows simulate the relayed dispatch (docs/cost-model.md), the
+ * static layout's too, so what the relay gives alone shows.  Unless the
  * config already packs `dynamic`, a second pass plans the static layout and
  * relibra on that packing, each against the first pass's static row.
  */
@@ -32,25 +34,29 @@ static unsigned threads_used(unsigned threads)
 struct row {
 	const char *label;
 	enum rlb_policy policy;
-	int reorder, replicate, data_control, colocate;
+	int reorder, replicate, data_control, colocate, relay;
 };
 
 static const struct row rows[] = {
-	{ "eplb", RLB_POLICY_EPLB, 1, 1, 0, 0 },
-	{ "eplb-oracle", RLB_POLICY_EPLB_ORACLE, 1, 1, 0, 0 },
-	{ "replicate", RLB_POLICY_REPLICATE, 1, 1, 0, 0 },
-	{ "relibra", RLB_POLICY_RELIBRA, 1, 1, 0, 0 },
-	{ "relibra --no-reorder", RLB_POLICY_RELIBRA, 0, 1, 0, 0 },
-	{ "relibra --no-replicate", RLB_POLICY_RELIBRA, 1, 0, 0, 0 },
-	{ "relibra --data-control", RLB_POLICY_RELIBRA, 1, 1, 1, 0 },
-	{ "static --data-control", RLB_POLICY_RELIBRA, 0, 0, 1, 0 },
-	{ "relibra --colocate", RLB_POLICY_RELIBRA, 1, 1, 0, 1 },
-	{ "relibra --colocate --data-control", RLB_POLICY_RELIBRA, 1, 1, 1, 1 },
+	{ "eplb", RLB_POLICY_EPLB, 1, 1, 0, 0, 0 },
+	{ "eplb-oracle", RLB_POLICY_EPLB_ORACLE, 1, 1, 0, 0, 0 },
+	{ "replicate", RLB_POLICY_REPLICATE, 1, 1, 0, 0, 0 },
+	{ "relibra", RLB_POLICY_RELIBRA, 1, 1, 0, 0, 0 },
+	{ "relibra --no-reorder", RLB_POLICY_RELIBRA, 0, 1, 0, 0, 0 },
+	{ "relibra --no-replicate", RLB_POLICY_RELIBRA, 1, 0, 0, 0, 0 },
+	{ "relibra --data-control", RLB_POLICY_RELIBRA, 1, 1, 1, 0, 0 },
+	{ "static --data-control", RLB_POLICY_RELIBRA, 0, 0, 1, 0, 0 },
+	{ "relibra --colocate", RLB_POLICY_RELIBRA, 1, 1, 0, 1, 0 },
+	{ "relibra --colocate --data-control", RLB_POLICY_RELIBRA, 1, 1, 1, 1, 0 },
+	{ "static --relay", RLB_POLICY_STATIC, 1, 1, 0, 0, 1 },
+	{ "eplb-oracle --relay", RLB_POLICY_EPLB_ORACLE, 1, 1, 0, 0, 1 },
+	{ "relibra --relay", RLB_POLICY_RELIBRA, 1, 1, 0, 0, 1 },
 };
 #define NROWS (sizeof(rows) / sizeof(rows[0]))
 
 enum { R_EPLB_ORACLE = 1, R_REPLICATE = 2, R_RELIBRA = 3, R_NO_REORDER = 4,
-       R_NO_REPLICATE = 5, R_DC = 6, R_COLOCATE_DC = 9 };
+       R_NO_REPLICATE = 5, R_DC = 6, R_COLOCATE_DC = 9, R_ORACLE_RELAY = 11,
+       R_RELAY = 12 };
 
 struct targets {
 	const char *name;
@@ -154,6 +160,7 @@ int main(int argc, char **argv)
 		pol[i].opts.replicate = rows[i].replicate;
 		pol[i].opts.data_control = rows[i].data_control;
 		pol[i].opts.colocate = rows[i].colocate;
+		pol[i].opts.relay = rows[i].relay;
 	}
 	memset(&po, 0, sizeof(po));
 	po.pack = cfg.parallel.pack;
@@ -215,6 +222,14 @@ int main(int argc, char **argv)
 			      pol[R_COLOCATE_DC].summary.fraction_of_ideal, t->dc_ideal, 0);
 		}
 		printf("%d target(s) missed\n", missed);
+		/* the relay as its own row: against the plain static layout and eplb-oracle */
+		printf("relibra --relay: %.3fx static, %.3f of the ideal, %.3fx eplb-oracle, %.3fx eplb-oracle --relay\n",
+		       st_time / pol[R_RELAY].summary.policy_time.total_s,
+		       pol[R_RELAY].summary.fraction_of_ideal,
+		       pol[R_EPLB_ORACLE].summary.policy_time.total_s /
+		       pol[R_RELAY].summary.policy_time.total_s,
+		       pol[R_ORACLE_RELAY].summary.policy_time.total_s /
+		       pol[R_RELAY].summary.policy_time.total_s);
 		/*
 		 * What the static-speedup target is up against: a plan that
 		 * keeps the static layout's all-to-all can at best balance the

@@ -722,6 +722,7 @@ POLICIES = ["static", "eplb", "eplb-oracle", "replicate", "relibra", "ideal"]
 SPLITS = ["locality", "even"]
 PACKS = ["in-order", "ffd", "data-control", "file", "dynamic"]
 F_REORDER, F_REPLICATE, F_COLOCATE, F_SCHEDULE, F_COPIES = 1, 2, 4, 8, 16
+F_RELAY = 1 << 16  # optional
 
 
 class PlanHeader:
@@ -1139,9 +1140,10 @@ def plan_text(p, steps):
     out = ["plan %d.%d: policy %s, split %s, pack %s" % (
         p.major, p.minor, POLICIES[p.policy], SPLITS[p.split], PACKS[p.pack]),
         "options: replica_slots %d, min_tokens_per_replica %d, eplb_window %d, "
-        "micro_batch_tokens %d, migration_weight %s, reorder %d, replicate %d, colocate %d"
+        "micro_batch_tokens %d, migration_weight %s, reorder %d, replicate %d, colocate %d, "
+        "relay %d"
         % (p.slots, p.min_tokens, p.eplb_window, p.mbt, "%g" % p.migration_weight,
-           p.flags & 1, p.flags >> 1 & 1, p.flags >> 2 & 1),
+           p.flags & 1, p.flags >> 1 & 1, p.flags >> 2 & 1, p.flags >> 16 & 1),
         "shape: layers %d, experts %d, topk %d, ranks %d, gpus_per_node %d"
         % (p.layers, p.experts, p.topk, p.ranks, p.gpn),
         "trace: model '%s', hash 0x%016x, steps %d..%d (%d)"
@@ -1221,7 +1223,7 @@ def compare_plan(bin_, path, p, steps):
                     "eplb_window": p.eplb_window, "micro_batch_tokens": p.mbt,
                     "migration_weight": p.migration_weight,
                     "reorder": bool(p.flags & 1), "replicate": bool(p.flags & 2),
-                    "colocate": bool(p.flags & 4)},
+                    "colocate": bool(p.flags & 4), "relay": bool(p.flags & F_RELAY)},
         "shape": {"layers": p.layers, "experts": p.experts, "topk": p.topk,
                   "ranks": p.ranks, "gpus_per_node": p.gpn},
         "trace": {"model": p.model, "hash": "%016x" % p.trace_hash,

@@ -719,6 +719,95 @@ START_TEST(test_a2a_excess)
 }
 END_TEST
 
+/*
+ * The relayed dispatch: 2 nodes x 2 GPUs, 4 experts (one per GPU),
+ * top-1, 2 layers, four sequences of 300 tokens, one per rank.  Layer 0:
+ * rank 0 sends all 300 tokens to expert 2 (GPU 2, its rail GPU on node
+ * 1); layer 1 the same, and rank 1 one token to expert 3; every other
+ * token stays on its GPU.  Directly, GPU 0 sends 300 RDMA copies: 4 +
+ * 300 * 128 / 5e3 = 11.68 us per phase in both layers.  Relayed, layer 0
+ * splits C = 300 as 150 + 150: 7.84 us of RDMA, and 150 copies cross
+ * NVLink at each end (1 + 150 * 128 / 1e4 = 2.92 us); layer 1 splits 301
+ * as 151 (lane 0, which has more) + 150: 7.8656 us, and 149 copies cross
+ * NVLink at each end (2.9072 us).  With NVLink at 0.5 GB/s the relay
+ * would take 39.4 us and layer 0 keeps the direct dispatch.
+ */
+static void relay_case(double nvlink_gbps, int relay, struct rlb_sim_step *st)
+{
+	static const uint32_t len[4] = { 300, 300, 300, 300 };
+	struct rlb_config cfg;
+	struct rlb_schedule s;
+	struct rlb_loads l;
+	struct rlb_traffic t;
+	struct rlb_sim *sim = NULL;
+	struct rlb_sim_opts o;
+	struct rlb_err err = {0};
+	struct seqs q;
+	uint32_t r, layer, tok;
+
+	toy_config(&cfg, 2, 2, 4, 1, 2);
+	cfg.cluster.nvlink_gbps = nvlink_gbps;
+	cfg.parallel.micro_batch_tokens = 300;
+	seqs_init(&q, 4, len, 2, 1);
+	for (r = 0; r < 4; r++)
+		for (layer = 0; layer < 2; layer++)
+			for (tok = 0; tok < 300; tok++)
+				*seq_id(&q, r, layer, tok, 0) = (uint16_t)(r == 0 ? 2 : r);
+	*seq_id(&q, 1, 1, 0, 0) = 3;
+	build(&cfg, &q, &s, &l);
+	for (r = 0; r < 4; r++)
+		ck_assert_uint_eq(s.chunks[r].rank, r);
+	traffic_of(&t, &cfg, NULL, &q, &s, &l);
+	/* [layer][gpu][node] */
+	ck_assert_uint_eq(t.rdma_to_node[0 * 2 + 1], 300);
+	ck_assert_uint_eq(t.rdma_to_node[(2 * 2 + 0) * 2 + 1], 300);
+	ck_assert_uint_eq(t.rdma_to_node[(2 * 2 + 1) * 2 + 1], 1);
+	ck_assert_uint_eq(t.rdma_to_node[(2 * 2 + 1) * 2 + 0], 0);
+	rlb_sim_opts_for_policy(&o, RLB_POLICY_STATIC);
+	ck_assert_int_eq(o.relay, 0);
+	o.relay = relay;
+	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
+	ck_assert_msg(rlb_sim_add_step(sim, &s, &l, NULL, &t, &t, st, &err) == 0, "%s", err.msg);
+	rlb_sim_free(sim);
+	rlb_traffic_release(&t);
+	rlb_loads_release(&l);
+	rlb_schedule_release(&s);
+	seqs_free(&q);
+}
+
+START_TEST(test_relay)
+{
+	struct rlb_sim_step direct, relayed, slow;
+
+	relay_case(10, 0, &direct);
+	relay_case(10, 1, &relayed);
+	relay_case(0.5, 1, &slow);
+	REL_EQ(direct.policy.a2a_s, 4 * (11.68e-6 + 11.68e-6));
+	ck_assert(direct.policy.a2a_nvlink_s == 0);
+	ck_assert(direct.bytes.a2a_nvlink == 0);
+
+	REL_EQ(relayed.policy.a2a_s, 4 * (7.84e-6 + 7.8656e-6));
+	REL_EQ(relayed.policy.a2a_rdma_s, 4 * (7.84e-6 + 7.8656e-6));
+	REL_EQ(relayed.policy.a2a_nvlink_s, 4 * (2.92e-6 + 2.9072e-6));
+	/* the busiest sender is the busiest GPU of either network */
+	REL_EQ(relayed.policy.a2a_senders_s, 4 * (7.84e-6 + 7.8656e-6));
+	/* the mean: 300 and 301 RDMA copies, 300 and 298 NVLink copies over 4 GPUs */
+	REL_EQ(relayed.policy.a2a_even_s, 4 * (4e-6 + 75 * 0.0256e-6 + 4e-6 + 75.25 * 0.0256e-6));
+	REL_EQ(relayed.bytes.a2a_rdma, direct.bytes.a2a_rdma);
+	REL_EQ(relayed.bytes.a2a_rdma, 4.0 * 128 * 601);
+	REL_EQ(relayed.bytes.a2a_nvlink, 4.0 * 128 * (300 + 298));
+	/* the same-traffic ideal has the policy's dispatch, the ideal its own */
+	REL_EQ(relayed.same_traffic_ideal.a2a_s, relayed.policy.a2a_s);
+	REL_EQ(relayed.ideal.a2a_s, direct.ideal.a2a_s);
+	REL_EQ(relayed.policy.total_s - relayed.policy.a2a_s,
+	       direct.policy.total_s - direct.policy.a2a_s);
+
+	/* slow NVLink: both layers keep the direct dispatch */
+	REL_EQ(slow.policy.a2a_s, 4 * (11.68e-6 + 11.68e-6));
+	ck_assert(slow.bytes.a2a_nvlink == 0);
+}
+END_TEST
+
 /* Planning: 2 ms of planner wall time with 25% hidden costs 1.5 ms. */
 START_TEST(test_planning_overlap)
 {
@@ -1662,6 +1751,7 @@ Suite *rlb_suite_sim(void)
 	tcase_add_test(tc, test_uniform_static_is_ideal);
 	tcase_add_test(tc, test_hot_expert_replication);
 	tcase_add_test(tc, test_a2a_excess);
+	tcase_add_test(tc, test_relay);
 	tcase_add_test(tc, test_planning_overlap);
 	tcase_add_test(tc, test_migration);
 	tcase_add_test(tc, test_dense_estimate);

@@ -189,6 +189,57 @@ cmp -s out col.json || fail "balancer.colocate=true differs from --colocate"
 run plan -c "$cfg" --policy replicate --colocate t.rrt
 expect_status 2
 expect_err "relibra plan: --colocate is an option of the relibra policy"
+# relay: the same plan with its own figures, label and header flag; on
+# tiny-2x2 (2 nodes of 2 GPUs) it shortens the all-to-all, moves no RDMA
+# byte and adds NVLink copies; the static baseline stays the direct one.
+run plan -c "$cfg" --policy relibra --no-timing -o direct.rlp --json t.rrt
+expect_status 0
+cp out direct.json
+run plan -c "$cfg" --policy relibra --relay --no-timing -o relay.rlp --json t.rrt
+expect_status 0
+expect_out '"label": "relibra --relay"'
+expect_out '"relay": true'
+cp out relay.json
+run inspect relay.rlp
+expect_out "colocate 0, relay 1"
+run inspect direct.rlp
+expect_out "colocate 0, relay 0"
+# the plans differ only in the flag: header bytes 8 + 12 .. 8 + 15 and the CRC
+cmp -l direct.rlp relay.rlp > diff.txt || true
+[ "$(wc -l < diff.txt)" -ge 1 ] && [ "$(wc -l < diff.txt)" -le 5 ] ||
+	fail "--relay changed more than the plan header's flag and checksum"
+num() {	# num FILE SECTION KEY: the first KEY after SECTION
+	awk -v sec="\"$2\"" -v key="\"$3\"" -F'[:,]' \
+		'index($0, sec) { on = 1 } on && index($1, key) { print $2 + 0; exit }' "$1"
+}
+for f in direct relay; do
+	eval "${f}_a2a=\$(num $f.json breakdown a2a_s)"
+	eval "${f}_nvl=\$(num $f.json bytes_per_step a2a_nvlink)"
+	eval "${f}_rdma=\$(num $f.json bytes_per_step a2a_rdma)"
+	eval "${f}_static=\$(num $f.json baselines step_time_s)"
+done
+awk -v d="$direct_a2a" -v r="$relay_a2a" 'BEGIN { exit !(r < d) }' ||
+	fail "relay all-to-all $relay_a2a s is not below the direct $direct_a2a s"
+awk -v d="$direct_nvl" -v r="$relay_nvl" 'BEGIN { exit !(r > d) }' ||
+	fail "relay NVLink bytes $relay_nvl are not above the direct $direct_nvl"
+[ "$direct_rdma" = "$relay_rdma" ] || fail "relay RDMA bytes $relay_rdma, direct $direct_rdma"
+[ "$direct_static" = "$relay_static" ] || fail "the static baseline changed with --relay"
+run plan -c "$cfg" --set balancer.relay=true --policy relibra --no-timing --json t.rrt
+cmp -s out relay.json || fail "balancer.relay=true differs from --relay"
+run plan -c "$cfg" --set balancer.relay=true --policy relibra --no-relay --no-timing --json t.rrt
+cmp -s out direct.json || fail "--no-relay does not override balancer.relay=true"
+run plan -c "$cfg" --policy static --relay --no-timing --json t.rrt
+expect_status 0
+expect_out '"label": "static --relay"'
+run plan -c "$cfg" --policy ideal --relay t.rrt
+expect_status 2
+expect_err "relibra plan: --relay has no effect on the ideal, whose all-to-all is already even"
+run plan -c "$cfg" --policy ideal --set balancer.relay=true --no-timing --json t.rrt
+expect_status 0
+expect_out '"relay": false'
+run plan -c "$cfg" --relay --no-relay t.rrt
+expect_status 2
+expect_err "relibra plan: --relay excludes --no-relay"
 for opt in no-reorder no-replicate no-colocate; do
 	run plan -c "$cfg" --policy static --$opt t.rrt
 	expect_status 2

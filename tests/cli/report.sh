@@ -246,7 +246,10 @@ expect_status 0
 ! grep -il 'nan\|inf' huge/*.svg || fail "report --svg wrote a position that is not a number"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra+fast
 expect_status 2
-expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, no-colocate, data-control)"
+expect_err "relibra report: --policies: 'relibra+fast': unknown option 'fast' (no-reorder, no-replicate, colocate, no-colocate, data-control, relay, no-relay)"
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,ideal+relay
+expect_status 2
+expect_err "relibra report: --policies: 'ideal+relay': option 'relay' has no effect on the ideal, whose all-to-all is already even"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies static,eplb+colocate
 expect_status 2
 expect_err "relibra report: --policies: 'eplb+colocate': option 'colocate' is relibra's"

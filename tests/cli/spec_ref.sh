@@ -137,6 +137,7 @@ done
 plan "$cfg" t.rrt --policy relibra --data-control
 plan "$cfg" t.rrt --policy relibra --colocate
 plan "$cfg" t.rrt --policy relibra --colocate --no-reorder
+plan "$cfg" t.rrt --policy eplb --relay
 plan "$cfg" t.rrt --policy relibra --no-replicate --pack ffd
 plan "$cfg" t.rrt --policy eplb-oracle --pack dynamic
 plan "$cfg" t.rrt --policy eplb --steps 1:1 --set balancer.eplb_window=2
