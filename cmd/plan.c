@@ -20,7 +20,7 @@
 static const char usage[] =
 	"usage: relibra plan [-h] -c CONFIG [--set KEY=VALUE]... [--policy NAME] [-o PLAN] "
 	"[--summary FILE] [--json] [--no-timing] [--replica-slots R] [--no-reorder] "
-	"[--no-replicate] [--colocate | --no-colocate] [--data-control] [--eplb-window W] [--steps A:B] "
+	"[--no-replicate] [--colocate | --no-colocate] [--data-control] [--relay | --no-relay] [--eplb-window W] [--steps A:B] "
 	"[--pack in-order|ffd|dynamic | --schedule FILE] [--eplb-export FILE] [--fail-below F] "
 	"[--threads N] TRACE\n"
 	"       relibra plan --eplb-weights FILE --slots P --groups G --nodes N --gpus X\n"
@@ -42,6 +42,9 @@ static const char usage[] =
 	"  --no-colocate        relibra without it\n"
 	"  --data-control       relibra chooses the micro-batches and source ranks;\n"
 	"                       the plan carries its schedule\n"
+	"  --relay              the dispatch spreads each node's RDMA sends over its\n"
+	"                       GPUs (any policy but ideal; default: balancer.relay)\n"
+	"  --no-relay           the dispatch without it\n"
 	"  --eplb-window W      steps of load history for eplb\n"
 	"  --steps A:B          only steps A..B (A: and :B allowed)\n"
 	"  --pack RULE          micro-batch packing (default: parallel.pack)\n"
@@ -61,7 +64,7 @@ enum {
 	OPT_SLOTS_R, OPT_NO_REORDER, OPT_NO_REPLICATE, OPT_EPLB_WINDOW,
 	OPT_STEPS, OPT_PACK, OPT_EPLB_EXPORT, OPT_FAIL_BELOW, OPT_EPLB_WEIGHTS,
 	OPT_SLOTS, OPT_GROUPS, OPT_NODES, OPT_GPUS, OPT_DATA_CONTROL, OPT_SCHEDULE, OPT_COLOCATE,
-	OPT_NO_COLOCATE,
+	OPT_NO_COLOCATE, OPT_RELAY, OPT_NO_RELAY,
 	OPT_THREADS,
 };
 
@@ -80,6 +83,7 @@ struct opts {
 	enum rlb_policy policy_kind;		/* with policy */
 	enum rlb_pack pack_rule;		/* with pack */
 	int json, no_timing, no_reorder, no_replicate, data_control, colocate, no_colocate;
+	int relay, no_relay;
 	int64_t replica_slots, eplb_window;	/* -1: from the config */
 	uint32_t step_lo, step_hi;
 	double fail_below;			/* < 0: off */
@@ -100,8 +104,8 @@ static int eplb_count(const char *arg, const char *name, uint64_t *v, int *have)
 
 /*
  * Options that POLICY does not take: EXIT_USAGE for an option of
- * relibra's given to another policy, --eplb-window to one but eplb, or
- * --replica-slots to one without spare slots; else 0.
+ * relibra's given to another policy, --relay to the ideal, --eplb-window
+ * to one but eplb, or --replica-slots to one without spare slots; else 0.
  */
 static int policy_usage(const struct opts *o, enum rlb_policy policy)
 {
@@ -113,6 +117,10 @@ static int policy_usage(const struct opts *o, enum rlb_policy policy)
 				       o->no_replicate ? "no-replicate" :
 				       o->colocate ? "colocate" :
 				       o->no_colocate ? "no-colocate" : "data-control");
+	if (policy == RLB_POLICY_IDEAL && (o->relay || o->no_relay))
+		return cmd_usage_error(NAME, usage,
+				       "--%s has no effect on the ideal, whose all-to-all is already even",
+				       o->relay ? "relay" : "no-relay");
 	/* eplb-oracle takes each step's own loads: only eplb has a history */
 	if (o->eplb_window >= 0 && policy != RLB_POLICY_EPLB)
 		return cmd_usage_error(NAME, usage, "--eplb-window is an option of the eplb policy, not %s",
@@ -164,6 +172,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "data-control", no_argument, NULL, OPT_DATA_CONTROL },
 		{ "colocate", no_argument, NULL, OPT_COLOCATE },
 		{ "no-colocate", no_argument, NULL, OPT_NO_COLOCATE },
+		{ "relay", no_argument, NULL, OPT_RELAY },
+		{ "no-relay", no_argument, NULL, OPT_NO_RELAY },
 		{ "schedule", required_argument, NULL, OPT_SCHEDULE },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ NULL, 0, NULL, 0 },
@@ -244,6 +254,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case OPT_NO_COLOCATE:
 			o->no_colocate = 1;
 			break;
+		case OPT_RELAY:
+			o->relay = 1;
+			break;
+		case OPT_NO_RELAY:
+			o->no_relay = 1;
+			break;
 		case OPT_EPLB_EXPORT:
 			o->eplb_export = optarg;
 			break;
@@ -295,6 +311,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (o->colocate && o->no_colocate)
 		return cmd_usage_error(NAME, usage, "--colocate excludes --no-colocate");
+	if (o->relay && o->no_relay)
+		return cmd_usage_error(NAME, usage, "--relay excludes --no-relay");
 	if (o->have_slots || o->have_groups || o->have_nodes || o->have_gpus)
 		return cmd_usage_error(NAME, usage,
 				       "--slots, --groups, --nodes and --gpus go with --eplb-weights");
@@ -566,6 +584,8 @@ static int policy_opts(const struct opts *o, const struct rlb_config *cfg,
 		b->colocate = 1;
 	if (o->no_colocate)
 		b->colocate = 0;
+	if (o->relay || o->no_relay)
+		b->relay = o->relay;
 	if (b->policy != RLB_POLICY_RELIBRA) {
 		/* balancer.data_control and balancer.colocate are relibra's */
 		b->data_control = 0;

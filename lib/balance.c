@@ -81,6 +81,7 @@ void rlb_balance_opts_from_config(struct rlb_balance_opts *o,
 	o->colocate = cfg->balancer.colocate == RLB_CFG_AUTO ?
 		      rlb_group_limited(cfg) : cfg->balancer.colocate != 0;
 	o->data_control = cfg->balancer.data_control != 0;
+	o->relay = cfg->balancer.relay != 0;
 	o->migration_weight = cfg->balancer.migration_weight;
 }
 

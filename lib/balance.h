@@ -79,6 +79,11 @@ struct rlb_balance_opts {
 	 * does; the balancer plans the schedule it is given
 	 */
 	int data_control;
+	/*
+	 * Every policy but ideal: the plan's dispatch relays RDMA copies over
+	 * the source node's GPUs (struct rlb_sim_opts); it changes no plan
+	 */
+	int relay;
 };
 
 /*

@@ -115,6 +115,7 @@ struct rlb_balancer_config {
 	int replicate;			/* relibra: intra-node replication on/off */
 	int data_control;		/* relibra: the plan chooses the micro-batches */
 	int colocate;			/* relibra: experts that share tokens share nodes (0, 1, RLB_CFG_AUTO) */
+	int relay;			/* every policy but ideal: the dispatch evens a node's RDMA senders */
 	double migration_weight;	/* weight of migration time in the reorder objective */
 	double migration_bytes_per_param; /* bytes moved per expert parameter */
 	double planner_overlap;		/* fraction of planning hidden by rollout (0..1) */

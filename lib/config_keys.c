@@ -128,6 +128,7 @@ static const struct key balancer_keys[] = {
 	KBOOL(balancer, replicate),
 	KBOOL(balancer, data_control),
 	KBOOL_AUTO(balancer, colocate),
+	KBOOL(balancer, relay),
 	KDBL(balancer, migration_weight, 0, 1e6),
 	KDBL(balancer, migration_bytes_per_param, 0, 1024),
 	KDBL(balancer, planner_overlap, 0, 1),

@@ -323,6 +323,7 @@ json_t *rlb_exec_metrics_json(const struct rlb_exec *ex,
 		bo.reorder = ex->ph.reorder;
 		bo.replicate = ex->ph.replicate;
 		bo.colocate = ex->ph.colocate;
+		bo.relay = ex->ph.relay;
 		bo.data_control = ex->ph.pack == RLB_PACK_DATA_CONTROL;
 		j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:s}, s:{s:o, s:s, s:s, s:b, s:I, s:I}, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
 			      "schema", RLB_RESULT_SCHEMA,

@@ -609,11 +609,11 @@ static int plan_write_text_c(FILE *fp, const struct rlb_plan_header *h,
 			rlb_policy_name(h->policy),
 			h->split == RLB_SPLIT_EVEN ? "even" : "locality",
 			rlb_pack_name(h->pack));
-		fprintf(fp, "options: replica_slots %u, min_tokens_per_replica %u, eplb_window %u, micro_batch_tokens %u, migration_weight %.17g, reorder %d, replicate %d, colocate %d\n",
+		fprintf(fp, "options: replica_slots %u, min_tokens_per_replica %u, eplb_window %u, micro_batch_tokens %u, migration_weight %.17g, reorder %d, replicate %d, colocate %d, relay %d\n",
 			h->replica_slots, h->min_tokens_per_replica,
 			h->eplb_window, h->micro_batch_tokens,
 			h->migration_weight, h->reorder, h->replicate,
-			h->colocate);
+			h->colocate, h->relay);
 		fprintf(fp, "shape: layers %u, experts %u, topk %u, ranks %u, gpus_per_node %u\n",
 			h->layers, h->experts, h->topk, h->ranks,
 			h->gpus_per_node);
@@ -704,7 +704,7 @@ json_t *rlb_plan_header_json(const struct rlb_plan_header *h)
 	snprintf(version, sizeof(version), "%u.%u", h->version_major, h->version_minor);
 	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)h->trace_hash);
 	return json_pack("{s:s, s:s, s:s, s:s,"
-			 " s:{s:I, s:I, s:I, s:I, s:f, s:b, s:b, s:b},"
+			 " s:{s:I, s:I, s:I, s:I, s:f, s:b, s:b, s:b, s:b},"
 			 " s:{s:I, s:I, s:I, s:I, s:I},"
 			 " s:{s:s, s:s, s:I, s:I, s:I}}",
 			 "version", version,
@@ -718,7 +718,7 @@ json_t *rlb_plan_header_json(const struct rlb_plan_header *h)
 			 "micro_batch_tokens", (json_int_t)h->micro_batch_tokens,
 			 "migration_weight", h->migration_weight,
 			 "reorder", h->reorder, "replicate", h->replicate,
-			 "colocate", h->colocate,
+			 "colocate", h->colocate, "relay", h->relay,
 			 "shape",
 			 "layers", (json_int_t)h->layers,
 			 "experts", (json_int_t)h->experts,

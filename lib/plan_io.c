@@ -59,6 +59,7 @@ enum {
 #define RLP_F_KNOWN (RLP_F_REORDER | RLP_F_REPLICATE | RLP_F_COLOCATE | \
 		     RLP_F_SCHEDULE | RLP_F_COPIES)
 #define RLP_F_REQUIRED 0x0000FFFFu
+#define RLP_F_RELAY (1u << 16)		/* optional: the dispatch the plan was simulated with relays */
 
 /* Step frame fixed part and step index (version 1.0; 1.1 with a schedule). */
 enum {
@@ -135,6 +136,7 @@ void rlb_plan_header_init(struct rlb_plan_header *h,
 	h->replicate = o->replicate != 0;
 	/* colocate is part of relibra's reordering */
 	h->colocate = o->colocate && o->reorder && o->policy == RLB_POLICY_RELIBRA;
+	h->relay = o->relay && o->policy != RLB_POLICY_IDEAL;
 	/* the slots the balancer's plans carry (lib/balance.h) */
 	h->replica_slots = o->policy == RLB_POLICY_STATIC ||
 			   o->policy == RLB_POLICY_IDEAL ||
@@ -223,7 +225,8 @@ static void header_encode(const struct rlb_plan_header *h, uint8_t *out)
 			 (h->replicate ? RLP_F_REPLICATE : 0) |
 			 (h->colocate ? RLP_F_COLOCATE : 0) |
 			 (carries_schedule(h) ? RLP_F_SCHEDULE : 0) |
-			 (h->copies ? RLP_F_COPIES : 0);
+			 (h->copies ? RLP_F_COPIES : 0) |
+			 (h->relay ? RLP_F_RELAY : 0);
 	uint64_t mw;
 
 	memset(out, 0, 8 + RLP_H_SIZE);
@@ -317,6 +320,7 @@ static int header_decode(const uint8_t *p, size_t len,
 	h->replicate = (flags & RLP_F_REPLICATE) != 0;
 	h->colocate = (flags & RLP_F_COLOCATE) != 0;
 	h->copies = (flags & RLP_F_COPIES) != 0;
+	h->relay = (flags & RLP_F_RELAY) != 0;
 	h->policy = (enum rlb_policy)p[RLP_H_POLICY];
 	h->split = (enum rlb_split)p[RLP_H_SPLIT];
 	h->pack = (enum rlb_pack)p[RLP_H_PACK];

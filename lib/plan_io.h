@@ -52,6 +52,7 @@ struct rlb_plan_header {
 	int replicate;			/* relibra: intra-node replication (0/1) */
 	int colocate;			/* relibra: co-location objective (0/1) */
 	int copies;			/* 1.2: steps carry each instance's copies (EVEN split) */
+	int relay;			/* optional flag: simulated with the relayed dispatch (0/1) */
 	uint32_t replica_slots;		/* per GPU per layer */
 	uint32_t min_tokens_per_replica;
 	uint32_t eplb_window;

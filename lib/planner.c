@@ -26,6 +26,12 @@ static int uses_colocate(const struct rlb_balance_opts *o)
 	return o->colocate && o->policy == RLB_POLICY_RELIBRA && o->reorder;
 }
 
+/* The relay is every policy's but the ideal's, whose traffic is the mean. */
+static int uses_relay(const struct rlb_balance_opts *o)
+{
+	return o->relay && o->policy != RLB_POLICY_IDEAL;
+}
+
 /* Per-policy state of one run. */
 struct run_policy {
 	struct rlb_balancer *balancer;
@@ -270,6 +276,7 @@ int rlb_planner_run(struct rlb_trace_reader *r, const struct rlb_config *cfg,
 			rlb_balancer_set_pool(run[i].balancer, pool);
 		if (ret == 0) {
 			rlb_sim_opts_for_policy(&so, pol[i].opts.policy);
+			so.relay = uses_relay(&pol[i].opts);
 			ret = rlb_sim_new(&run[i].sim, cfg, &so, err);
 		}
 		if (ret)
@@ -445,18 +452,19 @@ const char *rlb_result_label(const struct rlb_balance_opts *o, char *buf,
 {
 	int rel = o->policy == RLB_POLICY_RELIBRA;
 
-	snprintf(buf, size, "%s%s%s%s%s", rlb_policy_name(o->policy),
+	snprintf(buf, size, "%s%s%s%s%s%s", rlb_policy_name(o->policy),
 		 rel && !o->reorder ? " --no-reorder" : "",
 		 rel && !o->replicate ? " --no-replicate" : "",
 		 rel && o->reorder && o->colocate ? " --colocate" : "",
-		 rel && o->data_control ? " --data-control" : "");
+		 rel && o->data_control ? " --data-control" : "",
+		 uses_relay(o) ? " --relay" : "");
 	return buf;
 }
 
 int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 			  struct rlb_err *err)
 {
-	/* each option sets one of relibra's switches */
+	/* each option sets one switch: relibra's, or (relay) any but the ideal's */
 	static const struct {
 		const char *name;
 		size_t field;		/* an int of struct rlb_balance_opts */
@@ -467,12 +475,15 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 		{ "colocate", offsetof(struct rlb_balance_opts, colocate), 1 },
 		{ "no-colocate", offsetof(struct rlb_balance_opts, colocate), 0 },
 		{ "data-control", offsetof(struct rlb_balance_opts, data_control), 1 },
+		{ "relay", offsetof(struct rlb_balance_opts, relay), 1 },
+		{ "no-relay", offsetof(struct rlb_balance_opts, relay), 0 },
 	};
 	const size_t nopts = sizeof(opts) / sizeof(opts[0]);
 	const char *plus = strchr(spec, '+'), *opt, *end;
 	const char *set[sizeof(opts) / sizeof(opts[0])] = { NULL };	/* by field */
 	char name[256];
 	size_t n = plus ? (size_t)(plus - spec) : strlen(spec), i, j;
+	int relay;
 
 	if (n >= sizeof(name))
 		n = sizeof(name) - 1;
@@ -489,9 +500,14 @@ int rlb_policy_spec_apply(const char *spec, struct rlb_balance_opts *o,
 				break;
 		if (i == nopts)
 			return rlb_err_set(err, RLB_EINVAL,
-					   "'%s': unknown option '%.*s' (no-reorder, no-replicate, colocate, no-colocate, data-control)",
+					   "'%s': unknown option '%.*s' (no-reorder, no-replicate, colocate, no-colocate, data-control, relay, no-relay)",
 					   spec, (int)n, opt);
-		if (o->policy != RLB_POLICY_RELIBRA)
+		relay = opts[i].field == offsetof(struct rlb_balance_opts, relay);
+		if (relay && o->policy == RLB_POLICY_IDEAL)
+			return rlb_err_set(err, RLB_EINVAL,
+					   "'%s': option '%s' has no effect on the ideal, whose all-to-all is already even",
+					   spec, opts[i].name);
+		if (!relay && o->policy != RLB_POLICY_RELIBRA)
 			return rlb_err_set(err, RLB_EINVAL,
 					   "'%s': option '%s' is relibra's", spec,
 					   opts[i].name);
@@ -566,6 +582,8 @@ json_t *rlb_result_json(const struct rlb_config *cfg,
 	json_decref(fig);
 	json_object_set_new(json_object_get(j, "options"), "data_control",
 			    json_boolean(uses_data_control(bo)));
+	json_object_set_new(json_object_get(j, "options"), "relay",
+			    json_boolean(uses_relay(bo)));
 	/* the static and ideal baselines keep the packing data control replaced */
 	if (uses_data_control(bo))
 		json_object_set_new(json_object_get(j, "config"), "baseline_pack",

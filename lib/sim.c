@@ -75,6 +75,7 @@ void rlb_sim_opts_for_policy(struct rlb_sim_opts *o, enum rlb_policy policy)
 	o->policy = policy;
 	o->window = policy == RLB_POLICY_RELIBRA ? RLB_SIM_WINDOW_PREV_LAYER
 						 : RLB_SIM_WINDOW_NONE;
+	o->relay = 0;
 }
 
 /* A growable array of doubles. */
@@ -359,6 +360,7 @@ struct work {
 	uint64_t *gpu_static, *gpu_plan, *node_a, *node_b; /* [R], [R], [nodes], [nodes] */
 	double *gpu_t;			/* [R] forward expert time */
 	double *ns, *nr, *rs, *rr;	/* [R] bytes per GPU of one exchange */
+	uint64_t *relay;		/* [4][R] copies of the relayed dispatch: RDMA and NVLink, sent and received */
 	double *vals;			/* [mbs * layers][NVEC] */
 	size_t nvals;
 };
@@ -381,6 +383,7 @@ static void work_free(struct work *w)
 	free(w->nr);
 	free(w->rs);
 	free(w->rr);
+	free(w->relay);
 	free(w->vals);
 }
 
@@ -411,11 +414,12 @@ static int work_alloc(struct work *w, const struct rlb_loads *l, uint32_t gpn)
 	w->nr = calloc(w->R, sizeof(double));
 	w->rs = calloc(w->R, sizeof(double));
 	w->rr = calloc(w->R, sizeof(double));
+	w->relay = calloc((size_t)4 * w->R, sizeof(uint64_t));
 	w->vals = calloc(ml * NVEC + 1, sizeof(double));
 	if (!w->tok || !w->ctx || !w->ctxw || !w->fwd || !w->before_n || !w->moe_kind ||
 	    !w->erows ||
 	    !w->gpu_static || !w->gpu_plan || !w->node_a || !w->node_b || !w->gpu_t ||
-	    !w->ns || !w->nr || !w->rs || !w->rr || !w->vals)
+	    !w->ns || !w->nr || !w->rs || !w->rr || !w->relay || !w->vals)
 		return RLB_ENOMEM;
 	return 0;
 }
@@ -883,18 +887,16 @@ struct a2a {
 	double s, rdma_s, nvlink_s, even_s, senders_s;
 };
 
-/* Traffic t's copies of cell ml as they go: the busiest GPU sets each network. */
-static struct a2a a2a_of(const struct rlb_sim_params *p, const struct rlb_traffic *t,
-			 size_t ml, uint32_t R)
+/* One phase of copies per GPU: the busiest GPU sets each network. */
+static struct a2a a2a_copies(const struct rlb_sim_params *p, const uint64_t *rs,
+			     const uint64_t *rr, const uint64_t *ns,
+			     const uint64_t *nr, uint32_t R)
 {
-	const uint64_t *rs = t->rdma_send + ml * R, *ns = t->nvlink_send + ml * R;
 	double r_s, n_s, er_s, en_s, sr_s, sn_s;
 	struct a2a a;
 
-	r_s = copies_s(rs, t->rdma_recv + ml * R, R, p->token_bytes,
-		       p->rdma_latency_s, p->rdma_bytes_per_s);
-	n_s = copies_s(ns, t->nvlink_recv + ml * R, R, p->token_bytes,
-		       p->nvlink_latency_s, p->nvlink_bytes_per_s);
+	r_s = copies_s(rs, rr, R, p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
+	n_s = copies_s(ns, nr, R, p->token_bytes, p->nvlink_latency_s, p->nvlink_bytes_per_s);
 	er_s = mean_copies_s(rs, R, p->token_bytes, p->rdma_latency_s, p->rdma_bytes_per_s);
 	en_s = mean_copies_s(ns, R, p->token_bytes, p->nvlink_latency_s,
 			     p->nvlink_bytes_per_s);
@@ -907,6 +909,79 @@ static struct a2a a2a_of(const struct rlb_sim_params *p, const struct rlb_traffi
 	a.even_s = er_s > en_s ? er_s : en_s;
 	a.senders_s = sr_s > sn_s ? sr_s : sn_s;
 	return a;
+}
+
+/*
+ * The relayed dispatch of traffic t's cell ml into w->relay (RDMA sent,
+ * received, NVLink sent, received): per pair of nodes S != N, lane j of S
+ * sends share_j of the C copies its node sends to N, C / g each and one
+ * more for the C mod g lanes with the most copies (ties: the lower lane);
+ * a lane's copies beyond its share cross NVLink to the lanes short of
+ * theirs, and at N from the relaying lane's rail GPU to the original one
+ * (docs/cost-model.md, "The relayed dispatch").
+ */
+static void relay_copies(const struct rlb_traffic *t, size_t ml, struct work *w)
+{
+	const uint32_t R = w->R, g = w->gpn, nodes = w->nodes;
+	const uint32_t *to_node = t->rdma_to_node + ml * R * nodes;
+	uint64_t *rs = w->relay, *rr = rs + R, *ns = rr + R, *nr = ns + R;
+	uint32_t S, N, j, k;
+
+	memset(rs, 0, 2 * R * sizeof(uint64_t));
+	memcpy(ns, t->nvlink_send + ml * R, R * sizeof(uint64_t));
+	memcpy(nr, t->nvlink_recv + ml * R, R * sizeof(uint64_t));
+	for (S = 0; S < nodes; S++)
+		for (N = 0; N < nodes; N++) {
+			uint64_t C = 0;
+
+			if (N == S)
+				continue;
+			for (j = 0; j < g; j++)
+				C += to_node[(S * g + j) * nodes + N];
+			for (j = 0; j < g; j++) {
+				uint64_t c = to_node[(S * g + j) * nodes + N], share;
+				uint32_t above = 0;	/* lanes ahead of j for the remainder */
+
+				for (k = 0; k < g; k++) {
+					uint64_t ck = to_node[(S * g + k) * nodes + N];
+
+					above += ck > c || (ck == c && k < j);
+				}
+				share = C / g + (above < C % g);
+				rs[S * g + j] += share;
+				rr[N * g + j] += share;
+				if (c > share) {	/* hands c - share over, gets them back at N */
+					ns[S * g + j] += c - share;
+					nr[N * g + j] += c - share;
+				} else {		/* relays share - c for others */
+					nr[S * g + j] += share - c;
+					ns[N * g + j] += share - c;
+				}
+			}
+		}
+}
+
+/*
+ * Traffic t's copies of cell ml as they go; with RELAY the relayed
+ * dispatch where its phase is shorter.
+ */
+static struct a2a a2a_of(const struct rlb_sim_params *p, const struct rlb_traffic *t,
+			 size_t ml, int relay, struct work *w, const uint64_t **sent)
+{
+	const uint32_t R = w->R;
+	struct a2a a, r;
+
+	*sent = t->nvlink_send + ml * R;
+	a = a2a_copies(p, t->rdma_send + ml * R, t->rdma_recv + ml * R,
+		       t->nvlink_send + ml * R, t->nvlink_recv + ml * R, R);
+	if (!relay || w->gpn < 2 || w->nodes < 2)
+		return a;
+	relay_copies(t, ml, w);
+	r = a2a_copies(p, w->relay, w->relay + R, w->relay + 2 * R, w->relay + 3 * R, R);
+	if (!(r.s < a.s))
+		return a;
+	*sent = w->relay + 2 * R;
+	return r;
 }
 
 /* The ideal's: the static layout's copies of cell ml at the mean. */
@@ -1046,6 +1121,7 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 			const double *before = &w.before_n[(size_t)layer * NKINDS];
 			double dense = p->passes * moe_dense_f;
 			double comp_ideal, comp, phases = p->a2a_phases;
+			const uint64_t *nvl_sent;
 			struct a2a ia, pa;
 
 			comp_ideal = expert_rows(p, l, mb, layer, &w);
@@ -1054,14 +1130,16 @@ int rlb_sim_add_step(struct rlb_sim *sim, const struct rlb_schedule *s,
 				comp = comp_ideal;
 			ia = a2a_ideal(p, static_t, ml, R);
 			/* the ideal policy's own all-to-all is the ideal's */
-			pa = ideal ? ia : a2a_of(p, t, ml, R);
+			nvl_sent = pt->nvlink_send + ml * R;
+			pa = ideal ? ia : a2a_of(p, t, ml, sim->o.relay, &w, &nvl_sent);
 			cell_add(idl, dense, p->passes * comp_ideal, phases, &ia);
 			cell_add(sti, dense, p->passes * comp_ideal, phases, &pa);
 			cell_add(pol, dense, p->passes * comp, phases, &pa);
+			/* the relay moves no RDMA copy to another node, only lanes */
 			st.bytes.a2a_rdma += phases * p->token_bytes *
 				(double)sum_u64(pt->rdma_send + ml * R, R);
 			st.bytes.a2a_nvlink += phases * p->token_bytes *
-				(double)sum_u64(pt->nvlink_send + ml * R, R);
+				(double)sum_u64(nvl_sent, R);
 
 			if (plan && !ideal) {
 				double window = 0, repl_s, grad_s;

@@ -89,6 +89,8 @@ double rlb_sim_gemm_s(const struct rlb_sim_params *p, uint64_t rows);
  * that source s sends to an expert, in the source's token order (chunks
  * in (sequence, start) order), go to the expert's instances in instance
  * order, rows[s][i] of rlb_step_plan_split to instance i.
+ * rdma_to_node splits each GPU's RDMA copies by destination node: what
+ * the relayed dispatch (struct rlb_sim_opts) spreads over a node's GPUs.
  * Fields below `rows` are private.
  */
 /* Workspace of one counting thread (private). */
@@ -112,6 +114,7 @@ struct rlb_traffic {
 	uint64_t *rdma_recv;
 	uint64_t *nvlink_send;
 	uint64_t *nvlink_recv;
+	uint32_t *rdma_to_node;		/* [mb][layer][gpu][node]: the RDMA copies of rdma_send by destination node */
 	uint64_t rows;			/* (token, expert) selections counted */
 	uint64_t unplanned_rows;	/* rows past what the plan gives their source (plan and trace disagree); sent to the home copy */
 
@@ -136,8 +139,8 @@ struct rlb_traffic {
  * t is initialised here; release it with rlb_traffic_release (also after
  * a failure).  Errors: RLB_EINVAL (dimensions), RLB_EMISMATCH (plan and
  * loads of different shapes), RLB_ERANGE (more than 65536 ranks),
- * RLB_ENOMEM.  Memory: 32 bytes per (mb, layer, GPU), 4 per (mb, layer,
- * expert), and for every replicated cell ranks * (8 + 4 * instances) + 20
+ * RLB_ENOMEM.  Memory: 32 + 4 * nodes bytes per (mb, layer, GPU), 4 per
+ * (mb, layer, expert), and for every replicated cell ranks * (8 + 4 * instances) + 20
  * bytes.
  */
 int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
@@ -184,11 +187,19 @@ enum rlb_sim_window {
 struct rlb_sim_opts {
 	enum rlb_policy policy;		/* RLB_POLICY_IDEAL: the result is the uniform-traffic ideal */
 	enum rlb_sim_window window;
+	/*
+	 * The policy's dispatch relays: per (micro-batch, layer) and pair of
+	 * nodes, the source node's GPUs share its RDMA copies evenly, handing
+	 * them over NVLink, where that makes the phase shorter
+	 * (docs/cost-model.md, "The relayed dispatch").  The ideal ignores it.
+	 */
+	int relay;
 };
 
 /*
  * Options for a policy: relibra prefetches replica copies
- * (RLB_SIM_WINDOW_PREV_LAYER); every other policy has no window.
+ * (RLB_SIM_WINDOW_PREV_LAYER); every other policy has no window; no
+ * policy relays.
  */
 void rlb_sim_opts_for_policy(struct rlb_sim_opts *o, enum rlb_policy policy);
 

@@ -76,6 +76,7 @@ void rlb_traffic_release(struct rlb_traffic *t)
 	free(t->rdma_recv);
 	free(t->nvlink_send);
 	free(t->nvlink_recv);
+	free(t->rdma_to_node);
 	free(t->cell);
 	free(t->state);
 	free(t->split);
@@ -230,6 +231,7 @@ int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 	t->rdma_recv = zalloc(nml * t->ranks, sizeof(uint64_t));
 	t->nvlink_send = zalloc(nml * t->ranks, sizeof(uint64_t));
 	t->nvlink_recv = zalloc(nml * t->ranks, sizeof(uint64_t));
+	t->rdma_to_node = zalloc(nml * t->ranks * (t->ranks / gpus_per_node), sizeof(uint32_t));
 	t->cell = zalloc(ncells, sizeof(uint32_t));
 	t->state = zalloc(nstate, sizeof(*t->state));
 	t->split = zalloc(nsplit, sizeof(*t->split));
@@ -237,7 +239,7 @@ int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 	t->split_rows = zalloc(ninst * t->ranks, sizeof(uint32_t));
 	t->node_of = zalloc(t->ranks, sizeof(uint32_t));
 	if (!t->rdma_send || !t->rdma_recv || !t->nvlink_send || !t->nvlink_recv ||
-	    !t->cell || !t->state || !t->split || !t->split_gpu || !t->split_rows ||
+	    !t->rdma_to_node || !t->cell || !t->state || !t->split || !t->split_gpu || !t->split_rows ||
 	    !t->node_of || ws_init(&t->ws, t->ranks, t->ranks / gpus_per_node) < 0) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "traffic: out of memory");
 		goto out;
@@ -445,7 +447,7 @@ static void flush_tokens(struct rlb_traffic *t, struct rlb_traffic_ws *ws,
 	const uint32_t snode = t->node_of[src], lane = src - snode * gpn;
 	uint64_t *rr = t->rdma_recv + ml * R, *ns = t->nvlink_send + ml * R;
 	uint64_t *nr = t->nvlink_recv + ml * R, rsend = 0, nsend = 0;
-	uint32_t d, n;
+	uint32_t *to_node = t->rdma_to_node + (ml * R + src) * nodes, d, n;
 
 	for (d = 0; d < R; d++) {
 		uint64_t h = ws->hist[d];
@@ -472,6 +474,7 @@ static void flush_tokens(struct rlb_traffic *t, struct rlb_traffic_ws *ws,
 			continue;
 		rsend += h;
 		rr[n * gpn + lane] += h;
+		to_node[n] += (uint32_t)h;
 	}
 	t->rdma_send[ml * R + src] += rsend;
 	ns[src] += nsend;
