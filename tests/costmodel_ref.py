@@ -278,6 +278,11 @@ class Traffic:
         self.rr = [[[0] * G for _ in range(L)] for _ in range(data.M)]
         self.ns = [[[0] * G for _ in range(L)] for _ in range(data.M)]
         self.nr = [[[0] * G for _ in range(L)] for _ in range(data.M)]
+        # rc[m][l][s][N]: the RDMA copies source s sends to node N, which
+        # the relayed dispatch spreads over s's node
+        nodes = G // g
+        self.rc = [[[[0] * nodes for _ in range(G)] for _ in range(L)]
+                   for _ in range(data.M)]
         self.unplanned = 0
         for m in range(data.M):
             for l in range(L):
@@ -297,6 +302,7 @@ class Traffic:
                         route[s][e] = [(cell[i][0], rows[s][i]) for i in range(len(cell))
                                        if rows[s][i] > 0]
                 rs, rr, ns, nr = self.rs[m][l], self.rr[m][l], self.ns[m][l], self.nr[m][l]
+                rc = self.rc[m][l]
                 for s in range(G):
                     S = model.node(s)
                     lane = s % g
@@ -322,10 +328,10 @@ class Traffic:
                                     continue
                                 D.add(rt[pos[e]][0])
                                 used[e] += 1
-                            self._count(model, s, S, lane, D, rs, rr, ns, nr)
+                            self._count(model, s, S, lane, D, rs, rr, ns, nr, rc[s])
 
     @staticmethod
-    def _count(model, s, S, lane, D, rs, rr, ns, nr):
+    def _count(model, s, S, lane, D, rs, rr, ns, nr, rc):
         g = model.g
         by_node = {}
         for d in D:
@@ -340,6 +346,7 @@ class Traffic:
             r = n * g + lane  # the rail GPU receives the one RDMA copy
             rs[s] += 1
             rr[r] += 1
+            rc[n] += 1
             for d in ds:
                 if d != r:  # forwarded over NVLink
                     ns[r] += 1
@@ -480,9 +487,49 @@ def exchange(model, moves, unit):
     return t, rb, nb
 
 
-def a2a_times(model, tr, m, l):
-    """(T_rdma, T_nvl, even, senders) of one phase of (m, l)."""
-    rs, rr, ns, nr = tr.rs[m][l], tr.rr[m][l], tr.ns[m][l], tr.nr[m][l]
+def relayed(model, tr, m, l):
+    """Section "The relayed dispatch": the copies (rs, rr, ns, nr) of one
+    phase of (m, l) when a node's GPUs share its RDMA sends.  Per ordered
+    pair of nodes S != N, lane j of S sends share_j of the C copies its
+    node's lanes send to N: floor(C / g), plus one for the C mod g lanes
+    with the most copies (ties: the lower lane); the extra copies go over
+    NVLink to the lanes below their share at S, and back to their own rail
+    GPU at N."""
+    G, g = model.G, model.g
+    nodes = G // g
+    rc = tr.rc[m][l]
+    rs, rr = [0] * G, [0] * G
+    ns, nr = list(tr.ns[m][l]), list(tr.nr[m][l])
+    for S in range(nodes):
+        for N in range(nodes):
+            if N == S:
+                continue
+            c = [rc[S * g + j][N] for j in range(g)]
+            base, extra = divmod(sum(c), g)
+            top = sorted(range(g), key=lambda j: (-c[j], j))[:extra]
+            for j in range(g):
+                share = base + (1 if j in top else 0)
+                out, inn = max(0, c[j] - share), max(0, share - c[j])
+                a, b = S * g + j, N * g + j
+                rs[a] += share
+                rr[b] += share
+                ns[a] += out  # lane j of S hands its extra copies over
+                nr[a] += inn  # and takes those of the lanes above their share
+                ns[b] += inn  # its rail GPU in N passes them on
+                nr[b] += out  # and gets its own back
+    assert sum(rs) == sum(tr.rs[m][l]) and sum(rr) == sum(tr.rr[m][l])
+    return rs, rr, ns, nr
+
+
+def direct(tr, m, l):
+    """The copies (rs, rr, ns, nr) of one phase of (m, l), as counted."""
+    return tr.rs[m][l], tr.rr[m][l], tr.ns[m][l], tr.nr[m][l]
+
+
+def a2a_times(model, counts):
+    """(T_rdma, T_nvl, even, senders) of one phase of the copies
+    counts = (rs, rr, ns, nr)."""
+    rs, rr, ns, nr = counts
     t_r = model.net_time(model.lat_rdma, model.B_rdma, rs, rr, model.b_tok)
     t_n = model.net_time(model.lat_nvl, model.B_nvl, ns, nr, model.b_tok)
     zeros = [0] * model.G
@@ -497,15 +544,32 @@ class StepResult:
     pass
 
 
-def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
+def dispatch(model, tr, m, l, relay):
+    """The copies of one phase of (m, l) and their times: the direct
+    dispatch's, or with relay the relayed one's where its phase,
+    max(T_rdma, T_nvl), is strictly shorter (a tie keeps the direct).
+    Returns (counts, times, relayed?)."""
+    counts = direct(tr, m, l)
+    times = a2a_times(model, counts)
+    if relay:
+        rcounts = relayed(model, tr, m, l)
+        rtimes = a2a_times(model, rcounts)
+        if max(rtimes[0], rtimes[1]) < max(times[0], times[1]):
+            return rcounts, rtimes, True
+    return counts, times, False
+
+
+def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0, relay=False):
     """A plan simulated like any plan (sections "Expert compute" to "Per
-    step").  window: True for RLB_SIM_WINDOW_PREV_LAYER (relibra)."""
+    step").  window: True for RLB_SIM_WINDOW_PREV_LAYER (relibra); relay:
+    the relayed dispatch where it is faster (--relay)."""
     res = StepResult()
     bd = zero()
     by = {k: 0.0 for k in BYTES}
     G, L, E = model.G, model.L, model.E
     replicas = 0
     copies_made = 0
+    res.relayed = 0  # (micro-batch, layer) cells that use the relay
     for m in range(data.M):
         fwd = dense_fwd(model, data, m)
         bd["dense_s"] += dense_charge(model, fwd)
@@ -519,15 +583,17 @@ def simulate(model, data, plan, tr, prev_homes, window, planner_s=0.0):
                     per_gpu[gpu] += model.gemm(quota)
             c_fwd = max(per_gpu)
             bd["expert_s"] += model.passes * c_fwd
-            # all-to-all
-            t_r, t_n, even, senders = a2a_times(model, tr, m, l)
+            # all-to-all: the dispatch this (m, l) uses sets its times and
+            # bytes
+            counts, (t_r, t_n, even, senders), used = dispatch(model, tr, m, l, relay)
+            res.relayed += used
             bd["a2a_s"] += model.phases * max(t_r, t_n)
             bd["a2a_rdma_s"] += model.phases * t_r
             bd["a2a_nvlink_s"] += model.phases * t_n
             bd["a2a_even_s"] += model.phases * even
             bd["a2a_senders_s"] += model.phases * senders
-            by["a2a_rdma"] += model.phases * sum(tr.rs[m][l]) * model.b_tok
-            by["a2a_nvlink"] += model.phases * sum(tr.ns[m][l]) * model.b_tok
+            by["a2a_rdma"] += model.phases * sum(counts[0]) * model.b_tok
+            by["a2a_nvlink"] += model.phases * sum(counts[2]) * model.b_tok
             # replicas: weight copies and gradients (section "Replicas")
             wmoves = []
             gmoves = []
@@ -820,6 +886,11 @@ def main():
     imb = None
     st_imb = None
     window = policy == "relibra"
+    # The policy's dispatch is relayed where that is faster under --relay
+    # (section "The relayed dispatch"); the static baseline and the ideal
+    # keep the direct one.
+    relay = bool(summ["options"].get("relay", False))
+    relayed_cells = 0
     for (st, plan) in psteps:
         step = st["step"]
         seqs = trace[step]
@@ -852,7 +923,8 @@ def main():
                 print("reference: %d rows beyond the plan" % tr.unplanned)
                 sys.exit(2)
             res = simulate(model, data, plan, tr, prev_homes, window,
-                           st["planner_ns"] * 1e-9)
+                           st["planner_ns"] * 1e-9, relay)
+            relayed_cells += res.relayed
             pol_bd = res.bd
             same = same_traffic(model, data, pol_bd)
         prev_homes = plan.homes
@@ -965,7 +1037,11 @@ def main():
     if ck.bad:
         print("%d of %d figures differ" % (ck.bad, ck.n))
         return 1
-    print("%d figures agree (%s, %d steps)" % (ck.n, policy, n))
+    if relay:
+        print("%d figures agree (%s, %d steps, relayed %d of %d cells)" %
+              (ck.n, policy, n, relayed_cells, tot["mbs"] * model.L))
+    else:
+        print("%d figures agree (%s, %d steps)" % (ck.n, policy, n))
     return 0
 
 

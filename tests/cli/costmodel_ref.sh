@@ -51,6 +51,19 @@ model:
   mamba_groups: 2
 EOF
 
+# Four nodes of four GPUs, one expert each, and micro-batches of 128
+# tokens: the relayed dispatch shares a few copies over four lanes, whose
+# remainders and ties (the lower lane) set the busiest GPU.
+cat > wide.yaml <<'EOF'
+preset: tiny-2x2
+cluster:
+  nodes: 4
+  gpus_per_node: 4
+parallel:
+  ep_size: 16
+  micro_batch_tokens: 128
+EOF
+
 run capture -c "$cfg" --set workload.steps=3 --synthetic --seed 1 -o t.rrt
 expect_status 0
 run capture -c dense.yaml --set workload.steps=2 --synthetic --seed 3 -o d.rrt
@@ -58,6 +71,8 @@ expect_status 0
 run capture -c inter.yaml --set workload.steps=2 --synthetic --seed 5 -o i.rrt
 expect_status 0
 run capture -c hybrid.yaml --set workload.steps=2 --synthetic --seed 7 -o h.rrt
+expect_status 0
+run capture -c wide.yaml --set workload.steps=2 --synthetic --seed 9 -o w.rrt
 expect_status 0
 
 n=0
@@ -264,6 +279,68 @@ json.dump(d, sys.stdout)
 PY
 check dense.yaml d.rrt --policy relibra --no-timing --steps 0:0 --schedule beyond.json \
 	--set model.attention_window=64 --set model.full_attention_period=3
+
+# The relayed dispatch (--relay): the policy's copies, relayed in each
+# (micro-batch, layer) where that is faster; the baselines direct.
+# relayed any|some: the last check's summary records the relay, and the
+# reference relayed a (micro-batch, layer) cell, or some but not all.
+relayed() {
+	python3 - "s$n.json" out "$1" <<'PY' || { cat out; fail "relayed $1: check $n"; }
+import json, re, sys
+s, out, which = sys.argv[1:4]
+assert json.load(open(s))["options"]["relay"] is True
+m = re.search(r"relayed (\d+) of (\d+) cells", open(out).read())
+k, t = int(m.group(1)), int(m.group(2))
+assert 0 < k and (which == "any" or k < t), (which, k, t)
+PY
+}
+# Here a cell whose relayed phase is no shorter (a tie) keeps the direct
+# dispatch, and its bytes.
+check "$cfg" t.rrt --policy relibra --relay --no-timing
+relayed any
+check "$cfg" t.rrt --policy static --relay --no-timing
+relayed any
+check "$cfg" t.rrt --policy replicate --no-timing --pack ffd --set balancer.relay=true
+relayed any
+check "$cfg" t.rrt --policy eplb-oracle --relay --no-timing --pack dynamic \
+	--set parallel.recompute=true
+relayed any
+check "$cfg" t.rrt --policy relibra --relay --data-control --no-timing --pack ffd
+relayed any
+check "$cfg" t.rrt --policy eplb --relay --no-timing --steps 1:2
+relayed any
+# NVLink as slow to start as RDMA and little faster: relaying, which adds
+# NVLink copies, shortens some cells' phases and would lengthen others'
+# (which keep the direct dispatch).
+check "$cfg" t.rrt --policy relibra --relay --no-timing \
+	--set cluster.nvlink_latency_us=80 --set cluster.nvlink_gbps=60
+relayed some
+# Four lanes: the shares' remainders go to the lanes with the most copies,
+# ties to the lower lane (the higher one changes figures of each of these).
+check wide.yaml w.rrt --policy relibra --relay --no-timing
+relayed any
+check wide.yaml w.rrt --policy eplb-oracle --relay --no-timing
+relayed any
+check wide.yaml w.rrt --policy static --relay --no-timing \
+	--set cluster.nvlink_latency_us=80 --set cluster.nvlink_gbps=80
+relayed some
+check dense.yaml d.rrt --policy relibra --relay --no-timing --set model.moe_latent=24
+relayed any
+# The relay changes no plan.
+"$RELIBRA" plan -c "$cfg" --policy relibra --no-timing -o direct.rlp t.rrt > /dev/null ||
+	fail "plan without --relay"
+"$RELIBRA" plan -c "$cfg" --policy relibra --relay --no-timing -o relay.rlp t.rrt \
+	> /dev/null || fail "plan with --relay"
+"$RELIBRA" inspect --json --dump direct.rlp > direct.json || fail "inspect direct.rlp"
+"$RELIBRA" inspect --json --dump relay.rlp > relay.json || fail "inspect relay.rlp"
+python3 - direct.json relay.json <<'PY' || fail "--relay changed the plan"
+import json, sys
+a, b = (json.load(open(p))["steps"] for p in sys.argv[1:3])
+assert [(s["homes"], s["instances"]) for s in a] == [(s["homes"], s["instances"]) for s in b]
+PY
+# The ideal keeps the direct dispatch: --relay is a usage error there.
+run plan -c "$cfg" --policy ideal --relay --no-timing t.rrt
+expect_status 2
 
 # The comparison fails on one figure changed: the RDMA part of the
 # all-to-all of the first step.
