@@ -181,6 +181,8 @@ static int plan_one_step(struct rlb_trace_reader *r,
 		}
 		ret = rlb_traffic_init(&run[i].traffic, &run[i].plan, &loads[k],
 				       gpn, err);
+		if (ret == 0 && uses_relay(&pol[i].opts))
+			ret = rlb_traffic_count_nodes(&run[i].traffic, err);
 		if (ret)
 			goto out;
 		all[k][nall[k]++] = &run[i].traffic;

@@ -248,6 +248,9 @@ static int check_inputs(const struct rlb_sim *sim, const struct rlb_schedule *s,
 	ret = check_traffic(t, l, gpn, "plan", err);
 	if (ret < 0)
 		return ret;
+	if (sim->o.relay && sim->o.policy != RLB_POLICY_IDEAL && !t->rdma_to_node)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "sim: the relay needs the plan's traffic counted per node (rlb_traffic_count_nodes)");
 	return check_traffic(st, l, gpn, "static", err);
 }
 

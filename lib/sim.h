@@ -89,8 +89,9 @@ double rlb_sim_gemm_s(const struct rlb_sim_params *p, uint64_t rows);
  * that source s sends to an expert, in the source's token order (chunks
  * in (sequence, start) order), go to the expert's instances in instance
  * order, rows[s][i] of rlb_step_plan_split to instance i.
- * rdma_to_node splits each GPU's RDMA copies by destination node: what
- * the relayed dispatch (struct rlb_sim_opts) spreads over a node's GPUs.
+ * rdma_to_node, NULL unless rlb_traffic_count_nodes asked for it, splits
+ * each GPU's RDMA copies by destination node: what the relayed dispatch
+ * (struct rlb_sim_opts) spreads over a node's GPUs.
  * Fields below `rows` are private.
  */
 /* Workspace of one counting thread (private). */
@@ -139,13 +140,19 @@ struct rlb_traffic {
  * t is initialised here; release it with rlb_traffic_release (also after
  * a failure).  Errors: RLB_EINVAL (dimensions), RLB_EMISMATCH (plan and
  * loads of different shapes), RLB_ERANGE (more than 65536 ranks),
- * RLB_ENOMEM.  Memory: 32 + 4 * nodes bytes per (mb, layer, GPU), 4 per
- * (mb, layer, expert), and for every replicated cell ranks * (8 + 4 * instances) + 20
+ * RLB_ENOMEM.  Memory: 32 bytes per (mb, layer, GPU), 4 per (mb, layer,
+ * expert), and for every replicated cell ranks * (8 + 4 * instances) + 20
  * bytes.
  */
 int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 		     const struct rlb_loads *l, uint32_t gpus_per_node,
 		     struct rlb_err *err);
+/*
+ * Also count rdma_to_node, which a simulator with opts.relay needs:
+ * between rlb_traffic_init and the first count.  Memory: 4 * nodes bytes
+ * per (mb, layer, GPU).  Errors: RLB_EINVAL (called too late), RLB_ENOMEM.
+ */
+int rlb_traffic_count_nodes(struct rlb_traffic *t, struct rlb_err *err);
 void rlb_traffic_release(struct rlb_traffic *t);
 
 /*

@@ -231,7 +231,6 @@ int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 	t->rdma_recv = zalloc(nml * t->ranks, sizeof(uint64_t));
 	t->nvlink_send = zalloc(nml * t->ranks, sizeof(uint64_t));
 	t->nvlink_recv = zalloc(nml * t->ranks, sizeof(uint64_t));
-	t->rdma_to_node = zalloc(nml * t->ranks * (t->ranks / gpus_per_node), sizeof(uint32_t));
 	t->cell = zalloc(ncells, sizeof(uint32_t));
 	t->state = zalloc(nstate, sizeof(*t->state));
 	t->split = zalloc(nsplit, sizeof(*t->split));
@@ -239,7 +238,7 @@ int rlb_traffic_init(struct rlb_traffic *t, const struct rlb_step_plan *plan,
 	t->split_rows = zalloc(ninst * t->ranks, sizeof(uint32_t));
 	t->node_of = zalloc(t->ranks, sizeof(uint32_t));
 	if (!t->rdma_send || !t->rdma_recv || !t->nvlink_send || !t->nvlink_recv ||
-	    !t->rdma_to_node || !t->cell || !t->state || !t->split || !t->split_gpu || !t->split_rows ||
+	    !t->cell || !t->state || !t->split || !t->split_gpu || !t->split_rows ||
 	    !t->node_of || ws_init(&t->ws, t->ranks, t->ranks / gpus_per_node) < 0) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "traffic: out of memory");
 		goto out;
@@ -259,6 +258,21 @@ out:
 	if (ret < 0)
 		rlb_traffic_release(t);
 	return ret;
+}
+
+int rlb_traffic_count_nodes(struct rlb_traffic *t, struct rlb_err *err)
+{
+	size_t n = (size_t)t->micro_batches * t->layers * t->ranks;
+
+	if (t->rdma_to_node)
+		return 0;
+	if (!t->cell || t->rows)
+		return rlb_err_set(err, RLB_EINVAL,
+				   "traffic: per-node copies are asked for after counting, or before rlb_traffic_init");
+	t->rdma_to_node = zalloc(n * (t->ranks / t->gpus_per_node), sizeof(uint32_t));
+	if (!t->rdma_to_node)
+		return rlb_err_set(err, RLB_ENOMEM, "traffic: out of memory");
+	return 0;
 }
 
 /*
@@ -447,7 +461,8 @@ static void flush_tokens(struct rlb_traffic *t, struct rlb_traffic_ws *ws,
 	const uint32_t snode = t->node_of[src], lane = src - snode * gpn;
 	uint64_t *rr = t->rdma_recv + ml * R, *ns = t->nvlink_send + ml * R;
 	uint64_t *nr = t->nvlink_recv + ml * R, rsend = 0, nsend = 0;
-	uint32_t *to_node = t->rdma_to_node + (ml * R + src) * nodes, d, n;
+	uint32_t *to_node = t->rdma_to_node ? t->rdma_to_node + (ml * R + src) * nodes : NULL;
+	uint32_t d, n;
 
 	for (d = 0; d < R; d++) {
 		uint64_t h = ws->hist[d];
@@ -474,7 +489,8 @@ static void flush_tokens(struct rlb_traffic *t, struct rlb_traffic_ws *ws,
 			continue;
 		rsend += h;
 		rr[n * gpn + lane] += h;
-		to_node[n] += (uint32_t)h;
+		if (to_node)
+			to_node[n] += (uint32_t)h;
 	}
 	t->rdma_send[ml * R + src] += rsend;
 	ns[src] += nsend;

@@ -757,7 +757,16 @@ static void relay_case(double nvlink_gbps, int relay, struct rlb_sim_step *st)
 	build(&cfg, &q, &s, &l);
 	for (r = 0; r < 4; r++)
 		ck_assert_uint_eq(s.chunks[r].rank, r);
-	traffic_of(&t, &cfg, NULL, &q, &s, &l);
+	ck_assert_msg(rlb_traffic_init(&t, NULL, &l, 2, &err) == 0, "%s", err.msg);
+	ck_assert_ptr_null(t.rdma_to_node);
+	ck_assert_int_eq(rlb_traffic_count_nodes(&t, &err), 0);
+	for (r = 0; r < 4; r++) {
+		struct rlb_seq seq;
+
+		seq_at(&q, r, &seq);
+		rlb_traffic_add_seq(&t, &s, r, &seq, 1);
+	}
+	ck_assert_int_eq(rlb_traffic_count_nodes(&t, &err), 0);	/* already there */
 	/* [layer][gpu][node] */
 	ck_assert_uint_eq(t.rdma_to_node[0 * 2 + 1], 300);
 	ck_assert_uint_eq(t.rdma_to_node[(2 * 2 + 0) * 2 + 1], 300);
@@ -769,6 +778,22 @@ static void relay_case(double nvlink_gbps, int relay, struct rlb_sim_step *st)
 	ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
 	ck_assert_msg(rlb_sim_add_step(sim, &s, &l, NULL, &t, &t, st, &err) == 0, "%s", err.msg);
 	rlb_sim_free(sim);
+	if (relay) {
+		/* without the per-node counts the relay cannot run; asked too late */
+		struct rlb_traffic t2;
+		struct rlb_seq seq;
+
+		ck_assert_int_eq(rlb_traffic_init(&t2, NULL, &l, 2, &err), 0);
+		seq_at(&q, 0, &seq);
+		rlb_traffic_add_seq(&t2, &s, 0, &seq, 1);
+		ck_assert_int_eq(rlb_traffic_count_nodes(&t2, &err), RLB_EINVAL);
+		ck_assert_int_eq(rlb_sim_new(&sim, &cfg, &o, &err), 0);
+		ck_assert_int_eq(rlb_sim_add_step(sim, &s, &l, NULL, &t2, &t2, NULL, &err),
+				 RLB_EINVAL);
+		ck_assert_msg(strstr(err.msg, "rlb_traffic_count_nodes") != NULL, "%s", err.msg);
+		rlb_sim_free(sim);
+		rlb_traffic_release(&t2);
+	}
 	rlb_traffic_release(&t);
 	rlb_loads_release(&l);
 	rlb_schedule_release(&s);
