@@ -416,10 +416,13 @@ static enum rlb_pack plan_pack(const struct rlb_planner_opts *po,
  * Where the policy's step goes beyond the uniform-traffic ideal: the
  * all-to-all's excess split by rlb_sim_time's informational figures
  * (volume, then uneven senders, then uneven receivers), then every other
- * term's excess.  A row per term, per-step milliseconds.
+ * term's excess.  A row per term, per-step milliseconds; then, when the
+ * senders' part is the largest, what evens it out (RELAY: the policy's
+ * dispatch relays already; MULTI_GPU_NODES: the EP group spans nodes of
+ * several GPUs, where relaying could).
  */
 static void print_gap(const struct rlb_sim_summary *s, enum rlb_pack pack,
-		      double ms)
+		      int relay, int multi_gpu_nodes, double ms)
 {
 	const struct rlb_sim_time *p = &s->policy_time, *i = &s->ideal;
 	double volume = p->a2a_even_s - i->a2a_s;
@@ -451,10 +454,17 @@ static void print_gap(const struct rlb_sim_summary *s, enum rlb_pack pack,
 		       "the plan's own schedule");
 	for (k = 0; k < sizeof(other) / sizeof(other[0]); k++)
 		largest &= senders >= other[k];
-	if (largest && pack != RLB_PACK_DYNAMIC && pack != RLB_PACK_DATA_CONTROL)
+	if (!largest || pack == RLB_PACK_DYNAMIC || pack == RLB_PACK_DATA_CONTROL)
+		return;
+	if (relay)
+		printf("the senders' part is the largest; with the relay it follows the "
+		       "nodes' token counts, which --pack dynamic and --data-control "
+		       "even out\n");
+	else
 		printf("the senders' part is the largest; it follows the ranks' token "
 		       "counts (rank tokens max/mean), which --pack dynamic and "
-		       "--data-control even out\n");
+		       "--data-control even out%s\n",
+		       multi_gpu_nodes ? ", and --relay inside each node" : "");
 }
 
 static void print_table(const struct rlb_config *cfg,
@@ -529,7 +539,9 @@ static void print_table(const struct rlb_config *cfg,
 	       s->replicas, 100 * s->slot_use, s->migrated_experts,
 	       s->moved_in_node, planner, s->fraction_of_same_traffic_ideal);
 	if (bo->policy != RLB_POLICY_IDEAL)
-		print_gap(s, plan_pack(po, p), ms);
+		print_gap(s, plan_pack(po, p), bo->relay,
+			  cfg->cluster.gpus_per_node > 1 &&
+			  cfg->parallel.ep_size > cfg->cluster.gpus_per_node, ms);
 }
 
 /* --eplb-export: the steps' placements in their document, into af. */

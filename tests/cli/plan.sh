@@ -55,6 +55,15 @@ fast="--set cluster.peak_tflops=1e6 --set cluster.hbm_gbps=1e6"
 # shellcheck disable=SC2086
 run plan -c "$cfg" --policy static $fast t.rrt
 expect_out "the senders' part is the largest; it follows the ranks' token counts"
+expect_out "--data-control even out, and --relay inside each node"
+# shellcheck disable=SC2086
+run plan -c "$cfg" --policy static --relay $fast t.rrt
+expect_out "the senders' part is the largest; with the relay it follows the nodes' token counts"
+# one GPU per node: nothing to relay over
+# shellcheck disable=SC2086
+run plan -c "$cfg" --policy static --set cluster.gpus_per_node=1 --set cluster.nodes=4 $fast t.rrt
+expect_out "the senders' part is the largest; it follows the ranks' token counts"
+grep -q -- "--relay inside" out && fail "the relay hint with one GPU per node"
 # shellcheck disable=SC2086
 run plan -c "$cfg" --policy static --pack dynamic $fast t.rrt
 grep -q "senders' part is the largest" out && fail "the senders' hint under --pack dynamic"
