@@ -509,21 +509,6 @@ int rlb_base64_decode(const char *s, size_t len, uint8_t **out,
 
 /* ---- foreign files ------------------------------------------------------ */
 
-enum rlb_import_sniff rlb_import_sniff(const uint8_t *buf, size_t len)
-{
-	size_t i = 0;
-
-	if (len >= 4 && memcmp(buf, "PK\x03\x04", 4) == 0)
-		return RLB_SNIFF_ZIP;
-	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5)
-		return RLB_SNIFF_PICKLE;
-	while (i < len && isspace(buf[i]))
-		i++;
-	if (i < len && (buf[i] == '{' || buf[i] == '['))
-		return RLB_SNIFF_JSON;
-	return RLB_SNIFF_UNKNOWN;
-}
-
 /* ---- directories ------------------------------------------------------- */
 
 int rlb_natural_cmp(const char *a, const char *b)
@@ -667,16 +652,6 @@ static const char *binary_advice(const struct rlb_line_reader *r, size_t n)
 {
 	if (r->offset != 0)
 		return "";
-	switch (rlb_import_sniff((const uint8_t *)r->line, n)) {
-	case RLB_SNIFF_ZIP:
-		return " (a zip archive, such as a torch.save or numpy.savez file: "
-		       "docs/jsonl-format.md says how to convert one)";
-	case RLB_SNIFF_PICKLE:
-		return " (a Python pickle, such as a legacy torch.save file: "
-		       "docs/jsonl-format.md says how to convert one)";
-	default:
-		break;
-	}
 	return rlb_import_kind_advice((const uint8_t *)r->line, n);
 }
 
@@ -695,6 +670,12 @@ const char *rlb_import_kind_advice(const uint8_t *buf, size_t len)
 		return " (zstd-compressed: decompress it first)";
 	case RLB_KIND_UTF16:
 		return " (UTF-16 text: convert it to UTF-8)";
+	case RLB_KIND_ZIP:
+		return " (a zip archive, such as a torch.save or numpy.savez file: "
+		       "docs/jsonl-format.md says how to convert one)";
+	case RLB_KIND_PICKLE:
+		return " (a Python pickle, such as a legacy torch.save file: "
+		       "docs/jsonl-format.md says how to convert one)";
 	default:
 		return "";
 	}

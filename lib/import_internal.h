@@ -215,20 +215,6 @@ int rlb_import_list_dir(const char *path, const char *suffix, char ***out,
 void rlb_import_free_list(char **list, size_t n);
 
 /*
- * What the first LEN bytes of a file that is not the expected format look
- * like: the other ways rollout data gets saved (numpy.savez and torch.save
- * write zip archives, older torch.save and pickle.dump pickles), for
- * messages that say what the file is and how to convert it.
- */
-enum rlb_import_sniff {
-	RLB_SNIFF_UNKNOWN,
-	RLB_SNIFF_ZIP,
-	RLB_SNIFF_PICKLE,
-	RLB_SNIFF_JSON,
-};
-
-enum rlb_import_sniff rlb_import_sniff(const uint8_t *buf, size_t len);
-/*
  * " (a relibra trace: ...)", " (gzip-compressed: ...)": what an input of
  * another kind that starts with buf[0..len) is, for an importer's error;
  * "" when rlb_sniff cannot tell.

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "import_internal.h"
+#include "sniff.h"
 #include "util.h"
 
 static const uint8_t npy_magic[6] = { 0x93, 'N', 'U', 'M', 'P', 'Y' };
@@ -178,19 +179,24 @@ static int parse_descr(const char *d, size_t at, struct rlb_npy_header *h,
 /* What a file that is not a .npy file seems to be, and the way in. */
 static const char *foreign_advice(const uint8_t *buf, size_t len)
 {
-	switch (rlb_import_sniff(buf, len)) {
-	case RLB_SNIFF_ZIP:
+	size_t i;
+
+	switch (rlb_sniff(buf, len)) {
+	case RLB_KIND_ZIP:
 		return " (a zip archive: an .npz from numpy.savez or a torch.save file; "
 		       "write each sequence's array with numpy.save)";
-	case RLB_SNIFF_PICKLE:
+	case RLB_KIND_PICKLE:
 		return " (a Python pickle, such as a legacy torch.save file; "
 		       "write each sequence's array with numpy.save)";
-	case RLB_SNIFF_JSON:
+	default:
+		break;
+	}
+	for (i = 0; i < len && isspace(buf[i]); i++)
+		;
+	if (i < len && (buf[i] == '{' || buf[i] == '['))
 		return " (JSON text: convert it to relibra's jsonl format, "
 		       "docs/jsonl-format.md, and use --from jsonl)";
-	default:
-		return rlb_import_kind_advice(buf, len);
-	}
+	return rlb_import_kind_advice(buf, len);
 }
 
 int rlb_npy_parse_header(const uint8_t *buf, size_t len,

@@ -102,6 +102,10 @@ enum rlb_kind rlb_sniff(const uint8_t *b, size_t n)
 	}
 	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
 		return RLB_KIND_GZIP;
+	if (n >= 4 && !memcmp(b, "PK\x03\x04", 4))
+		return RLB_KIND_ZIP;
+	if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)	/* PROTO 2-5 */
+		return RLB_KIND_PICKLE;
 	if (n >= 4 && !memcmp(b, "\x28\xb5\x2f\xfd", 4))
 		return RLB_KIND_ZSTD;
 	if (n >= 6 && !memcmp(b, "\x93NUMPY", 6))
@@ -176,6 +180,8 @@ const char *rlb_kind_name(enum rlb_kind k)
 	case RLB_KIND_GZIP: return "gzip-compressed";
 	case RLB_KIND_ZSTD: return "zstd-compressed";
 	case RLB_KIND_UTF16: return "UTF-16 text";
+	case RLB_KIND_ZIP: return "a zip archive, such as a torch.save or numpy.savez file";
+	case RLB_KIND_PICKLE: return "a Python pickle, such as a legacy torch.save file";
 	default: return NULL;
 	}
 }

@@ -25,6 +25,8 @@ enum rlb_kind {
 	RLB_KIND_GZIP,
 	RLB_KIND_ZSTD,
 	RLB_KIND_UTF16,
+	RLB_KIND_ZIP,		/* torch.save, numpy.savez */
+	RLB_KIND_PICKLE,	/* pickle.dump, legacy torch.save */
 };
 
 /* Bytes that rlb_sniff_fd and rlb_sniff_path look at. */

@@ -177,6 +177,18 @@ printf '\037\213\010\000\000\000\000\000\000\003compressed' > c.yaml.gz	# a gzip
 run config -c c.yaml.gz
 expect_status 1
 expect_err "relibra config: 'c.yaml.gz' is gzip-compressed, not a YAML config: decompress it first"
+# torch.save and pickle.dump files, named as such wherever they are given
+printf 'PK\003\004\024\000\000\000\010\000archive/data.pkl' > w.pt
+run config -c w.pt
+expect_status 1
+expect_err "relibra config: 'w.pt' is a zip archive, such as a torch.save or numpy.savez file, not a YAML config"
+run inspect w.pt
+expect_status 1
+expect_err "the file is a zip archive, such as a torch.save or numpy.savez file, not a relibra trace"
+printf '\200\004\225\005\000\000\000\000\000\000\000}\224.' > w.pkl
+run config -c w.pkl
+expect_status 1
+expect_err "relibra config: 'w.pkl' is a Python pickle, such as a legacy torch.save file, not a YAML config"
 mkdir models
 cp t.rrt models/traced.yaml
 printf 'model: {preset: traced}\n' > uses-trace.yaml
