@@ -730,7 +730,8 @@ END_TEST
  * NVLink at each end (1 + 150 * 128 / 1e4 = 2.92 us); layer 1 splits 301
  * as 151 (lane 0, which has more) + 150: 7.8656 us, and 149 copies cross
  * NVLink at each end (2.9072 us).  With NVLink at 0.5 GB/s the relay
- * would take 39.4 us and layer 0 keeps the direct dispatch.
+ * would take 39.4 us (39.144 in layer 1) and both layers keep the direct
+ * dispatch.
  */
 static void relay_case(double nvlink_gbps, int relay, struct rlb_sim_step *st)
 {
