@@ -255,6 +255,8 @@ static int report(const struct opts *o, const struct rlb_config *cfg,
 	       s.steps, cmd_s(s.steps), s.tokens, s.step_time_s, s.tokens_per_s);
 	printf("  expert critical path %.4g s per step, loss %s -> %s\n",
 	       s.critical_path_s, loss_text(s.first_loss, l0), loss_text(s.last_loss, l1));
+	if (s.plan_relay)
+		cmd_errorf(NAME, "note: the plan was made with --relay; train-step exchanges rank to rank, so it ran, and is labelled, without the relayed dispatch");
 	if (rlb_exec_unheld_spans(ex) > 0)
 		cmd_errorf(NAME, "warning: %" PRIu64 " expert span%s timed without a hold (a hold lapsed): they include the host's enqueueing",
 			   rlb_exec_unheld_spans(ex), cmd_s(rlb_exec_unheld_spans(ex)));

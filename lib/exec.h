@@ -201,6 +201,7 @@ struct rlb_exec_summary {
 	double critical_path_s;		/* per step: sum over (mb, layer) of the slowest rank's expert compute */
 	double first_loss, last_loss;
 	const char *policy;
+	int plan_relay;			/* the plan was made with --relay, which the run does not do */
 };
 void rlb_exec_summary(const struct rlb_exec *ex, struct rlb_exec_summary *s);
 

@@ -40,6 +40,18 @@ run train-step -c "$cfg" $set8 --trace t.rrt --plan ideal.rlp --virtual-ranks 8 
 expect_status 1
 expect_err "relibra train-step: plan 'ideal.rlp' is of policy ideal, a bound the simulator computes, not a placement to run (plan static for the static layout)"
 [ ! -e ideal.json ] && [ ! -e ideal.json.tmp ] || fail "metrics written for an ideal plan"
+# A plan made with --relay runs rank to rank: its measurement is labelled
+# without the relay, with a note, so report pairs it with the direct
+# dispatch's simulation.
+run plan -c "$cfg" $set8 --policy relibra --relay -o relay.rlp --summary relay-sim.json t.rrt
+expect_status 0
+run train-step -c "$cfg" $set8 --trace t.rrt --plan relay.rlp --virtual-ranks 8 -o relay.json
+expect_status 0
+expect_err "note: the plan was made with --relay; train-step exchanges rank to rank, so it ran, and is labelled, without the relayed dispatch"
+grep -qF '"label": "relibra"' relay.json || fail "the relay plan's measurement is labelled with the relay"
+run train-step -c "$cfg" $set8 --trace t.rrt --plan relibra.rlp --virtual-ranks 8
+expect_status 0
+if grep -q "relay" err; then fail "a plan without the relay got the relay's note"; fi
 # The EPLB plans put several copies of an expert on one GPU ("GPUxN:quota"
 # in the dump), so --verify above covered their split over copies.
 run inspect --dump eplb-oracle.rlp
