@@ -386,6 +386,12 @@ static int export_step(void *ctx, const struct rlb_step_plan *p,
 	return 0;
 }
 
+/* The policy is the static baseline itself (static with --relay is not). */
+static int is_static_baseline(const struct rlb_balance_opts *bo)
+{
+	return bo->policy == RLB_POLICY_STATIC && !bo->relay;
+}
+
 /*
  * One row of the table: the policy, then static and ideal unless the
  * policy is one of them (its own column says the same); c < 0 leaves the
@@ -396,7 +402,7 @@ static void print_row(const struct rlb_balance_opts *bo, const char *what,
 {
 	printf("%-28s", what);
 	printf(fmt, a);
-	if (bo->policy != RLB_POLICY_STATIC)
+	if (!is_static_baseline(bo))
 		printf(fmt, b);
 	if (c >= 0 && bo->policy != RLB_POLICY_IDEAL)
 		printf(fmt, c);
@@ -500,8 +506,9 @@ static void print_table(const struct rlb_config *cfg,
 		printf("%s packing, %d token%s per GPU per micro-batch\n\n",
 		       rlb_pack_name(plan_pack(po, p)), cfg->parallel.micro_batch_tokens,
 		       cmd_s((uint64_t)cfg->parallel.micro_batch_tokens));
-	printf("%-28s%14s", "", rlb_policy_name(bo->policy));
-	if (bo->policy != RLB_POLICY_STATIC)
+	printf("%-28s%14s", "", bo->policy == RLB_POLICY_STATIC && bo->relay ?
+	       "static --relay" : rlb_policy_name(bo->policy));
+	if (!is_static_baseline(bo))
 		printf("%14s", "static");
 	if (bo->policy != RLB_POLICY_IDEAL)
 		printf("%14s", "ideal");

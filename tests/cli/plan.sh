@@ -59,6 +59,8 @@ expect_out "--data-control even out, and --relay inside each node"
 # shellcheck disable=SC2086
 run plan -c "$cfg" --policy static --relay $fast t.rrt
 expect_out "the senders' part is the largest; with the relay it follows the nodes' token counts"
+# static with the relay is not the static layout: both have a column
+grep -qE '^ +static --relay +static +ideal$' out || fail "static --relay's table lacks the static column"
 # one GPU per node: nothing to relay over
 # shellcheck disable=SC2086
 run plan -c "$cfg" --policy static --set cluster.gpus_per_node=1 --set cluster.nodes=4 $fast t.rrt
