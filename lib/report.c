@@ -646,6 +646,18 @@ static long find_row(const struct rlb_report *r, size_t g,
 	return found;
 }
 
+/*
+ * The eplb-oracle baseline of group g and kind k: the eplb-oracle row, or,
+ * without one, the eplb-oracle --relay row (as find_row).
+ */
+static long eplb_oracle_row(const struct rlb_report *r, size_t g,
+			    enum rlb_result_kind k)
+{
+	long f = find_row(r, g, k, "eplb-oracle");
+
+	return f == -1 ? find_row(r, g, k, "eplb-oracle --relay") : f;
+}
+
 long rlb_report_simulated_of(const struct rlb_report *r, size_t i)
 {
 	long s;
@@ -736,9 +748,13 @@ static int group_notes(struct rlb_report *r, size_t g)
 				nofrac = 1;
 		}
 	if (have[RLB_RESULT_PLAN] &&
-	    (f = find_row(r, g, RLB_RESULT_PLAN, "eplb-oracle")) < 0 &&
+	    (f = eplb_oracle_row(r, g, RLB_RESULT_PLAN)) < 0 &&
 	    add_note(gr, "%s eplb-oracle result%s: speedup over eplb-oracle not shown",
 		     f == -1 ? "no" : "several", f == -1 ? "" : "s"))
+		return -1;
+	if (have[RLB_RESULT_PLAN] && f >= 0 &&
+	    strcmp(r->rows[f].given_label, "eplb-oracle") != 0 &&
+	    add_note(gr, "x eplb-oracle: over eplb-oracle --relay (no eplb-oracle without the relay)"))
 		return -1;
 	if (have[RLB_RESULT_TRAIN_STEP]) {
 		if ((f = find_row(r, g, RLB_RESULT_TRAIN_STEP, "static")) < 0 &&
@@ -816,7 +832,7 @@ static int report_finish_c(struct rlb_report *r, struct rlb_err *err)
 			w->x_static = r->rows[s].step_time_s / w->step_time_s;
 		else if (w->kind == RLB_RESULT_PLAN && !isnan(w->static_step_time_s))
 			w->x_static = w->static_step_time_s / w->step_time_s;
-		o = find_row(r, w->group, w->kind, "eplb-oracle");
+		o = eplb_oracle_row(r, w->group, w->kind);
 		w->x_eplb_oracle = o >= 0 ?
 			r->rows[o].step_time_s / w->step_time_s : NAN;
 	}

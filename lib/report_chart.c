@@ -574,6 +574,7 @@ static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 		       FILE *fp, struct rlb_err *err)
 {
 	const char **vals = NULL, **labels = NULL, **colours = NULL, *unit;
+	char **col = NULL;
 	double *num = NULL, x0 = 80, x1 = RLB_SVG_W - 20, y0, y1, h, lo, hi, lh, scale;
 	size_t nv = 0, nl = 0, i, j, k;
 	int numeric = 1, ret = 0;
@@ -589,7 +590,8 @@ static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 	labels = calloc(r->nrows + 1, sizeof(*labels));
 	colours = calloc(r->nrows + 1, sizeof(*colours));
 	num = calloc(r->nrows + 1, sizeof(*num));
-	if (!vals || !labels || !colours || !num) {
+	col = rlb_sweep_columns(r);
+	if (!vals || !labels || !colours || !num || !col) {
 		ret = rlb_err_set(err, RLB_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -603,11 +605,11 @@ static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 			;
 		if (j == nv)
 			vals[nv++] = w->sweep_value;
-		for (j = 0; j < nl && strcmp(labels[j], w->label); j++)
+		for (j = 0; j < nl && strcmp(labels[j], col[i]); j++)
 			;
 		if (j == nl) {
-			colours[nl] = rlb_report_colour(w->label, i);
-			labels[nl++] = w->label;
+			colours[nl] = rlb_report_colour(col[i], i);
+			labels[nl++] = col[i];
 		}
 		if (!isnan(v)) {
 			lo = fmin(lo, v);
@@ -692,7 +694,7 @@ static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 				double v = rlb_sweep_value(w, m, scale);
 
 				if (!rlb_sweep_row(w) || strcmp(w->sweep_value, vals[j]) ||
-				    strcmp(w->label, labels[k]) || isnan(v))
+				    strcmp(col[i], labels[k]) || isnan(v))
 					continue;
 				fprintf(fp, "%s%.1f %.1f ", pen ? "L" : "M",
 					rlb_svg_axis_pos(&xa, num[j], x0, x1),
@@ -707,7 +709,7 @@ static int chart_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 				double v = rlb_sweep_value(w, m, scale);
 
 				if (!rlb_sweep_row(w) || strcmp(w->sweep_value, vals[j]) ||
-				    strcmp(w->label, labels[k]) || isnan(v))
+				    strcmp(col[i], labels[k]) || isnan(v))
 					continue;
 				fprintf(fp, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>",
 					rlb_svg_axis_pos(&xa, num[j], x0, x1),
@@ -727,6 +729,7 @@ out:
 	free(labels);
 	free(colours);
 	free(num);
+	free(col);
 	return ret;
 }
 

@@ -53,6 +53,15 @@ double rlb_sweep_value(const struct rlb_report_row *w, enum rlb_sweep_metric m,
 /* The pivot's title ("Step time (ms)", ...) in BUF. */
 const char *rlb_sweep_title(const struct rlb_report *r, enum rlb_sweep_metric m,
 			    char *buf, size_t size);
+/*
+ * The sweep's column of each row [nrows] (NULL for rows outside it): the
+ * row's label without the option that the swept key turns on or off
+ * (balancer.relay: " --relay", ...), so that a column compares one
+ * policy across the values; the labels themselves when that would put
+ * two results of one value in a column.  Free with free() (the strings
+ * live in the same block).  NULL when out of memory.
+ */
+char **rlb_sweep_columns(const struct rlb_report *r);
 /* Sweep pivot: one row per value of the key, one column per result. */
 int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 		    struct rlb_cells *t);

@@ -339,6 +339,77 @@ int rlb_sweep_row(const struct rlb_report_row *w)
 	return w->sweep_value && w->kind == RLB_RESULT_PLAN;
 }
 
+/* The label text of the option that swept key KEY sets, or NULL. */
+static const char *sweep_flag(const char *key)
+{
+	static const char *const map[][2] = {
+		{ "balancer.relay", " --relay" },
+		{ "balancer.colocate", " --colocate" },
+		{ "balancer.data_control", " --data-control" },
+		{ "balancer.reorder", " --no-reorder" },
+		{ "balancer.replicate", " --no-replicate" },
+	};
+	size_t i;
+
+	for (i = 0; key && i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(key, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+/* LABEL without FLAG where FLAG stands in it as a whole option, into BUF. */
+static void strip_flag(const char *label, const char *flag, char *buf)
+{
+	size_t n = strlen(flag);
+	const char *p = label;
+
+	strcpy(buf, label);
+	while ((p = strstr(p, flag)) != NULL) {
+		if (p[n] == '\0' || p[n] == ' ') {
+			memmove(buf + (p - label), buf + (p - label) + n,
+				strlen(buf + (p - label) + n) + 1);
+			return;
+		}
+		p += n;
+	}
+}
+
+char **rlb_sweep_columns(const struct rlb_report *r)
+{
+	const char *flag = sweep_flag(r->sweep_key);
+	size_t i, j, bytes = (r->nrows + 1) * sizeof(char *);
+	char **col, *at;
+	int strip = flag != NULL;
+
+	for (i = 0; i < r->nrows; i++)
+		bytes += strlen(r->rows[i].label) + 1;
+	col = calloc(1, bytes);
+	if (!col)
+		return NULL;
+	at = (char *)(col + r->nrows + 1);
+	for (i = 0; i < r->nrows; i++) {
+		if (!rlb_sweep_row(&r->rows[i]))
+			continue;
+		col[i] = at;
+		if (strip)
+			strip_flag(r->rows[i].label, flag, at);
+		else
+			strcpy(at, r->rows[i].label);
+		at += strlen(r->rows[i].label) + 1;
+	}
+	/* two results of one value in one column: keep the labels */
+	for (i = 0; strip && i < r->nrows; i++)
+		for (j = i + 1; col[i] && j < r->nrows; j++)
+			if (col[j] && strcmp(col[i], col[j]) == 0 &&
+			    strcmp(r->rows[i].sweep_value, r->rows[j].sweep_value) == 0) {
+				for (i = 0; i < r->nrows; i++)
+					if (col[i])
+						strcpy(col[i], r->rows[i].label);
+				return col;
+			}
+	return col;
+}
+
 void rlb_sweep_step_unit(const struct rlb_report *r, double *scale,
 			 const char **unit)
 {
@@ -377,7 +448,7 @@ int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 		    struct rlb_cells *t)
 {
 	const char **vals = NULL, **labels = NULL, **cells = NULL, *unit;
-	char (*buf)[32] = NULL;
+	char (*buf)[32] = NULL, **col = rlb_sweep_columns(r);
 	size_t nv = 0, nl = 0, i, j, k;
 	double scale;
 	int ret = -1;
@@ -386,13 +457,13 @@ int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 	rlb_sweep_step_unit(r, &scale, &unit);
 	vals = calloc(r->nrows + 1, sizeof(*vals));
 	labels = calloc(r->nrows + 1, sizeof(*labels));
-	if (!vals || !labels)
+	if (!vals || !labels || !col)
 		goto out;
 	for (i = 0; i < r->nrows; i++) {
 		if (!rlb_sweep_row(&r->rows[i]))
 			continue;
 		intern(vals, &nv, r->nrows, r->rows[i].sweep_value);
-		intern(labels, &nl, r->nrows, r->rows[i].label);
+		intern(labels, &nl, r->nrows, col[i]);
 	}
 	t->cols = nl + 1;
 	cells = calloc(nl + 1, sizeof(*cells));
@@ -413,7 +484,7 @@ int rlb_cells_sweep(const struct rlb_report *r, enum rlb_sweep_metric m,
 				const struct rlb_report_row *w = &r->rows[i];
 
 				if (rlb_sweep_row(w) && strcmp(w->sweep_value, vals[k]) == 0 &&
-				    strcmp(w->label, labels[j]) == 0) {
+				    strcmp(col[i], labels[j]) == 0) {
 					v = rlb_sweep_value(w, m, scale);
 					break;
 				}
@@ -429,6 +500,7 @@ out:
 	free(labels);
 	free(cells);
 	free(buf);
+	free(col);
 	if (ret)
 		rlb_cells_release(t);
 	return ret;

@@ -194,6 +194,25 @@ run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --policies relibra,relibra+
 	--sweep balancer.colocate=false,true
 expect_status 2
 expect_err "relibra report: --policies: 'relibra' and 'relibra+colocate' are the same plan, 'relibra --colocate' (with balancer.colocate=true)"
+# A key that adds an option to the labels (the relay adds " --relay" to
+# every policy but the ideal) is swept in one column per policy, so each
+# column compares its policy with and without the option.
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace tiny.rrt --steps 0:0 --policies static,eplb-oracle,relibra \
+	--sweep balancer.relay=true,false --svg sweep-relay
+expect_status 0
+expect_out "balancer.relay  static  eplb-oracle  relibra"
+awk '/against balancer.relay/ { t = 1; next } t && /^(true|false) / { n++; if ($0 ~ / - | -$/) bad = 1 }
+	/^$/ { t = 0 } END { exit !(n == 6 && !bad) }' out ||
+	fail "the relay sweep's tables do not fill one column per policy"
+grep -q 'data-label="static"' sweep-relay/sweep-step.svg &&
+	! grep -q 'data-label="static --relay"' sweep-relay/sweep-step.svg ||
+	fail "the relay sweep's chart does not draw one line per policy"
+# with the relay everywhere, eplb-oracle --relay is the eplb-oracle baseline
+run report -c "$CONFIGS/tiny-2x2.yaml" --trace tiny.rrt --steps 0:0 --set balancer.relay=true
+expect_status 0
+expect_out "note: x eplb-oracle: over eplb-oracle --relay (no eplb-oracle without the relay)"
+awk '$1 == "relibra" && $2 == "--relay" { exit !($6 != "-") } ' out ||
+	fail "relibra --relay has no speedup over eplb-oracle --relay"
 run report -c "$CONFIGS/tiny-2x2.yaml" --trace x.rrt --sweep cluster.rdma_gbps=25,45 \
 	--sweep cluster.nvlink_gbps=1,2
 expect_status 2
