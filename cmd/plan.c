@@ -386,6 +386,13 @@ static int export_step(void *ctx, const struct rlb_step_plan *p,
 	return 0;
 }
 
+/* The EP group spans nodes of several GPUs, where a dispatch can relay. */
+static int relay_can_act(const struct rlb_config *cfg)
+{
+	return cfg->cluster.gpus_per_node > 1 &&
+	       cfg->parallel.ep_size > cfg->cluster.gpus_per_node;
+}
+
 /* The policy is the static baseline itself (static with --relay is not). */
 static int is_static_baseline(const struct rlb_balance_opts *bo)
 {
@@ -546,9 +553,8 @@ static void print_table(const struct rlb_config *cfg,
 	       s->replicas, 100 * s->slot_use, s->migrated_experts,
 	       s->moved_in_node, planner, s->fraction_of_same_traffic_ideal);
 	if (bo->policy != RLB_POLICY_IDEAL)
-		print_gap(s, plan_pack(po, p), bo->relay,
-			  cfg->cluster.gpus_per_node > 1 &&
-			  cfg->parallel.ep_size > cfg->cluster.gpus_per_node, ms);
+		print_gap(s, plan_pack(po, p), bo->relay && relay_can_act(cfg),
+			  relay_can_act(cfg), ms);
 }
 
 /* --eplb-export: the steps' placements in their document, into af. */
@@ -660,6 +666,10 @@ int cmd_plan(int argc, char **argv)
 	ret = policy_opts(&o, &cfg, &pol.opts);
 	if (ret)
 		goto done;
+	if (pol.opts.relay && !relay_can_act(&cfg))
+		cmd_errorf(NAME, "note: the relay changes nothing here: the EP group %s",
+			   cfg.cluster.gpus_per_node > 1 ? "lies within one node" :
+			   "has one GPU per node");
 	ret = EXIT_FAIL;
 	po.pack = o.pack ? o.pack_rule : cfg.parallel.pack;
 	if (o.schedule && (o.pack || pol.opts.data_control)) {

@@ -61,7 +61,17 @@ run plan -c "$cfg" --policy static --relay $fast t.rrt
 expect_out "the senders' part is the largest; with the relay it follows the nodes' token counts"
 # static with the relay is not the static layout: both have a column
 grep -qE '^ +static --relay +static +ideal$' out || fail "static --relay's table lacks the static column"
-# one GPU per node: nothing to relay over
+# one GPU per node, or one node: nothing to relay over, and a note says so
+# shellcheck disable=SC2086
+run plan -c "$cfg" --policy static --relay --set cluster.gpus_per_node=1 --set cluster.nodes=4 $fast t.rrt
+expect_status 0
+expect_err "relibra plan: note: the relay changes nothing here: the EP group has one GPU per node"
+expect_out "the senders' part is the largest; it follows the ranks' token counts"
+run plan -c "$cfg" --policy relibra --relay --set parallel.ep_size=2 t.rrt
+expect_status 0
+expect_err "relibra plan: note: the relay changes nothing here: the EP group lies within one node"
+run plan -c "$cfg" --policy relibra --relay t.rrt
+if grep -q "note: the relay" err; then fail "the relay's note on nodes of several GPUs"; fi
 # shellcheck disable=SC2086
 run plan -c "$cfg" --policy static --set cluster.gpus_per_node=1 --set cluster.nodes=4 $fast t.rrt
 expect_out "the senders' part is the largest; it follows the ranks' token counts"
