@@ -228,8 +228,25 @@ static int mark_per_layer(struct reader *r, json_t *list, const char *name, int 
 }
 
 /*
+ * ERNIE 4.5's `moe_layer_end_index` into *END: absent, null or -1 mean the
+ * last of the L layers; 0 when read, RLB_ECONFIG otherwise.
+ */
+static int get_end_index(struct reader *r, int L, int *end)
+{
+	json_t *v = json_object_get(r->obj, "moe_layer_end_index");
+
+	*end = L - 1;
+	if (json_is_integer(v) && json_integer_value(v) == -1)
+		return 0;
+	return get_int(r, "moe_layer_end_index", end) < 0 ? RLB_ECONFIG : 0;
+}
+
+/*
  * moe[i] for the L hidden layers: `mlp_layer_types` or a `moe_layer_freq`
  * list (above); an explicit `moe_layers` list (Llama 4);
+ * `moe_layer_start_index` with `moe_layer_end_index` and
+ * `moe_layer_interval` (ERNIE 4.5: MoE where start <= i <= end and i + 1
+ * is a multiple of the interval);
  * `first_k_dense_replace` with `moe_layer_freq` (DeepSeek, Kimi, GLM-4.5:
  * MoE where i >= k and i is a multiple of the frequency);
  * `decoder_sparse_step` with `mlp_only_layers` (Qwen MoE: MoE where i + 1
@@ -265,6 +282,20 @@ static int moe_layers_of(struct reader *r, int L, unsigned char *moe, char *rule
 	if (list) {
 		snprintf(rule, size, "moe_layers");
 		return mark_layers(r, list, "moe_layers", L, moe, 1);
+	}
+	if (json_object_get(r->obj, "moe_layer_start_index")) {
+		int start = 0, end, every = 1;
+
+		if ((ret = get_int(r, "moe_layer_start_index", &start)) < 0 ||
+		    (ret = get_end_index(r, L, &end)) < 0 ||
+		    (ret = get_int(r, "moe_layer_interval", &every)) < 0)
+			return ret;
+		if (every < 1)
+			return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'moe_layer_interval' is 0", r->path);
+		for (i = start; i <= end && i < L; i++)
+			moe[i] = (i + 1) % every == 0;
+		snprintf(rule, size, "moe_layer_start_index, moe_layer_end_index, moe_layer_interval");
+		return 0;
 	}
 	if ((ret = get_int(r, "first_k_dense_replace", &k)) < 0 ||
 	    (ret = get_int(r, "moe_layer_freq", &freq)) < 0)
@@ -836,7 +867,8 @@ out:
 
 /*
  * Shared experts: fused n_shared_experts (Ling/Bailing call it
- * num_shared_experts) of the expert width, or of
+ * num_shared_experts, ERNIE 4.5 moe_num_shared_experts) of the expert
+ * width, or of
  * moe_shared_expert_intermediate_size where that is given (Nemotron-H,
  * whose default is one); else one of shared_expert_intermediate_size
  * (Qwen MoE) or shared_intermediate_size (Granite), 0 for none; Arctic's
@@ -844,7 +876,9 @@ out:
  */
 static int read_shared(struct reader *r)
 {
-	static const char *const n_shared[] = { "n_shared_experts", "num_shared_experts", NULL };
+	static const char *const n_shared[] = {
+		"n_shared_experts", "num_shared_experts", "moe_num_shared_experts", NULL
+	};
 	static const char *const n_width[] = {
 		"shared_expert_intermediate_size", "shared_intermediate_size", NULL
 	};
@@ -1034,10 +1068,10 @@ static int read_model(struct reader *r)
 	/* the keys every MoE config.json gives, each by one of these fields */
 	static const struct {
 		int key;
-		const char *const names[4];
+		const char *const names[5];
 	} needed[] = {
-		{ RLB_HF_EXPERTS, { "n_routed_experts", "num_local_experts", "num_experts", NULL } },
-		{ RLB_HF_TOPK, { "num_experts_per_tok", "experts_per_token", NULL } },
+		{ RLB_HF_EXPERTS, { "n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts" } },
+		{ RLB_HF_TOPK, { "num_experts_per_tok", "experts_per_token", "moe_k", NULL } },
 		{ RLB_HF_HIDDEN, { "hidden_size", NULL } },
 		{ RLB_HF_EXPERT_FFN, { "moe_intermediate_size", "intermediate_size", NULL } },
 	};
@@ -1045,6 +1079,11 @@ static int read_model(struct reader *r)
 	const char *which = NULL;
 	int i, x, L = 0, ret;
 
+	/* ERNIE 4.5 VL: a list per modality, text experts and vision experts */
+	if (json_is_array(json_object_get(r->obj, "moe_num_experts")))
+		return rlb_err_set(r->err, RLB_ECONFIG, "%s: 'moe_num_experts' is a list, one "
+				   "per modality (ERNIE 4.5 VL): relibra models one set of experts "
+				   "per layer", r->path);
 	for (i = 0; i < (int)(sizeof(needed) / sizeof(needed[0])); i++) {
 		if ((ret = required(r, needed[i].names, &x, &which)) < 0)
 			return ret;

@@ -238,6 +238,32 @@ START_TEST(test_family_rules)
 	     "\"n_group\": 4, \"topk_group\": 2}");
 	ck_assert_int_eq(hm.model.expert_groups, 4);
 	ck_assert_int_eq(hm.model.topk_groups, 2);
+#define ERNIE "\"hidden_size\": 64, \"intermediate_size\": 256, \"num_attention_heads\": 4, " \
+	      "\"num_key_value_heads\": 2, \"moe_num_experts\": 8, \"moe_k\": 2, " \
+	      "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 6, "
+	/* ERNIE 4.5: MoE from the start index to the end (absent, null or -1: the last) */
+	load(&hm, "{" ERNIE "\"moe_layer_start_index\": 2, \"moe_num_shared_experts\": 2}");
+	ck_assert_int_eq(hm.model.experts, 8);
+	ck_assert_int_eq(hm.model.topk, 2);
+	ck_assert_int_eq(hm.model.first_dense_layers, 2);
+	ck_assert_int_eq(hm.model.moe_layers, 4);
+	ck_assert_int_eq(hm.model.moe_layer_period, 1);
+	ck_assert_int_eq(hm.model.dense_ffn, 256);
+	ck_assert_int_eq(hm.model.shared_experts, 1);
+	ck_assert_int_eq(hm.model.shared_expert_ffn, 64);
+	load(&hm2, "{" ERNIE "\"moe_layer_start_index\": 2, \"moe_layer_end_index\": -1, "
+	     "\"moe_num_shared_experts\": 2}");
+	assert_same_model(&hm2.model, &hm.model, "ernie end -1");
+	load(&hm2, "{" ERNIE "\"moe_layer_start_index\": 2, \"moe_layer_end_index\": null, "
+	     "\"moe_layer_interval\": 1, \"moe_num_shared_experts\": 2}");
+	assert_same_model(&hm2.model, &hm.model, "ernie end null");
+	/* an interval: MoE where i + 1 is a multiple of it, from the start index */
+	load(&hm, "{" ERNIE "\"moe_layer_start_index\": 0, \"moe_layer_interval\": 2}");
+	ck_assert_int_eq(hm.model.first_dense_layers, 0);
+	ck_assert_int_eq(hm.model.moe_layers, 3);
+	ck_assert_int_eq(hm.model.moe_layer_period, 2);
+	ck_assert_int_eq(hm.model.moe_layer_offset, 1);
+	ck_assert_int_eq(hm.model.shared_experts, 0);
 }
 END_TEST
 
@@ -532,7 +558,19 @@ START_TEST(test_errors)
 		"\"num_key_value_heads\": 4}", RLB_ECONFIG,
 		"JetMoE's mixture of attention needs 'num_key_value_heads' and 'kv_channels'");
 	refused("{\"hidden_size\": 64}", RLB_ECONFIG,
-		"no 'n_routed_experts' or 'num_local_experts' or 'num_experts'");
+		"no 'n_routed_experts' or 'num_local_experts' or 'num_experts' or 'moe_num_experts'");
+	/* ERNIE 4.5: a dense layer after the last MoE one; VL's lists per modality */
+	refused("{" ERNIE "\"moe_layer_start_index\": 1, \"moe_layer_end_index\": 4}", RLB_ECONFIG,
+		"the MoE layers (moe_layer_start_index, moe_layer_end_index, moe_layer_interval: "
+		"1, 2, 3, 4 of 6) do not repeat with one period after the first dense layers, "
+		"which relibra.yaml(5) cannot describe");
+	refused("{" ERNIE "\"moe_layer_start_index\": 1, \"moe_layer_end_index\": -2}", RLB_ECONFIG,
+		"'moe_layer_end_index' is not a non-negative integer");
+	refused("{" ERNIE "\"moe_layer_start_index\": 1, \"moe_layer_interval\": 0}", RLB_ECONFIG,
+		"'moe_layer_interval' is 0");
+	refused("{\"moe_num_experts\": [64, 64], \"moe_k\": 6}", RLB_ECONFIG,
+		"'moe_num_experts' is a list, one per modality (ERNIE 4.5 VL): relibra models "
+		"one set of experts per layer");
 	refused("{\"num_experts\": 8, \"num_experts_per_tok\": -2}", RLB_ECONFIG,
 		"'num_experts_per_tok' is not a non-negative integer");
 	refused("{\"num_experts\": 8, \"num_experts_per_tok\": \"2\"}", RLB_ECONFIG,
