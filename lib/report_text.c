@@ -401,12 +401,11 @@ char **rlb_sweep_columns(const struct rlb_report *r)
 	for (i = 0; strip && i < r->nrows; i++)
 		for (j = i + 1; col[i] && j < r->nrows; j++)
 			if (col[j] && strcmp(col[i], col[j]) == 0 &&
-			    strcmp(r->rows[i].sweep_value, r->rows[j].sweep_value) == 0) {
-				for (i = 0; i < r->nrows; i++)
-					if (col[i])
-						strcpy(col[i], r->rows[i].label);
-				return col;
-			}
+			    strcmp(r->rows[i].sweep_value, r->rows[j].sweep_value) == 0)
+				strip = 0;
+	for (i = 0; flag && !strip && i < r->nrows; i++)
+		if (col[i])
+			strcpy(col[i], r->rows[i].label);
 	return col;
 }
 
