@@ -8,8 +8,10 @@
 # usage: bench/imbalance_sweep.sh [SETTING...]
 #   SETTING: comma-separated workload overrides, e.g.
 #   topic_concentration=2.2,hot_expert_boost=2.5; "default" for none.
-#   Without settings: the defaults, and topic_concentration 1.6, 1.9, 2.0,
-#   2.2 and 2.4 with hot_expert_boost 2.5 (docs/cost-model.md's table).
+#   Without settings: the earlier defaults (topic_concentration 1.3,
+#   hot_expert_boost 1.5), topic_concentration 1.6, 1.9, 2.0 and 2.2 with
+#   hot_expert_boost 2.5, and the defaults (2.4 and 2.5; docs/cost-model.md's
+#   table).
 # Environment: RELIBRA (default ./relibra), BENCH_DIR (build/bench),
 # RLB_BENCH_DIR (where the trace goes, default out/bench).
 set -eu
@@ -23,12 +25,12 @@ trap 'rm -f "$trace" "$trace.tmp"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-[ $# -gt 0 ] || set -- default \
+[ $# -gt 0 ] || set -- topic_concentration=1.3,hot_expert_boost=1.5 \
 	topic_concentration=1.6,hot_expert_boost=2.5 \
 	topic_concentration=1.9,hot_expert_boost=2.5 \
 	topic_concentration=2.0,hot_expert_boost=2.5 \
 	topic_concentration=2.2,hot_expert_boost=2.5 \
-	topic_concentration=2.4,hot_expert_boost=2.5
+	default
 
 # The --set options of a setting, one word each.
 overrides() {

@@ -5,7 +5,7 @@
 #ifndef RLB_RELIBRA_H
 #define RLB_RELIBRA_H
 
-#define RLB_VERSION "0.11.0"
+#define RLB_VERSION "0.11.1"
 
 #include "err.h"
 #include "util.h"

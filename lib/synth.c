@@ -812,10 +812,10 @@ void rlb_workload_defaults(struct rlb_workload_config *w)
 	w->len_min = 256;
 	w->len_max = 16384;
 	w->topics = 256;
-	w->topic_concentration = 1.3;
+	w->topic_concentration = 2.4;
 	w->topic_drift = 0.05;
 	w->base_skew = 0.1;
-	w->hot_expert_boost = 1.5;
+	w->hot_expert_boost = 2.5;
 	w->heavy_layer_fraction = 0.125;
 	w->heavy_layer_skew = 0.7;
 	w->segment_min = 32;
